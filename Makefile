@@ -1,0 +1,49 @@
+# cascade_rl: every target sets itself up (virtual environment, Python and Debian packages).
+#   make demo   the embedded default: the whole cascade on a tiny model, on CPU
+#   make test   the test suite
+#   make bench  the performance benchmarks (each prints a ratio against its baseline)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# GPU users: make TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" ...
+TORCH_SPEC ?= torch==2.13.0
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all install system-deps demo test bench lint clean
+
+all: test
+
+# bubblewrap isolates untrusted code (code rewards, SWE tests). Installed through apt when it is
+# missing and we may (root, or passwordless sudo); otherwise the sandbox warns and runs on rlimits.
+system-deps:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else SUDO=none; fi; \
+	  if [ "$$SUDO" = none ]; then echo "note: bubblewrap missing and apt-get not permitted; the sandbox will run with rlimits only"; \
+	  else echo "installing bubblewrap (apt)"; \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	    { $$SUDO apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q bubblewrap >/dev/null; } || \
+	    echo "note: could not install bubblewrap; the sandbox will run with rlimits only"; fi; \
+	else echo "note: no apt-get; install bubblewrap yourself for full sandboxing"; fi
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_SPEC)
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: system-deps $(STAMP)
+
+demo: install
+	$(BIN)/cascade run recipes/tiny.yaml
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -1,0 +1,161 @@
+"""The chat format of Cascade RL (SPEC section 2) and how responses are read back.
+
+* ChatML turns with a ` /think` or ` /no_think` flag appended to **each user turn** (same flag on
+  every turn = global control, different flags = per-turn switching); no ``enable_thinking``
+  template switch and no empty ``<think></think>`` block in non-thinking mode.
+* Thinking responses are ``<think>reasoning</think>answer``. :func:`split_thinking` separates
+  the two; a response that opened ``<think>`` and never closed it is *unfinished* and has no
+  answer. Every scorer scores the answer part unless it says otherwise.
+* Tools are listed in the system prompt inside ``<tools></tools>``; calls are made inside
+  ``<tool_call></tool_call>`` as JSON (Qwen3 convention).
+
+The Jinja template lives in ``templates/cascade_chatml.jinja``; :func:`install_chat_template`
+puts it on any Hugging Face tokenizer, :func:`render` renders it without one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal, NamedTuple, Sequence
+
+Mode = Literal["think", "no_think"]
+MODES: tuple[Mode, ...] = ("think", "no_think")
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+#: Tokens a tokenizer for this format should treat as special / added tokens.
+SPECIAL_TOKENS = (IM_START, IM_END, THINK_OPEN, THINK_CLOSE, TOOL_CALL_OPEN, TOOL_CALL_CLOSE,
+                  "<tools>", "</tools>", "<tool_response>", "</tool_response>")
+
+_FLAG_RE = re.compile(r"\s/(think|no_think)\s*$")
+
+
+class ThinkingSplit(NamedTuple):
+    """A response cut at ``</think>``: what the model thought, what it answered, and whether
+    the thinking was closed (``finished``). Unfinished responses have ``answer == ""``."""
+
+    reasoning: str
+    answer: str
+    finished: bool
+
+
+def split_thinking(response: str) -> ThinkingSplit:
+    """Split a response into reasoning and answer (SPEC section 2).
+
+    * ``<think>r</think>a`` -> (r, a, True); the answer is the text after the *first*
+      ``</think>``, stripped.
+    * ``<think>r`` with no closing tag -> (r, "", False): unfinished, no answer.
+    * ``r</think>a`` (the opening tag was part of the prompt) -> (r, a, True).
+    * a non-thinking response (no tags) -> ("", whole text, True).
+    """
+    text = response or ""
+    close = text.find(THINK_CLOSE)
+    if close >= 0:
+        head = text[:close]
+        opened = head.find(THINK_OPEN)
+        reasoning = head[opened + len(THINK_OPEN):] if opened >= 0 else head
+        return ThinkingSplit(reasoning.strip(), text[close + len(THINK_CLOSE):].strip(), True)
+    opened = text.find(THINK_OPEN)
+    if opened >= 0:
+        return ThinkingSplit(text[opened + len(THINK_OPEN):].strip(), "", False)
+    return ThinkingSplit("", text.strip(), True)
+
+
+def prompt_mode(prompt: str | Sequence[dict] | None, default: Mode = "think") -> Mode:
+    """The thinking mode a prompt asks for: the flag of its last user turn, else ``default``.
+
+    Accepts rendered text or a list of chat messages (``mode`` key or a flag in the content).
+    """
+    if prompt is None:
+        return default
+    if isinstance(prompt, str):
+        flags = re.findall(r" /(think|no_think)(?=<\|im_end\|>|\s*$)", prompt)
+        return flags[-1] if flags else default  # type: ignore[return-value]
+    for message in reversed(list(prompt)):
+        if message.get("role") != "user":
+            continue
+        if message.get("mode") in MODES:
+            return message["mode"]
+        match = _FLAG_RE.search(message.get("content") or "")
+        return match.group(1) if match else default  # type: ignore[return-value]
+    return default
+
+
+def with_mode(messages: Sequence[dict], mode: Mode) -> list[dict]:
+    """Copy of ``messages`` whose user turns all carry ``mode`` (global control)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    out = []
+    for message in messages:
+        message = dict(message)
+        if message.get("role") == "user":
+            message["content"] = _FLAG_RE.sub("", message.get("content") or "")
+            message["mode"] = mode
+        out.append(message)
+    return out
+
+
+def last_user_text(prompt: str | Sequence[dict] | None) -> str:
+    """The text of the last user turn without its flag (used e.g. to detect the prompt's
+    language). Plain strings are returned without a trailing flag."""
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        turns = re.findall(r"<\|im_start\|>user\n(.*?)(?:<\|im_end\|>|$)", prompt, flags=re.S)
+        text = turns[-1] if turns else prompt
+        return _FLAG_RE.sub("", text)
+    for message in reversed(list(prompt)):
+        if message.get("role") == "user":
+            return _FLAG_RE.sub("", message.get("content") or "")
+    return ""
+
+
+@lru_cache(maxsize=1)
+def chat_template() -> str:
+    """The project's Jinja chat template (see the module docstring)."""
+    return (resources.files("cascade_rl") / "templates" / "cascade_chatml.jinja").read_text()
+
+
+def install_chat_template(tokenizer: Any) -> Any:
+    """Put the Cascade chat template on a Hugging Face tokenizer and make sure the ChatML end
+    token is its EOS token (so generation stops at the end of a turn). Returns the tokenizer."""
+    tokenizer.chat_template = chat_template()
+    vocab = tokenizer.get_vocab()
+    if IM_END in vocab:
+        tokenizer.eos_token = IM_END
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def render(messages: Sequence[dict], tools: Sequence[dict] | None = None, *,
+           add_generation_prompt: bool = False, default_mode: Mode = "think") -> str:
+    """Render a conversation with the Cascade template, without needing a tokenizer."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template(
+        conversations=[list(messages)], tools=list(tools) if tools else None,
+        chat_template=chat_template(), add_generation_prompt=add_generation_prompt,
+        default_mode=default_mode)
+    return rendered[0]
+
+
+def parse_tool_calls(answer: str) -> list[dict]:
+    """The JSON objects inside ``<tool_call>`` blocks of an answer, in order. A block whose
+    content is not a JSON object with a ``name`` is returned as ``{"invalid": text}``."""
+    calls = []
+    for body in re.findall(r"<tool_call>(.*?)</tool_call>", answer or "", flags=re.S):
+        try:
+            call = json.loads(body.strip())
+        except json.JSONDecodeError:
+            calls.append({"invalid": body.strip()})
+            continue
+        calls.append(call if isinstance(call, dict) and "name" in call else {"invalid": body.strip()})
+    return calls

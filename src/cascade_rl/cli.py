@@ -1,0 +1,77 @@
+"""The `cascade` command: a thin layer that parses arguments and calls the library.
+
+    cascade run RECIPE        run a Cascade RL recipe (SFT -> RM -> RLHF -> IF-RL -> Math -> Code -> SWE)
+    cascade score IN.jsonl    score responses with the reward verifiers
+    cascade swe ...           the Agentless SWE pipeline (localise, repair, validate, rank, build data)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    help="Cascade RL: cascaded, domain-wise RL post-training for reasoning models "
+         "(Nemotron-Cascade).",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+console = Console(stderr=True)
+
+
+def _parse_options(pairs: list[str]) -> dict[str, dict]:
+    """``domain.key=value`` pairs into ``{domain: {key: value}}`` (values parsed as JSON when
+    they are JSON, else kept as strings)."""
+    options: dict[str, dict] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        domain, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise typer.BadParameter(f"{pair!r}: expected DOMAIN.KEY=VALUE, e.g. math.language_penalty=-1")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        options.setdefault(domain, {})[name] = parsed
+    return options
+
+
+@app.command()
+def score(
+    source: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: domain, prompt?, response, reference fields."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Where to write the scored lines [default: IN.scored.jsonl]."),
+    workers: int = typer.Option(4, "--workers", "-w", min=1, help="Parallel scorers (code runs in a sandbox pool of this size)."),
+    option: list[str] = typer.Option([], "--option", help="Scorer option DOMAIN.KEY=VALUE, e.g. math.language_penalty=-1 (repeatable)."),
+) -> None:
+    """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm).
+
+    Writes every line back with `reward` and `details` and prints a summary per domain. Bad lines
+    are reported with their line number and get `reward: null`; the exit code is 1 if any.
+    """
+    from cascade_rl.scoring import score_file
+
+    target = output or source.with_suffix(".scored.jsonl")
+    report = score_file(source, target, workers=workers, options=_parse_options(option))
+    table = Table(title=f"scored {report.total} lines -> {target}")
+    for column in ("domain", "count", "mean reward", "errors", "timeouts", "lines/s"):
+        table.add_column(column, justify="left" if column == "domain" else "right")
+    for name, summary in sorted(report.domains.items()):
+        table.add_row(name, str(summary.count), f"{summary.mean_reward:.3f}", str(summary.errors),
+                      str(summary.timeouts), f"{summary.lines_per_second:.1f}")
+    Console().print(table)
+    for number, problem in report.bad_lines:
+        console.print(f"[red]line {number}[/red]: {problem}")
+    if report.bad_lines:
+        console.print(f"[red]{len(report.bad_lines)} bad line(s)[/red] written with reward null")
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

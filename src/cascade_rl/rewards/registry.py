@@ -1,0 +1,171 @@
+"""One explicit registry of reward domains (DESIGN convention 4; SPEC sections 5-6).
+
+Each RL row names its reward domain in a ``domain`` column (convention 3); this module maps
+that name to the scorer and the reference fields the row must carry. Scorer modules are
+imported lazily, so scoring math never imports torch.
+
+A domain is scored either one response at a time (``scorer``: ``fn(response, *, prompt=None,
+**fields, **options) -> Score``) or as a batch (``batch_scorer``: ``fn(requests, **options) ->
+list[Score]`` where a request is ``{"response", "prompt", **fields}``), for rewards that need
+the whole batch (RLHF's batch penalty), the prompt's group (IF+RM z-score) or a worker pool
+(code). :func:`score_batch` serves both and turns a scorer that raises into reward 0 with the
+error in the details, so one bad row never stops a stage.
+
+Users add domains without editing this file: a ``domain`` value of the form
+``package.module:function`` names a per-response scorer directly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from cascade_rl.rewards.base import Score
+
+
+@dataclass(frozen=True)
+class RewardDomain:
+    name: str
+    fields: tuple[str, ...]
+    description: str
+    scorer: str | None = None
+    batch_scorer: str | None = None
+    #: options without which the domain cannot score (e.g. a reward-model path)
+    required_options: tuple[str, ...] = ()
+
+    def load_scorer(self) -> Callable[..., Score] | None:
+        return _load(self.scorer) if self.scorer else None
+
+    def load_batch_scorer(self) -> Callable[..., list[Score]] | None:
+        return _load(self.batch_scorer) if self.batch_scorer else None
+
+
+def _load(target: str) -> Callable:
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"scorer {target!r} must look like 'package.module:function'")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def _build(domains: Iterable[RewardDomain]) -> dict[str, RewardDomain]:
+    registry: dict[str, RewardDomain] = {}
+    for domain in domains:
+        if domain.name in registry:
+            raise ValueError(f"reward domain {domain.name!r} registered twice")
+        if not (domain.scorer or domain.batch_scorer):
+            raise ValueError(f"reward domain {domain.name!r} has no scorer")
+        registry[domain.name] = domain
+    return registry
+
+
+REGISTRY: dict[str, RewardDomain] = _build([
+    RewardDomain(
+        "math", ("answer",),
+        "1 if the last \\boxed{} of the answer equals `answer` (math-verify), else 0; "
+        "language mixing -> language_penalty (-1)",
+        scorer="cascade_rl.rewards.math:score"),
+    RewardDomain(
+        "ifeval", ("instruction_id_list", "kwargs"),
+        "1 if every IFEval / IFBench instruction holds (strict by default), else 0",
+        scorer="cascade_rl.rewards.ifeval:score"),
+    RewardDomain(
+        "code", ("tests",),
+        "1 if the last ```python block passes all tests in the sandbox, else 0; "
+        "language mixing -> 0",
+        scorer="cascade_rl.rewards.code:score",
+        batch_scorer="cascade_rl.rewards.code:score_batch"),
+    RewardDomain(
+        "swe", ("files", "golden_patch"),
+        "SEARCH/REPLACE repair: 1 identical to the golden patch, 0 no-op, -1 unparseable, "
+        "else lexical (unidiff) or judged similarity",
+        scorer="cascade_rl.rewards.swe:score"),
+    RewardDomain(
+        "preference", (),
+        "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
+        batch_scorer="cascade_rl.rewards.preference:score_batch",
+        required_options=("reward_model",)),
+    RewardDomain(
+        "if_rm", ("instruction_id_list", "kwargs"),
+        "thinking-model IF-RL: R_IF + sigmoid(z(R_RM)) if R_IF == 1 else 0, z over the prompt's rollouts",
+        batch_scorer="cascade_rl.rewards.combine:score_batch",
+        required_options=("reward_model",)),
+])
+
+
+def get_domain(name: str) -> RewardDomain:
+    """The registered domain ``name``, or a user scorer given as ``package.module:function``."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    if ":" in name:
+        _load(name)  # fail now, with the import error, rather than mid-stage
+        return RewardDomain(name, (), f"user scorer {name}", scorer=name)
+    raise KeyError(f"unknown reward domain {name!r}; known: {', '.join(sorted(REGISTRY))} "
+                   "(or give a scorer as 'package.module:function')")
+
+
+def missing_fields(domain: RewardDomain, row: Mapping[str, Any]) -> list[str]:
+    """Reference fields ``row`` lacks for ``domain`` (empty when the row can be scored)."""
+    return [name for name in domain.fields if row.get(name) is None]
+
+
+def score_batch(domain: RewardDomain | str, requests: Sequence[Mapping[str, Any]],
+                options: Mapping[str, Any] | None = None, *, workers: int = 1) -> list[Score]:
+    """Score ``requests`` (each ``{"response", "prompt"?, **fields}``) with ``domain``.
+
+    Uses the domain's batch scorer when it has one, else its per-response scorer (on
+    ``workers`` threads). A scorer that raises scores 0 with ``details["error"]``; the batch
+    is never lost because of one row.
+    """
+    domain = get_domain(domain) if isinstance(domain, str) else domain
+    options = dict(options or {})
+    batch = domain.load_batch_scorer()
+    if batch is not None:
+        try:
+            return list(batch(list(requests), **options))
+        except Exception as error:  # noqa: BLE001 - reported in the details, scored 0
+            if domain.scorer is None:
+                return [_error_score(error) for _ in requests]
+    scorer = domain.load_scorer()
+    assert scorer is not None
+
+    def one(request: Mapping[str, Any]) -> Score:
+        return score_one(scorer, request, options)
+
+    if workers <= 1 or len(requests) <= 1:
+        return [one(r) for r in requests]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, requests))
+
+
+def score_one(scorer: Callable[..., Score], request: Mapping[str, Any],
+              options: Mapping[str, Any]) -> Score:
+    """Call a per-response scorer on one request; exceptions become reward 0."""
+    arguments = _accepted(scorer, {**request, **options})
+    response = arguments.pop("response", "") or ""
+    start = time.perf_counter()
+    try:
+        result = scorer(response, **arguments)
+    except Exception as error:  # noqa: BLE001
+        return _error_score(error)
+    if not isinstance(result, Score):
+        result = Score(float(result))
+    if "seconds" not in result.details:
+        result.details["seconds"] = round(time.perf_counter() - start, 6)
+    return result
+
+
+def _accepted(function: Callable, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The subset of ``arguments`` that ``function`` accepts (all of them if it takes
+    ``**kwargs``), so rows may carry extra columns (``domain``, ids, metadata)."""
+    parameters = inspect.signature(function).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(arguments)
+    return {k: v for k, v in arguments.items() if k in parameters or k == "response"}
+
+
+def _error_score(error: BaseException) -> Score:
+    return Score(0.0, {"error": f"{type(error).__name__}: {error}"})
