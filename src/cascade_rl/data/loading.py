@@ -1,0 +1,230 @@
+"""Reading stage data: local JSONL / Parquet rows, validated per stage kind (SPEC 3-6).
+
+Malformed rows never crash a stage: each is counted with its reason and skipped, and the
+stage prints a summary (:class:`LoadReport`). Upsampling factors of the recipe are applied
+here (SPEC 3: SWE data 3x, science 2x in SFT stage 2).
+
+Rows are normalised into the shapes of docs/data-formats.md: chat prompts become message
+lists; HelpSteer3-style preference rows become (prompt, chosen, rejected) with ties dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from cascade_rl.recipe import DataSource, expand
+from cascade_rl.rewards.registry import get_domain, missing_fields
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class LoadReport:
+    """How many rows each source gave and why the others were skipped."""
+
+    read: int = 0
+    kept: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    def skip(self, reason: str, where: str) -> None:
+        self.skipped[reason] += 1
+        self.examples.setdefault(reason, where)
+
+    def merge(self, other: "LoadReport") -> None:
+        self.read += other.read
+        self.kept += other.kept
+        self.skipped.update(other.skipped)
+        for reason, where in other.examples.items():
+            self.examples.setdefault(reason, where)
+
+    def summary(self) -> str:
+        text = f"{self.kept} of {self.read} rows kept"
+        if self.skipped:
+            reasons = "; ".join(f"{count} {reason} (e.g. {self.examples[reason]})"
+                                for reason, count in self.skipped.most_common())
+            text += f", skipped: {reasons}"
+        return text
+
+
+def resolve_path(path: str, variables: dict[str, str] | None = None) -> Path:
+    return Path(expand(path, variables)).expanduser()
+
+
+def read_rows(path: Path, report: LoadReport) -> Iterator[tuple[str, Any]]:
+    """Yield ``(where, row)`` from a JSONL or Parquet file; invalid JSON lines are reported."""
+    if not path.exists():
+        raise FileNotFoundError(f"data file not found: {path}")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for index, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            report.read += 1
+            yield f"{path.name}:{index}", row
+        return
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            report.read += 1
+            where = f"{path.name}:{number}"
+            try:
+                yield where, json.loads(line)
+            except json.JSONDecodeError:
+                report.skip("invalid JSON", where)
+
+
+def load_source(source: DataSource, normalise: Callable[[dict], dict], *, seed: int = 0,
+                variables: dict[str, str] | None = None) -> tuple[list[dict], LoadReport]:
+    """Read one source, rename its fields, normalise each row (a ``ValueError`` from
+    ``normalise`` skips the row with that reason), then apply ``limit`` and ``upsample``."""
+    report = LoadReport()
+    rows = []
+    for where, row in read_rows(resolve_path(source.path, variables), report):
+        if not isinstance(row, dict):
+            report.skip("row is not a JSON object", where)
+            continue
+        for ours, theirs in source.fields.items():
+            if theirs in row:
+                row[ours] = row.pop(theirs)
+        try:
+            rows.append(normalise(row))
+        except ValueError as error:
+            report.skip(str(error), where)
+    if source.limit is not None:
+        rows = rows[: source.limit]
+    rows = upsample(rows, source.upsample, seed)
+    report.kept = len(rows)
+    return rows, report
+
+
+def load_sources(sources: Iterable[DataSource], normalise: Callable[[dict], dict], *, seed: int = 0,
+                 variables: dict[str, str] | None = None) -> tuple[list[dict], LoadReport]:
+    total = LoadReport()
+    rows: list[dict] = []
+    for source in sources:
+        part, report = load_source(source, normalise, seed=seed, variables=variables)
+        rows.extend(part)
+        total.merge(report)
+    return rows, total
+
+
+def upsample(rows: list[dict], factor: float, seed: int) -> list[dict]:
+    """Repeat rows ``floor(factor)`` times, plus a seeded sample for the fractional part."""
+    whole = math.floor(factor)
+    out = rows * whole
+    extra = round((factor - whole) * len(rows))
+    if extra:
+        out += random.Random(seed).sample(rows, extra)
+    return out
+
+
+# ----------------------------------------------------------------------------- normalisers
+def as_messages(value: Any, what: str = "prompt") -> list[dict]:
+    """A chat given as a string (one user turn) or a list of ``{role, content}`` dicts."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError(f"empty {what}")
+        return [{"role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{what} is not a string or a list of messages")
+    messages = []
+    for message in value:
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise ValueError(f"{what} has a message without a valid role ({'/'.join(ROLES)})")
+        content = message.get("content")
+        if content is None and not message.get("tool_calls"):
+            raise ValueError(f"{what} has a message without content")
+        messages.append(_clean_message(message))
+    return messages
+
+
+def _clean_message(message: dict) -> dict:
+    """Keep the keys the template reads; tool-call arguments become JSON text so that rows
+    with different tools share one Arrow schema without null-filled argument fields."""
+    out = {"role": message["role"], "content": message.get("content") or ""}
+    if message.get("mode") in ("think", "no_think"):
+        out["mode"] = message["mode"]
+    if isinstance(message.get("reasoning_content"), str) and message["reasoning_content"]:
+        out["content"] = f"<think>{message['reasoning_content']}</think>{out['content']}"
+    if message.get("tool_calls"):
+        calls = []
+        for call in message["tool_calls"]:
+            function = call.get("function", call)
+            arguments = function.get("arguments", {})
+            calls.append({"function": {"name": str(function.get("name", "")),
+                                       "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}})
+        out["tool_calls"] = calls
+    return out
+
+
+def normalise_sft(row: dict) -> dict:
+    messages = as_messages(row.get("messages"), "messages")
+    if not any(m["role"] == "assistant" for m in messages):
+        raise ValueError("messages have no assistant turn to learn")
+    out = {"messages": messages, "source": str(row.get("source") or "general")}
+    tools = row.get("tools")
+    if tools:
+        if not isinstance(tools, list):
+            raise ValueError("tools is not a list")
+        out["tools"] = [t if isinstance(t, str) else json.dumps(t) for t in tools]
+    return out
+
+
+def normalise_preference(row: dict) -> dict:
+    """TRL's (prompt, chosen, rejected) or HelpSteer3's (context, response1, response2,
+    overall_preference; ties dropped as in the paper)."""
+    if "overall_preference" in row:
+        preference = row["overall_preference"]
+        if not isinstance(preference, (int, float)):
+            raise ValueError("overall_preference is not a number")
+        if preference == 0:
+            raise ValueError("tie (overall_preference 0)")
+        first, second = row.get("response1"), row.get("response2")
+        chosen, rejected = (second, first) if preference > 0 else (first, second)
+        prompt = row.get("context")
+    else:
+        prompt, chosen, rejected = row.get("prompt"), row.get("chosen"), row.get("rejected")
+    prompt_messages = as_messages(prompt, "prompt")
+    return {"prompt": prompt_messages, "chosen": _answer(chosen, "chosen"), "rejected": _answer(rejected, "rejected")}
+
+
+def _answer(value: Any, what: str) -> list[dict]:
+    if isinstance(value, str):
+        if not value.strip():
+            raise ValueError(f"empty {what}")
+        return [{"role": "assistant", "content": value}]
+    messages = as_messages(value, what)
+    if messages[-1]["role"] != "assistant":
+        raise ValueError(f"{what} does not end with an assistant message")
+    return messages
+
+
+def rl_normaliser(default_domain: str | None) -> Callable[[dict], dict]:
+    """Normaliser for RL prompt rows: prompt messages, a known reward domain and the
+    reference fields that domain needs (DESIGN convention 3)."""
+    def normalise(row: dict) -> dict:
+        prompt = as_messages(row.get("prompt") if "prompt" in row else row.get("messages"), "prompt")
+        while prompt and prompt[-1]["role"] == "assistant":  # chat rows may carry their answer
+            prompt = prompt[:-1]
+        if not prompt or prompt[-1]["role"] not in ("user", "tool"):
+            raise ValueError("prompt does not end with a user turn")
+        domain_name = default_domain or row.get("domain")
+        if not domain_name:
+            raise ValueError("missing field 'domain' (and the stage sets no domain)")
+        try:
+            domain = get_domain(str(domain_name))
+        except KeyError:
+            raise ValueError(f"unknown reward domain {domain_name!r}") from None
+        missing = missing_fields(domain, row)
+        if missing:
+            raise ValueError(f"domain {domain.name} needs field {missing[0]!r}")
+        reference = {k: v for k, v in row.items() if k not in ("prompt", "messages", "domain")}
+        return {"prompt": prompt, "domain": domain.name, "reference": reference, "id": row.get("id")}
+    return normalise

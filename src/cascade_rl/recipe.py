@@ -1,0 +1,433 @@
+"""Recipes: the YAML that describes a Cascade RL run, validated before any compute (SPEC 1-6).
+
+A recipe names a model, an output directory, a seed, optional evaluation benchmarks and an
+ordered list of stages. Stage kinds:
+
+* ``sft`` — supervised fine-tuning in sub-stages (SPEC 3: 16K then 32K, one epoch each);
+* ``reward_model`` — a Bradley-Terry scalar reward model (SPEC 4: one epoch, LR 2e-6, batch 256);
+* ``grpo`` — one domain-wise RL stage (SPEC 5-6): rlhf, ifrl, math, code, swe or any name;
+* ``eval`` — benchmarks only.
+
+Every field has a default taken from the paper and one line of help (``description``). A GRPO
+stage named ``rlhf``, ``ifrl``, ``math``, ``code`` or ``swe`` takes that stage's settings from
+the paper (SPEC section 6 table and the seed's hyper-parameter sections) for every field the
+recipe leaves out; :func:`paper_defaults` lists them. Errors name the field path and the
+allowed values (:class:`RecipeError`).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+ThinkingMode = Literal["think", "no_think", "half"]
+ModelKind = Literal["unified", "thinking"]
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot run; the message names every bad field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+# ----------------------------------------------------------------------------- model / runtime
+class TinyModel(Strict):
+    """A small Qwen3 built from scratch on the toy world's tokenizer (the embedded default)."""
+
+    hidden_size: int = Field(128, gt=0, description="Hidden size.")
+    num_layers: int = Field(4, gt=0, description="Transformer layers.")
+    num_heads: int = Field(4, gt=0, description="Attention heads.")
+    num_kv_heads: int = Field(2, gt=0, description="Key/value heads (grouped-query attention).")
+    intermediate_size: int = Field(384, gt=0, description="MLP width.")
+    max_position_embeddings: int = Field(1024, gt=0, description="Longest sequence the model sees.")
+
+
+class ModelSpec(Strict):
+    path: str | None = Field(None, description="Local Hugging Face checkpoint directory of the base model.")
+    tiny: TinyModel | None = Field(None, description="Build a tiny model on the toy world instead of loading one.")
+    kind: ModelKind = Field("unified", description="unified (think + no_think in one model) or dedicated thinking model.")
+    chat_template: Literal["cascade", "keep"] = Field(
+        "cascade", description="Install the Cascade ChatML template with /think and /no_think flags, or keep the tokenizer's.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype; auto = bfloat16 on GPUs, float32 on CPU.")
+    attn_implementation: str | None = Field(None, description="e.g. flash_attention_2, sdpa; None lets transformers choose.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelSpec":
+        if (self.path is None) == (self.tiny is None):
+            raise ValueError("give exactly one of model.path (a local checkpoint) or model.tiny (build one)")
+        return self
+
+
+class Runtime(Strict):
+    """How stages run: one CPU, one GPU, or many under `accelerate launch` (SPEC: beyond one machine)."""
+
+    bf16: bool | None = Field(None, description="bfloat16 mixed precision; None = on when a GPU is present.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory on long sequences.")
+    use_vllm: bool = Field(False, description="Generate rollouts with vLLM through TRL (needs vllm installed).")
+    vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM inside the trainer or a `trl vllm-serve` server.")
+    vllm_server_base_url: str | None = Field(None, description="Server mode: base URL of `trl vllm-serve`.")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Colocate mode: GPU memory share for vLLM.")
+    torch_threads: int | None = Field(None, gt=0, description="CPU threads for torch; None = torch's default.")
+    reward_workers: int = Field(4, gt=0, description="Parallel reward workers (code sandbox pool size).")
+    logging_steps: int = Field(1, gt=0, description="Log metrics every N optimizer steps.")
+
+
+# ----------------------------------------------------------------------------- data
+class DataSource(Strict):
+    path: str = Field(..., description="Local JSONL / Parquet file (see docs/data-formats.md); ${VAR} and ${world} expand.")
+    upsample: float = Field(1.0, gt=0, description="Repeat factor (2.0 = every row twice; 1.5 = all rows + a seeded half).")
+    limit: int | None = Field(None, gt=0, description="Use at most this many rows (after reading, before upsampling).")
+    fields: dict[str, str] = Field(default_factory=dict, description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}.")
+
+
+def _sources(value: Any) -> Any:
+    """Accept a bare path or list of paths for ``data``."""
+    if isinstance(value, str):
+        return [{"path": value}]
+    if isinstance(value, list):
+        return [{"path": v} if isinstance(v, str) else v for v in value]
+    return value
+
+
+# ----------------------------------------------------------------------------- evaluation
+class Benchmark(Strict):
+    name: str = Field(..., description="Benchmark name shown in the report (e.g. toy-math, aime24).")
+    data: str = Field(..., description="Local JSONL of RL-prompt rows (domain + reference fields).")
+    kind: Literal["verify", "arena"] = Field(
+        "verify", description="verify: reward of each sample >= pass_threshold counts as correct; arena: reward-model win rate against reference answers.")
+    domain: str | None = Field(None, description="Reward domain for every row; None = each row's `domain` column.")
+    metric: Literal["avg@k", "pass@k", "majority@k", "mean_reward"] = Field("avg@k", description="What the report shows (percent).")
+    k: int = Field(4, gt=0, description="Samples per prompt.")
+    temperature: float = Field(0.6, ge=0, description="Sampling temperature (paper: 0.6).")
+    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling (paper: 0.95).")
+    max_new_tokens: int = Field(65536, gt=0, description="Generation budget (paper: 64K).")
+    mode: Literal["think", "no_think"] = Field("think", description="Thinking mode of the prompts.")
+    limit: int | None = Field(None, gt=0, description="Evaluate at most this many prompts.")
+    pass_threshold: float = Field(1.0, description="A sample is correct when its reward is at least this.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Scorer options for the domain.")
+
+
+class EvalSpec(Strict):
+    benchmarks: list[Benchmark] = Field(default_factory=list, description="Benchmarks run after every stage.")
+    after_every_stage: bool = Field(True, description="Evaluate after each stage (the report's rows).")
+    before_first_stage: bool = Field(False, description="Also evaluate the base model.")
+    batch_size: int = Field(64, gt=0, description="Prompts generated together.")
+
+
+# ----------------------------------------------------------------------------- stages
+class SFTSubstage(Strict):
+    name: str = Field("stage1", description="Sub-stage name.")
+    data: list[DataSource] = Field(..., description="Data sources with upsampling factors.")
+    max_length: int = Field(16384, gt=0, description="Max tokens per sample; longer samples are dropped (paper: 16K, then 32K).")
+    epochs: float = Field(1.0, gt=0, description="Epochs over the mix (paper: one).")
+    learning_rate: float = Field(2e-5, gt=0, description="Peak learning rate (paper stage 2: 2e-5 for 8B, 5e-5 for 14B).")
+    batch_size: int = Field(64, gt=0, description="Global batch size in sequences.")
+    per_device_batch_size: int = Field(4, gt=0, description="Micro-batch per device (gradient accumulation fills the rest).")
+    warmup_ratio: float = Field(0.03, ge=0, lt=1, description="Linear warm-up share of the steps.")
+    lr_scheduler: str = Field("cosine", description="transformers scheduler name.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_steps: int | None = Field(None, gt=0, description="Stop after this many steps (None = by epochs).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_data(cls, value: Any) -> Any:
+        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
+
+
+class SFTStage(Strict):
+    kind: Literal["sft"] = "sft"
+    name: str = Field("sft", description="Stage name (directory and report row).")
+    substages: list[SFTSubstage] = Field(..., min_length=1, description="Run in order, each from the previous checkpoint.")
+    eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
+
+
+class RewardModelStage(Strict):
+    kind: Literal["reward_model"] = "reward_model"
+    name: str = Field("rm", description="Stage name; GRPO stages refer to the model as '@<name>'.")
+    base: str = Field("policy", description="'policy' = start from the current policy checkpoint, or a local checkpoint path.")
+    data: list[DataSource] = Field(..., description="Preference pairs (prompt, chosen, rejected).")
+    epochs: float = Field(1.0, gt=0, description="Paper: one epoch (longer was worse).")
+    learning_rate: float = Field(2e-6, gt=0, description="Paper: 2e-6, AdamW.")
+    batch_size: int = Field(256, gt=0, description="Paper: 256 pairs.")
+    per_device_batch_size: int = Field(4, gt=0, description="Micro-batch per device.")
+    max_length: int = Field(4096, gt=0, description="Longest prompt + response; longer pairs are dropped.")
+    max_steps: int | None = Field(None, gt=0, description="Stop after this many steps (None = by epochs).")
+    eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_data(cls, value: Any) -> Any:
+        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
+
+
+class CurriculumStep(Strict):
+    """One sub-stage of the response-length (or input-context) curriculum (SPEC 5)."""
+
+    max_response_length: int = Field(..., gt=0, description="Rollouts longer than this are truncated.")
+    overlong_filter: bool = Field(False, description="Skip truncated rollouts (no gradient, not in group statistics) instead of scoring them.")
+    max_steps: int = Field(200, gt=0, description="End the sub-stage after this many RL steps.")
+    stop_truncation_ratio: float | None = Field(
+        None, gt=0, le=1, description="End the sub-stage early once the truncation (clip) ratio reaches this (paper: ~0.10).")
+    max_prompt_length: int | None = Field(None, gt=0, description="Input-context budget (SWE RL: 16K -> 24K); longer prompts are dropped.")
+
+
+class DynamicFilter(Strict):
+    """Epoch-level dynamic filtering (SPEC 5)."""
+
+    enabled: bool = Field(False, description="Drop prompts whose rollouts were all correct or all wrong in the last epoch.")
+    readd_hard: float = Field(0.10, ge=0, le=1, description="Probability a dropped all-wrong prompt comes back next epoch.")
+    readd_easy: float = Field(0.01, ge=0, le=1, description="Probability a dropped all-correct prompt comes back next epoch.")
+    pass_threshold: float = Field(1.0, description="A rollout is correct when its reward is at least this.")
+
+
+class Stabilisers(Strict):
+    """The unstable-RLHF toolbox (SPEC 5): off by default, as in the paper's main runs."""
+
+    kl_coef: float = Field(0.0, ge=0, description="KL penalty to the stage's initial policy (paper default 0: no KL, no reference model).")
+    loss: Literal["token", "sequence"] = Field("token", description="token: sum over tokens / total tokens (paper); sequence: per-sequence mean.")
+    reward_shaping: Literal["none", "tanh_z"] = Field("none", description="tanh_z: group z-score then tanh into [-1, 1].")
+
+
+class GRPOStage(Strict):
+    kind: Literal["grpo"] = "grpo"
+    name: str = Field(..., description="rlhf, ifrl, math, code, swe take the paper's settings; any other name is generic GRPO.")
+    data: list[DataSource] = Field(..., description="RL prompt rows (see docs/data-formats.md).")
+    domain: str | None = Field(None, description="Reward domain for every row (math, ifeval, code, swe, preference, if_rm); None = each row's `domain` column.")
+    reward_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-domain scorer options, e.g. {math: {language_penalty: -1}}; '@rm' names a reward_model stage.")
+    thinking: ThinkingMode = Field("think", description="think, no_think, or half (every batch half /think, half /no_think).")
+    rollouts_per_prompt: int = Field(8, ge=2, description="G, the group size (paper: 8; SWE: 16).")
+    prompts_per_batch: int = Field(128, gt=0, description="Prompts per RL step (paper: 128).")
+    per_device_batch_size: int | None = Field(None, gt=0, description="Completions per forward/backward micro-batch (None = the whole step).")
+    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature.")
+    top_p: float = Field(0.95, gt=0, le=1, description="Rollout nucleus sampling.")
+    top_k: int | None = Field(None, gt=0, description="Rollout top-k (IF-RL: 20); None = off.")
+    learning_rate: float = Field(2e-6, gt=0, description="AdamW learning rate (constant).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
+    curriculum: list[CurriculumStep] = Field(..., min_length=1, description="Sub-stages, each from the previous sub-stage's checkpoint.")
+    dynamic_filter: DynamicFilter = Field(default_factory=DynamicFilter, description="Epoch-level dynamic filtering.")
+    stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
+    eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_defaults(cls, value: Any, info: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        kind = (info.context or {}).get("model_kind", "unified") if info is not None else "unified"
+        merged = _deep_merge(paper_defaults(str(value.get("name", "")), kind), value)
+        merged["data"] = _sources(merged.get("data"))
+        return merged
+
+
+class EvalStage(Strict):
+    kind: Literal["eval"] = "eval"
+    name: str = Field("eval", description="Stage name.")
+    benchmarks: list[str] | None = Field(None, description="Benchmark names (None = all of the recipe's).")
+
+
+Stage = Annotated[Union[SFTStage, RewardModelStage, GRPOStage, EvalStage], Field(discriminator="kind")]
+
+
+class WorldSpec(Strict):
+    """Build the toy world (data + tokenizer) into <run>/world before the first stage."""
+
+    seed: int = Field(0, description="Generator seed.")
+    sizes: dict[str, int] = Field(default_factory=dict, description="Overrides of cascade_rl.world.WorldSizes fields.")
+
+
+class Recipe(Strict):
+    name: str = Field(..., description="Run name; outputs go to runs/<name> unless output_dir is set.")
+    seed: int = Field(0, description="Seed for data order, sampling and filtering.")
+    output_dir: str | None = Field(None, description="Where the run writes (default runs/<name>).")
+    model: ModelSpec = Field(..., description="The base model.")
+    world: WorldSpec | None = Field(None, description="Build the toy world first (the embedded default).")
+    runtime: Runtime = Field(default_factory=Runtime, description="Devices, precision, vLLM.")
+    eval: EvalSpec = Field(default_factory=EvalSpec, description="Benchmarks and when to run them.")
+    stages: list[Stage] = Field(..., min_length=1, description="Stages in order; each starts from the previous checkpoint.")
+
+    @model_validator(mode="after")
+    def _check_references(self) -> "Recipe":
+        names = [stage.name for stage in self.stages]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"stage names must be unique; repeated: {', '.join(duplicates)}")
+        benchmarks = {b.name for b in self.eval.benchmarks}
+        rm_stages: list[str] = []
+        for index, stage in enumerate(self.stages):
+            for name in getattr(stage, "eval", None) or getattr(stage, "benchmarks", None) or []:
+                if name not in benchmarks:
+                    raise ValueError(f"stages[{index}] ({stage.name}): unknown benchmark {name!r}; "
+                                     f"defined in eval.benchmarks: {sorted(benchmarks) or 'none'}")
+            if isinstance(stage, RewardModelStage):
+                rm_stages.append(stage.name)
+            if isinstance(stage, GRPOStage):
+                for domain, options in stage.reward_options.items():
+                    for key, ref in options.items():
+                        if isinstance(ref, str) and ref.startswith("@") and ref[1:] not in rm_stages:
+                            raise ValueError(
+                                f"stages[{index}] ({stage.name}).reward_options.{domain}.{key}: {ref!r} names no "
+                                f"earlier reward_model stage; earlier ones: {rm_stages or 'none'}")
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir or f"runs/{self.name}")
+
+
+# ----------------------------------------------------------------------------- paper defaults
+def paper_defaults(name: str, model_kind: ModelKind = "unified") -> dict[str, Any]:
+    """The paper's settings for the GRPO stage ``name`` (empty for other names).
+
+    Sources: SPEC section 6 and the seed's hyper-parameter paragraphs (RLHF: 12K, no overlong
+    filtering, T 0.6, ~800 steps; IF-RL: 8K, T 0.6, top-k 20, dynamic filtering, unified model in
+    no_think only; Math: 24K (overlong filtering) -> 32K -> 40K, T 1.0, stop at 10% clip ratio;
+    Code: 44K, no overlong filtering, T 1.0, LR 4e-6; SWE: 16 rollouts, 16K, overlong filtering,
+    input context 16K -> 24K, LR 2.5e-6).
+    """
+    common = {"rollouts_per_prompt": 8, "prompts_per_batch": 128, "top_p": 0.95}
+    thinking_model = model_kind == "thinking"
+    presets: dict[str, dict[str, Any]] = {
+        "rlhf": {
+            "domain": "preference", "thinking": "think" if thinking_model else "half",
+            "temperature": 0.6, "learning_rate": 2e-6,
+            "curriculum": [{"max_response_length": 12288, "overlong_filter": False, "max_steps": 800}],
+        },
+        "ifrl": {
+            "domain": "if_rm" if thinking_model else "ifeval",
+            "thinking": "think" if thinking_model else "no_think",
+            "temperature": 0.6, "top_k": 20, "learning_rate": 2e-6,
+            "dynamic_filter": {"enabled": True},
+            "curriculum": ([{"max_response_length": 8192, "overlong_filter": True, "max_steps": 500},
+                            {"max_response_length": 16384, "overlong_filter": True, "max_steps": 300}]
+                           if thinking_model else
+                           [{"max_response_length": 8192, "overlong_filter": False, "max_steps": 2000}]),
+        },
+        "math": {
+            "domain": "math", "thinking": "think", "temperature": 1.0, "learning_rate": 2e-6,
+            "dynamic_filter": {"enabled": True},
+            "reward_options": {"math": {"language_penalty": -1.0}},
+            "curriculum": ([{"max_response_length": 28672, "overlong_filter": True, "max_steps": 200, "stop_truncation_ratio": 0.1},
+                            {"max_response_length": 40960, "overlong_filter": False, "max_steps": 200, "stop_truncation_ratio": 0.1}]
+                           if thinking_model else
+                           [{"max_response_length": 24576, "overlong_filter": True, "max_steps": 200, "stop_truncation_ratio": 0.1},
+                            {"max_response_length": 32768, "overlong_filter": False, "max_steps": 200, "stop_truncation_ratio": 0.1},
+                            {"max_response_length": 40960, "overlong_filter": False, "max_steps": 200, "stop_truncation_ratio": 0.1}]),
+        },
+        "code": {
+            "domain": "code", "thinking": "think", "temperature": 1.0, "learning_rate": 4e-6,
+            "reward_options": {"code": {"language_penalty": 0.0}},
+            "curriculum": [{"max_response_length": 45056, "overlong_filter": False, "max_steps": 400}],
+        },
+        "swe": {
+            "domain": "swe", "thinking": "think", "temperature": 1.0, "learning_rate": 2.5e-6,
+            "rollouts_per_prompt": 16,
+            "curriculum": [{"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 16384},
+                           {"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 24576}],
+        },
+    }
+    if name not in presets:
+        return {}
+    return {**common, **copy.deepcopy(presets[name])}
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- loading
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand(text: str, extra: dict[str, str] | None = None) -> str:
+    """Expand ``${VAR}`` / ``${VAR:-default}`` from ``extra`` then the environment. An unset
+    variable without a default is an error naming it."""
+    def replace(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        value = (extra or {}).get(name, os.environ.get(name, default))
+        if value is None:
+            raise RecipeError(f"{text!r}: environment variable ${{{name}}} is not set (and has no :-default)")
+        return value
+    return _VAR.sub(replace, text)
+
+
+def parse_recipe(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
+    """Validate a recipe dict; raise :class:`RecipeError` naming each bad field."""
+    if not isinstance(data, dict):
+        raise RecipeError(f"{source}: a recipe is a YAML mapping with at least name, model and stages")
+    kind = ((data.get("model") or {}).get("kind") or "unified") if isinstance(data.get("model"), dict) else "unified"
+    try:
+        return Recipe.model_validate(data, context={"model_kind": kind})
+    except ValidationError as error:
+        raise RecipeError(_format_errors(error, data, source)) from None
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"recipe file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise RecipeError(f"{path}: not valid YAML: {error}") from None
+    return parse_recipe(data, source=str(path))
+
+
+def _format_errors(error: ValidationError, data: dict[str, Any], source: str) -> str:
+    lines = [f"{source}: {error.error_count()} problem(s)"]
+    for item in error.errors():
+        location = _location(item["loc"], data)
+        message = item["msg"].removeprefix("Value error, ")
+        allowed = (item.get("ctx") or {}).get("expected")
+        if allowed:
+            message = f"got {item.get('input')!r}; allowed: {allowed}"
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; see `cascade run --help` and docs/recipes.md)"
+        lines.append(f"  - {location}: {message}")
+    return "\n".join(lines)
+
+
+def _location(loc: tuple, data: dict[str, Any]) -> str:
+    """``stages[2] (math).curriculum[0].max_steps`` from pydantic's loc tuple (which also holds
+    discriminator tags such as 'grpo' that the user never wrote)."""
+    parts: list[str] = []
+    node: Any = data
+    for key in loc:
+        if isinstance(key, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{key}]"]
+            node = node[key] if isinstance(node, list) and key < len(node) else None
+            if isinstance(node, dict) and "name" in node and len(parts) == 1 and parts[0].startswith("stages"):
+                parts[-1] += f" ({node['name']})"
+            continue
+        if isinstance(node, dict) and key not in node and key in ("sft", "grpo", "reward_model", "eval"):
+            continue  # discriminator tag
+        parts.append(str(key))
+        node = node.get(key) if isinstance(node, dict) else None
+    return ".".join(parts) or "recipe"
+
+
+def field_help() -> dict[str, dict[str, str]]:
+    """Every recipe section's fields with their one-line help (for `cascade recipe-help`)."""
+    sections = {"recipe": Recipe, "model": ModelSpec, "model.tiny": TinyModel, "runtime": Runtime,
+                "data source": DataSource, "eval": EvalSpec, "eval.benchmarks[]": Benchmark,
+                "sft stage": SFTStage, "sft substage": SFTSubstage, "reward_model stage": RewardModelStage,
+                "grpo stage": GRPOStage, "grpo curriculum[]": CurriculumStep,
+                "grpo dynamic_filter": DynamicFilter, "grpo stabilisers": Stabilisers, "eval stage": EvalStage}
+    return {title: {name: (field.description or "") for name, field in model.model_fields.items()}
+            for title, model in sections.items()}

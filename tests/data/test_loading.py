@@ -1,0 +1,65 @@
+import json
+
+import pytest
+
+from cascade_rl.data.loading import (load_sources, normalise_preference, normalise_sft, rl_normaliser,
+                                     upsample)
+from cascade_rl.recipe import DataSource
+
+
+def write(path, lines):
+    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    return str(path)
+
+
+def test_malformed_rows_are_counted_and_skipped_with_reasons(tmp_path):
+    path = write(tmp_path / "rl.jsonl", [
+        {"prompt": "1+1?", "domain": "math", "answer": "2"},
+        "{not json",
+        {"prompt": "x", "domain": "nope"},
+        {"prompt": "2+2?", "domain": "math"},
+        {"prompt": [{"role": "user", "content": "q"}], "domain": "code", "tests": {"inputs": [], "outputs": []}},
+        [1, 2],
+    ])
+    rows, report = load_sources([DataSource(path=path)], rl_normaliser(None))
+    assert [r["domain"] for r in rows] == ["math", "code"]
+    assert report.read == 6 and report.kept == 2
+    assert report.skipped["invalid JSON"] == 1
+    assert report.skipped["unknown reward domain 'nope'"] == 1
+    assert report.skipped["domain math needs field 'answer'"] == 1
+    assert "rl.jsonl:2" in report.summary()
+
+
+def test_field_mapping_and_stage_domain(tmp_path):
+    path = write(tmp_path / "m.jsonl", [{"problem": "What is 3?", "expected_answer": "3"}])
+    source = DataSource(path=path, fields={"prompt": "problem", "answer": "expected_answer"})
+    rows, _ = load_sources([source], rl_normaliser("math"))
+    assert rows[0]["prompt"] == [{"role": "user", "content": "What is 3?"}]
+    assert rows[0]["reference"]["answer"] == "3"
+
+
+def test_upsampling_whole_and_fractional_factors():
+    rows = [{"i": i} for i in range(10)]
+    assert len(upsample(rows, 3.0, 0)) == 30
+    assert len(upsample(rows, 1.5, 0)) == 15
+    assert upsample(rows, 1.5, 0) == upsample(rows, 1.5, 0)
+
+
+def test_helpsteer3_rows_become_pairs_and_ties_are_dropped():
+    pair = normalise_preference({"context": [{"role": "user", "content": "q"}], "response1": "a",
+                                 "response2": "b", "overall_preference": 2})
+    assert pair["chosen"][0]["content"] == "b" and pair["rejected"][0]["content"] == "a"
+    with pytest.raises(ValueError, match="tie"):
+        normalise_preference({"context": "q", "response1": "a", "response2": "b", "overall_preference": 0})
+
+
+def test_sft_rows_keep_modes_and_serialise_tool_arguments():
+    row = normalise_sft({"messages": [
+        {"role": "user", "content": "weather", "mode": "think"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "w", "arguments": {"c": "P"}}}]}],
+        "tools": [{"name": "w"}]})
+    assert row["messages"][0]["mode"] == "think"
+    assert row["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"c": "P"}'
+    assert row["tools"] == ['{"name": "w"}']
+    with pytest.raises(ValueError, match="no assistant"):
+        normalise_sft({"messages": [{"role": "user", "content": "x"}]})
