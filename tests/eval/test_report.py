@@ -1,0 +1,195 @@
+"""The run report (SPEC sections 9-10): stage table, forgetting matrix, targets, plots, report.json."""
+
+import json
+from pathlib import Path
+
+import pytest
+from matplotlib.image import imread
+from rich.console import Console
+
+from cascade_rl.eval.report import PNG_SIGNATURE, build_report, format_table, print_summary
+
+BENCHMARKS = ["toy-math", "toy-code", "toy-arena"]
+# stage dir -> (stage.json, eval.json or None). Hand-chosen numbers:
+#   rlhf raises arena 30 -> 45 (+15);  math raises math 21 -> 40 (+19), later falls to 33 in code (-7);
+#   code raises code 11 -> 15 (+4, short of +10 by 6).
+STAGES = {
+    "00-base": ({"index": 0, "name": "base", "kind": "eval", "wall_s": 5.0}, {"toy-math": 5, "toy-code": 2, "toy-arena": 10}),
+    "01-sft": ({"index": 1, "name": "sft", "kind": "sft", "wall_s": 60.0}, {"toy-math": 20, "toy-code": 10, "toy-arena": 30}),
+    "02-rm": ({"index": 2, "name": "rm", "kind": "reward_model", "wall_s": 20.0}, None),
+    "03-rlhf": ({"index": 3, "name": "rlhf", "kind": "grpo", "wall_s": 100.0}, {"toy-math": 21, "toy-code": 10, "toy-arena": 45}),
+    "04-math": ({"index": 4, "name": "math", "kind": "grpo", "wall_s": 120.0},
+                {"toy-math": {"value": 40, "k": 4, "metric": "avg@4"}, "toy-code": {"value": 11, "k": 4}, "toy-arena": 44}),
+    "05-code": ({"index": 5, "name": "code", "kind": "grpo", "wall_s": 90.0}, {"toy-math": 33, "toy-code": 15, "toy-arena": 45}),
+}
+
+
+def metrics_rows(steps, substages=1):
+    rows = []
+    for sub in range(substages):
+        for step in range(1, steps + 1):
+            rows.append({"step": step, "substage": sub, "reward/mean": 0.1 * step + sub, "reward/std": 0.05,
+                         "response_length/mean": 100 + 10 * step, "response_length/think": 150 + step,
+                         "response_length/no_think": 50, "truncation_ratio": 0.01 * step,
+                         "reward/math/mean": 0.1 * step, "time/generation": 1.0})
+    return rows
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    for name, (info, evaluation) in STAGES.items():
+        stage = tmp_path / name
+        stage.mkdir()
+        (stage / "stage.json").write_text(json.dumps({**info, "status": "done"}))
+        if evaluation is not None:
+            (stage / "eval.json").write_text(json.dumps(evaluation))
+        if info["kind"] == "grpo":
+            substages = 2 if info["name"] == "math" else 1
+            lines = [json.dumps(row) for row in metrics_rows(5, substages)]
+            if info["name"] == "code":
+                lines.append('{"step": 6, "reward/me')          # cut by a kill -9
+                lines.append(json.dumps({"step": 7}))          # every optional key missing
+            (stage / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    half = tmp_path / "06-swe"                                 # half-written: no stage.json yet
+    half.mkdir()
+    (half / "substage-1").mkdir()                             # killed inside its first sub-stage
+    return tmp_path
+
+
+def markdown_table(markdown: str, heading: str) -> list[list[str]]:
+    """Cells of the first table after ``heading`` (header row first, separator dropped)."""
+    lines = markdown.split(heading, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip("|").split("|")])
+    return [table[0]] + table[2:]
+
+
+def test_report_json_schema_and_values(run_dir):
+    build_report(run_dir)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["total_wall_s"] == pytest.approx(395.0)
+    assert [set(stage) for stage in report["stages"]] == [{"stage", "kind", "wall_s", "eval"}] * 5
+    assert [(s["stage"], s["kind"], s["wall_s"]) for s in report["stages"]] == [
+        ("sft", "sft", 60.0), ("rm", "reward_model", 20.0), ("rlhf", "grpo", 100.0),
+        ("math", "grpo", 120.0), ("code", "grpo", 90.0)]
+    assert report["stages"][3]["eval"] == {"toy-math": 40.0, "toy-code": 11.0, "toy-arena": 44.0}
+    assert report["stages"][1]["eval"] == {}
+    assert report["baseline"] == {"toy-math": 5.0, "toy-code": 2.0, "toy-arena": 10.0}
+    assert report["unfinished"] == ["06-swe"]
+
+
+def test_stage_table_rows_are_after_each_stage(run_dir):
+    markdown = build_report(run_dir).read_text()
+    table = markdown_table(markdown, "## Evaluation after each stage")
+    assert table[0] == ["after stage", "kind", "wall", "toy-math (avg@4)", "toy-code (avg@4)", "toy-arena"]
+    values = {row[0]: row[3:] for row in table[1:]}
+    assert values == {"base model": ["5.0", "2.0", "10.0"], "sft": ["20.0", "10.0", "30.0"],
+                      "rm": ["—", "—", "—"], "rlhf": ["21.0", "10.0", "45.0"],
+                      "math": ["40.0", "11.0", "44.0"], "code": ["33.0", "15.0", "45.0"]}
+    assert "Unfinished stage(s), not reported: 06-swe" in markdown
+
+
+def test_forgetting_matrix_numbers_and_own_domain_highlight(run_dir):
+    markdown = build_report(run_dir).read_text()
+    table = markdown_table(markdown, "## Change against the previous evaluation")
+    assert table[0] == ["after stage"] + BENCHMARKS
+    assert {row[0]: row[1:] for row in table[1:]} == {
+        "sft": ["+15.0", "+8.0", "+20.0"],
+        "rlhf": ["+1.0", "+0.0", "**+15.0**"],
+        "math": ["**+19.0**", "+1.0", "-1.0"],
+        "code": ["-7.0", "**+4.0**", "+1.0"]}
+    forgetting = json.loads((run_dir / "report.json").read_text())["forgetting"]
+    assert forgetting["stages"] == ["sft", "rlhf", "math", "code"]
+    assert forgetting["deltas"][3] == pytest.approx([-7.0, 4.0, 1.0])
+
+
+def test_targets_state_start_end_and_every_miss_plainly(run_dir):
+    markdown = build_report(run_dir).read_text()
+    checks = {c["stage"]: c for c in json.loads((run_dir / "report.json").read_text())["targets"]}
+    assert set(checks) == {"rlhf", "math", "code"}
+    assert (checks["rlhf"]["start"], checks["rlhf"]["end"], checks["rlhf"]["delta"]) == (30.0, 45.0, 15.0)
+    assert checks["rlhf"]["later_fall"] == pytest.approx(1.0) and checks["rlhf"]["met"]
+    assert checks["math"]["gain_met"] and not checks["math"]["forgetting_met"]
+    assert checks["math"]["later_fall"] == pytest.approx(7.0)
+    assert (checks["code"]["start"], checks["code"]["end"], checks["code"]["gain_met"]) == (11.0, 15.0, False)
+    assert "`code`: toy-code changed by +4.0 points (11.0 -> 15.0); target +10.0, short by 6.0" in markdown
+    assert "toy-math fell 7.0 points after `math` (lowest after `code`); limit 5.0, over by 2.0" in markdown
+    assert json.loads((run_dir / "report.json").read_text())["targets_met"] is False
+
+
+def test_custom_targets_and_thresholds(run_dir):
+    markdown = build_report(run_dir, {"code": "toy-code"}, min_gain=3.0, forgetting_limit=5.0).read_text()
+    assert "All targets met" in markdown
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [c["stage"] for c in report["targets"]] == ["code"] and report["targets_met"] is True
+
+
+def test_plots_are_valid_pngs_embedded_by_relative_path(run_dir):
+    markdown = build_report(run_dir).read_text()
+    plots = json.loads((run_dir / "report.json").read_text())["plots"]
+    assert sorted(plots) == ["plots/03-rlhf.png", "plots/04-math.png", "plots/05-code.png", "plots/forgetting.png"]
+    for relative in plots:
+        path = run_dir / relative
+        data = path.read_bytes()
+        assert data[:8] == PNG_SIGNATURE and len(data) > 1000
+        height, width = imread(path).shape[:2]
+        assert height >= 200 and width >= 400
+        assert f"]({relative})" in markdown
+    assert "6 logged steps" in markdown and "1 unreadable metrics line(s) skipped" in markdown
+
+
+def test_print_summary_shows_stages_values_and_misses(run_dir):
+    build_report(run_dir)
+    console = Console(record=True, width=200)
+    print_summary(run_dir / "report.json", console=console)
+    text = console.export_text()
+    for expected in ("base model", "sft", "math", "40.0", "toy-arena", "6m 35s",
+                     "target met: rlhf toy-arena 30.0 -> 45.0", "target not met: `code`: toy-code"):
+        assert expected in text
+
+
+def test_format_table():
+    assert format_table([["a", 1.25, None, "+1.0"], ["b|c", 2, 3.0, "**-2.5**"]], ["x", "y", "z", "d"]) == (
+        "| x | y | z | d |\n| --- | ---: | ---: | ---: |\n| a | 1.2 | — | +1.0 |\n| b\\|c | 2 | 3.0 | **-2.5** |")
+    with pytest.raises(ValueError, match="every row needs 3 cells"):
+        format_table([["a"]], ["x", "y", "z"])
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"toy-math": "high"}', "'toy-math': expected a finite number"),
+    ('{"toy-math": {"k": 4}}', "'toy-math' has no 'value'"),
+    ("[1, 2]", "expected an object mapping benchmark -> value"),
+])
+def test_bad_eval_json_is_named(run_dir, content, message):
+    (run_dir / "03-rlhf" / "eval.json").write_text(content)
+    with pytest.raises(ValueError, match=message) as error:
+        build_report(run_dir)
+    assert "03-rlhf" in str(error.value)
+
+
+def test_bad_stage_kind_is_named(run_dir):
+    (run_dir / "02-rm" / "stage.json").write_text(json.dumps({"index": 2, "name": "rm", "kind": "dpo"}))
+    with pytest.raises(ValueError, match="kind 'dpo' is not one of"):
+        build_report(run_dir)
+
+
+def test_an_eval_stage_reports_on_the_checkpoint_before_it(run_dir):
+    stage = run_dir / "07-final-eval"
+    stage.mkdir()
+    (stage / "stage.json").write_text(json.dumps({"index": 7, "name": "final-eval", "kind": "eval",
+                                                  "wall_s": 4.0, "status": "done"}))
+    (stage / "eval.json").write_text(json.dumps({"tool-call": 61.5}))
+    build_report(run_dir)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [s["stage"] for s in report["stages"]][-1] == "code"
+    assert report["stages"][-1]["eval"]["tool-call"] == 61.5
+    assert report["total_wall_s"] == pytest.approx(399.0)
+
+
+def test_missing_run_directory_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        build_report(tmp_path / "nowhere")
