@@ -159,3 +159,25 @@ def parse_tool_calls(answer: str) -> list[dict]:
             continue
         calls.append(call if isinstance(call, dict) and "name" in call else {"invalid": body.strip()})
     return calls
+
+
+def stop_token_ids(tokenizer: Any) -> set[int]:
+    """Token ids that end a response: the EOS id(s) and the pad id."""
+    ids: set[int] = set()
+    for value in (getattr(tokenizer, "eos_token_id", None), getattr(tokenizer, "pad_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return ids
+
+
+def decode_response(tokenizer: Any, ids: Sequence[int], stop_ids: set[int] | None = None) -> str:
+    """Decode generated ids into response text, dropping trailing end/pad tokens but keeping
+    tags such as ``<think>`` and ``<tool_call>`` even where a tokenizer marks them special
+    (``skip_special_tokens=True`` would erase them and the thinking split with them)."""
+    stops = stop_token_ids(tokenizer) if stop_ids is None else stop_ids
+    ids = [int(i) for i in ids]
+    while ids and ids[-1] in stops:
+        ids.pop()
+    return tokenizer.decode(ids, skip_special_tokens=False)

@@ -69,6 +69,53 @@ def score(
         raise typer.Exit(1)
 
 
+@app.command()
+def run(
+    recipe: Path = typer.Argument(..., help="Recipe YAML (see recipes/ and docs/recipes.md)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory [default: the recipe's output_dir or runs/<name>]."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run: skip finished stages, redo half-written ones."),
+    only: Optional[str] = typer.Option(None, "--only", help="Run just this stage (earlier stages must have finished)."),
+    start_from: Optional[str] = typer.Option(None, "--from", help="Redo this stage and every later one."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the plan; train nothing."),
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: print the fully resolved recipe as JSON."),
+) -> None:
+    """Run a Cascade RL recipe: SFT -> reward model -> RLHF -> IF-RL -> Math RL -> Code RL -> SWE RL.
+
+    Each stage starts from the previous stage's checkpoint and writes
+    runs/<run>/<NN-stage>/{model/, metrics.jsonl, eval.json}; the run ends with report.md.
+    """
+    from cascade_rl.recipe import RecipeError, load_recipe
+
+    try:
+        parsed = load_recipe(recipe)
+    except RecipeError as error:
+        console.print(f"[red]invalid recipe[/red] {error}")
+        raise typer.Exit(2)
+    if dry_run:
+        from cascade_rl.plan import describe_plan
+
+        if as_json:
+            print(json.dumps(parsed.model_dump(mode="json"), indent=2))
+        else:
+            Console().print(describe_plan(parsed, out))
+        return
+    import logging
+
+    from cascade_rl.train.cascade import Cascade
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        report = Cascade(parsed, out, echo=lambda text: console.print(text)).run(
+            resume=resume, only=only, start_from=start_from)
+    except RecipeError as error:
+        console.print(f"[red]error[/red] {error}")
+        raise typer.Exit(2)
+    from cascade_rl.eval.report import print_summary
+
+    print_summary(json.loads(report.with_suffix(".json").read_text()))
+    console.print(f"report: {report}")
+
+
 def main() -> None:
     app()
 

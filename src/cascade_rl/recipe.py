@@ -272,6 +272,7 @@ class Recipe(Strict):
             if isinstance(stage, RewardModelStage):
                 rm_stages.append(stage.name)
             if isinstance(stage, GRPOStage):
+                _default_reward_model(stage, index, rm_stages)
                 for domain, options in stage.reward_options.items():
                     for key, ref in options.items():
                         if isinstance(ref, str) and ref.startswith("@") and ref[1:] not in rm_stages:
@@ -283,6 +284,20 @@ class Recipe(Strict):
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir or f"runs/{self.name}")
+
+
+def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) -> None:
+    """A stage rewarded by a reward model uses the latest earlier reward_model stage unless
+    its reward_options name one (``reward_model: '@rm'`` or a local path)."""
+    if stage.domain not in ("preference", "if_rm"):
+        return
+    options = stage.reward_options.setdefault(stage.domain, {})
+    if "reward_model" in options:
+        return
+    if not rm_stages:
+        raise ValueError(f"stages[{index}] ({stage.name}).reward_options.{stage.domain}.reward_model: domain "
+                         f"{stage.domain!r} needs a reward model; add a reward_model stage before it or give a path")
+    options["reward_model"] = f"@{rm_stages[-1]}"
 
 
 # ----------------------------------------------------------------------------- paper defaults

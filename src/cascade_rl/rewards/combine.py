@@ -1,0 +1,60 @@
+"""The dedicated thinking model's IF-RL reward (SPEC section 6):
+
+    r_i = R_IF(o_i) + sigmoid(z(R_RM(o_i)))   if R_IF(o_i) == 1,   else 0,
+
+where ``z`` is the z-score of the reward-model scores over the rollouts of the same prompt
+(the group). A group whose RM scores are all equal has z = 0 (sigmoid 0.5).
+
+Rollouts are grouped by ``request["group"]`` when given (the GRPO adapter passes the prompt's
+index and mode), else by the prompt text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from statistics import mean, pstdev
+from typing import Any, Mapping, Sequence
+
+from cascade_rl.rewards.base import Score
+from cascade_rl.rewards.preference import rm_scores
+
+
+def group_z_scores(values: Sequence[float], groups: Sequence[Any]) -> list[float]:
+    """Z-score of each value within its group (population std; 0 where the std is 0)."""
+    members: dict[Any, list[int]] = defaultdict(list)
+    for index, group in enumerate(groups):
+        members[group].append(index)
+    z = [0.0] * len(values)
+    for indices in members.values():
+        group_values = [values[i] for i in indices]
+        centre, spread = mean(group_values), pstdev(group_values)
+        for i in indices:
+            z[i] = (values[i] - centre) / spread if spread > 0 else 0.0
+    return z
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def combine(if_rewards: Sequence[float], rm_values: Sequence[float], groups: Sequence[Any]) -> list[float]:
+    """The combined reward of the module docstring."""
+    z = group_z_scores(rm_values, groups)
+    return [r_if + sigmoid(zi) if r_if == 1 else 0.0 for r_if, zi in zip(if_rewards, z)]
+
+
+def score_batch(requests: Sequence[Mapping[str, Any]], *, reward_model: str, mode: str = "strict",
+                batch_size: int = 8, max_length: int = 4096, **_: Any) -> list[Score]:
+    from cascade_rl.rewards.ifeval import score as if_score
+
+    if not requests:
+        return []
+    if_results = [if_score(r.get("response") or "", instruction_id_list=r["instruction_id_list"], kwargs=r["kwargs"],
+                           prompt=r.get("prompt") if isinstance(r.get("prompt"), str) else None, mode=mode)
+                  for r in requests]
+    rm_values = rm_scores(requests, reward_model, batch_size=batch_size, max_length=max_length)
+    groups = [r.get("group", str(r.get("prompt"))) for r in requests]
+    rewards = combine([s.reward for s in if_results], rm_values, groups)
+    return [Score(value, {"if_reward": s.reward, "rm_score": rm, **{k: v for k, v in s.details.items() if k == "follow_list"}})
+            for value, s, rm in zip(rewards, if_results, rm_values)]

@@ -1,0 +1,256 @@
+"""The cascade: run a recipe's stages in order, each from the previous stage's checkpoint
+(SPEC section 1; DESIGN convention 6).
+
+Run layout::
+
+    runs/<run>/recipe.json              the resolved recipe
+    runs/<run>/world/                   the toy world, when the recipe builds one
+    runs/<run>/00-base/model/           the base model (built, when the recipe asks for a tiny one)
+    runs/<run>/<NN-stage>/model/        the stage's checkpoint (a reward_model stage: the RM)
+    runs/<run>/<NN-stage>/metrics.jsonl one line per training step
+    runs/<run>/<NN-stage>/eval.json     benchmarks after the stage
+    runs/<run>/<NN-stage>/stage.json    status (trained -> done), wall time, policy path
+    runs/<run>/report.md, report.json   the stage x benchmark table, forgetting matrix, plots
+
+A stage is finished when its ``stage.json`` says ``done``; ``--resume`` skips finished stages,
+re-runs only the evaluation of a trained-but-unevaluated one, and continues a half-written one
+from its last finished sub-stage (a sub-stage without its ``done`` marker is redone).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from cascade_rl.recipe import (EvalStage, GRPOStage, Recipe, RecipeError, RewardModelStage, SFTStage)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StagePlan:
+    index: int
+    stage: Any
+
+    @property
+    def dirname(self) -> str:
+        return f"{self.index:02d}-{self.stage.name}"
+
+
+def plan(recipe: Recipe) -> list[StagePlan]:
+    return [StagePlan(i + 1, stage) for i, stage in enumerate(recipe.stages)]
+
+
+def read_status(stage_dir: Path) -> dict:
+    path = stage_dir / "stage.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_status(stage_dir: Path, status: dict) -> None:
+    """Atomic write: a crash leaves the old status or the new one, never half of it."""
+    temporary = stage_dir / "stage.json.tmp"
+    temporary.write_text(json.dumps(status, indent=1))
+    temporary.replace(stage_dir / "stage.json")
+
+
+class Cascade:
+    """Runs one recipe into one run directory."""
+
+    def __init__(self, recipe: Recipe, run_dir: Path | None = None, *, echo: Callable[[str], None] = print):
+        self.recipe = recipe
+        self.run_dir = Path(run_dir or recipe.run_dir)
+        self.echo = echo
+        self.variables = {"world": str(self.run_dir / "world"), "run": str(self.run_dir)}
+
+    # ----------------------------------------------------------------- entry point
+    def run(self, *, resume: bool = False, only: str | None = None, start_from: str | None = None) -> Path:
+        stages = plan(self.recipe)
+        names = [p.stage.name for p in stages]
+        for flag, name in (("--only", only), ("--from", start_from)):
+            if name is not None and name not in names:
+                raise RecipeError(f"{flag} {name!r}: no such stage; stages: {', '.join(names)}")
+        self._prepare(resume=resume or bool(only or start_from))
+        if start_from:
+            for p in stages[names.index(start_from):]:
+                shutil.rmtree(self.run_dir / p.dirname, ignore_errors=True)
+        if only:
+            shutil.rmtree(self.run_dir / stages[names.index(only)].dirname, ignore_errors=True)
+        from cascade_rl.train.common import set_threads
+
+        set_threads(self.recipe.runtime)
+        self._build_world()
+        policy = self._base_model()
+        reward_models: dict[str, Path] = {}
+        started = time.perf_counter()
+        for p in stages:
+            status = read_status(self.run_dir / p.dirname)
+            if only and p.stage.name != only:
+                if names.index(p.stage.name) > names.index(only):
+                    break
+                if status.get("status") != "done":
+                    raise RecipeError(f"--only {only}: earlier stage {p.stage.name} has not finished; run it first")
+            if status.get("status") == "done":
+                policy, reward_models = self._handover(p, status, policy, reward_models)
+                self.echo(f"[{p.index}/{len(stages)}] {p.stage.name}: finished earlier, skipped")
+                continue
+            policy, reward_models = self._run_stage(p, len(stages), policy, reward_models)
+        self.echo(f"stages finished in {time.perf_counter() - started:.0f} s")
+        return self._report()
+
+    # ----------------------------------------------------------------- set-up
+    def _prepare(self, *, resume: bool) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        recipe_file = self.run_dir / "recipe.json"
+        resolved = self.recipe.model_dump(mode="json")
+        existing = any(read_status(d) for d in self.run_dir.iterdir() if d.is_dir())
+        if existing and not resume:
+            raise RecipeError(f"{self.run_dir} already holds a run; pass --resume to finish it, "
+                              "--from STAGE to redo from a stage, or --out DIR to start elsewhere")
+        if recipe_file.exists() and json.loads(recipe_file.read_text()) != resolved:
+            self.echo("note: the recipe changed since this run started; finished stages keep their results")
+        recipe_file.write_text(json.dumps(resolved, indent=1))
+
+    def _build_world(self) -> None:
+        if self.recipe.world is None:
+            return
+        marker = self.run_dir / "world" / ".done"
+        if marker.exists():
+            return
+        from cascade_rl.world import build_world
+
+        self.echo("building the toy world ...")
+        build_world(self.run_dir / "world", seed=self.recipe.world.seed, sizes=self.recipe.world.sizes)
+        marker.write_text("done")
+
+    def _base_model(self) -> Path:
+        spec = self.recipe.model
+        if spec.path is not None:
+            path = Path(spec.path).expanduser()
+            if not path.exists():
+                raise RecipeError(f"model.path: {path} does not exist (models are loaded from local disk)")
+            if spec.chat_template == "cascade":
+                return self._with_cascade_template(path)
+            return path
+        target = self.run_dir / "00-base" / "model"
+        if not (target / "config.json").exists():
+            from cascade_rl.world import build_base_model
+
+            self.echo("building the tiny base model ...")
+            build_base_model(self.run_dir / "world", target, spec.tiny, seed=self.recipe.seed)
+        return target
+
+    def _with_cascade_template(self, path: Path) -> Path:
+        """A base checkpoint whose tokenizer carries the Cascade chat template: the weights are
+        linked, the tokenizer is re-saved with the template (the user's directory is untouched)."""
+        from transformers import AutoTokenizer
+
+        from cascade_rl.chat import chat_template, install_chat_template
+
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if tokenizer.chat_template == chat_template():
+            return path
+        target = self.run_dir / "00-base" / "model"
+        if not (target / "tokenizer_config.json").exists():
+            target.mkdir(parents=True, exist_ok=True)
+            for item in path.iterdir():
+                if not item.name.startswith(("tokenizer", "special_tokens", "vocab", "merges", "chat_template")):
+                    link = target / item.name
+                    if not link.exists():
+                        link.symlink_to(item.resolve())
+            install_chat_template(tokenizer).save_pretrained(target)
+        return target
+
+    # ----------------------------------------------------------------- stages
+    def _handover(self, p: StagePlan, status: dict, policy: Path, reward_models: dict[str, Path]):
+        if isinstance(p.stage, RewardModelStage):
+            reward_models = {**reward_models, p.stage.name: self.run_dir / p.dirname / "model"}
+        policy = Path(status["policy"]) if status.get("policy") else policy
+        return policy, reward_models
+
+    def _run_stage(self, p: StagePlan, total: int, policy: Path, reward_models: dict[str, Path]):
+        stage, stage_dir = p.stage, self.run_dir / p.dirname
+        stage_dir.mkdir(parents=True, exist_ok=True)
+        status = read_status(stage_dir)
+        self.echo(f"[{p.index}/{total}] {stage.kind} {stage.name}")
+        started = time.perf_counter()
+        if status.get("status") != "trained":
+            policy, reward_models = self._train(stage, stage_dir, policy, reward_models)
+            status = {"index": p.index, "name": stage.name, "kind": stage.kind, "status": "trained",
+                      "policy": str(policy), "train_s": round(time.perf_counter() - started, 2)}
+            write_status(stage_dir, status)
+        else:
+            policy, reward_models = self._handover(p, status, policy, reward_models)
+        eval_started = time.perf_counter()
+        self._evaluate(stage, stage_dir, policy, reward_models)
+        status.update(status="done", eval_s=round(time.perf_counter() - eval_started, 2))
+        status["wall_s"] = round(status.get("train_s", 0.0) + status["eval_s"], 2)
+        write_status(stage_dir, status)
+        return policy, reward_models
+
+    def _train(self, stage: Any, stage_dir: Path, policy: Path, reward_models: dict[str, Path]):
+        common = dict(stage_dir=stage_dir, runtime=self.recipe.runtime, seed=self.recipe.seed,
+                      variables=self.variables, model_dtype=self.recipe.model.dtype)
+        if isinstance(stage, SFTStage):
+            from cascade_rl.train.sft import run_sft_stage
+
+            return run_sft_stage(stage, model_in=policy, **common), reward_models
+        if isinstance(stage, RewardModelStage):
+            from cascade_rl.train.reward_model import run_reward_model_stage
+
+            path = run_reward_model_stage(stage, policy=policy, **common)
+            return policy, {**reward_models, stage.name: path}
+        if isinstance(stage, GRPOStage):
+            from cascade_rl.train.grpo import run_grpo_stage
+
+            options = resolve_reward_options(stage, reward_models)
+            model = run_grpo_stage(stage, model_in=policy, reward_options=options, **common)
+            final = stage_dir / "model"
+            if model != final:
+                shutil.rmtree(final, ignore_errors=True)
+                shutil.copytree(model, final)
+            return final, reward_models
+        if isinstance(stage, EvalStage):
+            return policy, reward_models
+        raise RecipeError(f"unknown stage kind {stage.kind!r}")
+
+    def _evaluate(self, stage: Any, stage_dir: Path, policy: Path, reward_models: dict[str, Path]) -> None:
+        benchmarks = self._benchmarks_after(stage)
+        if not benchmarks:
+            return
+        from cascade_rl.eval.benchmarks import evaluate
+
+        latest_rm = str(list(reward_models.values())[-1]) if reward_models else None
+        evaluate(policy, benchmarks, stage_dir, variables=self.variables, reward_model=latest_rm,
+                 arena_dir=self.run_dir / "arena", batch_size=self.recipe.eval.batch_size,
+                 workers=self.recipe.runtime.reward_workers, seed=self.recipe.seed)
+
+    def _benchmarks_after(self, stage: Any) -> list:
+        spec = self.recipe.eval
+        names = getattr(stage, "eval", None) if not isinstance(stage, EvalStage) else stage.benchmarks
+        if names is None and not (spec.after_every_stage or isinstance(stage, EvalStage)):
+            return []
+        return [b for b in spec.benchmarks if names is None or b.name in names]
+
+    def _report(self) -> Path:
+        from cascade_rl.eval.report import build_report
+
+        return build_report(self.run_dir)
+
+
+def resolve_reward_options(stage: GRPOStage, reward_models: dict[str, Path]) -> dict[str, dict]:
+    """Replace ``'@name'`` in reward options with that reward-model stage's checkpoint."""
+    resolved: dict[str, dict] = {}
+    for domain, options in stage.reward_options.items():
+        resolved[domain] = {}
+        for key, value in options.items():
+            if isinstance(value, str) and value.startswith("@"):
+                if value[1:] not in reward_models:
+                    raise RecipeError(f"{stage.name}.reward_options.{domain}.{key}: {value} has not been trained")
+                value = str(reward_models[value[1:]])
+            resolved[domain][key] = value
+    return resolved
