@@ -68,7 +68,8 @@ def test_unknown_instruction_id_is_a_clear_error() -> None:
 
 def test_none_valued_kwargs_are_ignored_like_ifeval_data() -> None:
     ifeval_row_kwargs = {"num_highlights": None, "relation": "less than", "num_words": 8,
-                         "keywords": None, "prompt_to_repeat": None, "end_phrase": None}
+                         "keywords": None, "prompt_to_repeat": None, "end_phrase": None,
+                         "forbidden_words": [], "language": ""}
     short = score("Just a few words.", instruction_id_list=["length_constraints:number_words"],
                   kwargs=[ifeval_row_kwargs])
     long = score("This answer has clearly more than eight words in it, sadly.",
@@ -181,23 +182,31 @@ def test_score_file_scores_ifeval_lines(tmp_path: Path) -> None:
     assert report.domains["ifeval"].count == 4 and report.domains["ifeval"].errors == 1
 
 
-def test_scoring_a_typical_response_takes_about_a_millisecond() -> None:
-    response = ("The history of tea spans many centuries and cultures. " * 32
-                + "\n\nIn short, tea matters. P.S. Enjoy your cup.")
+TEA = ("The history of tea spans many centuries and cultures. Who DRANK it first? " * 22
+       + "\n\nIn short, tea matters. P.S. Enjoy your cup.")
+
+
+@pytest.mark.parametrize("row", [
+    {"instruction_id_list": ["length_constraints:number_words", "detectable_content:postscript",
+                             "keywords:forbidden_words"],
+     "kwargs": [{"num_words": 250, "relation": "at least"}, {"postscript_marker": "P.S."},
+                {"forbidden_words": ["coffee", "juice"]}]},
+    {"instruction_id_list": ["length_constraints:number_sentences", "count:pronouns",
+                             "change_case:capital_word_frequency"],
+     "kwargs": [{"num_sentences": 40, "relation": "at least"}, {"N": 20},
+                {"capital_frequency": 20, "capital_relation": "at least"}]},
+], ids=["regex-checks", "sentence-and-token-checks"])
+def test_scoring_a_typical_response_takes_about_a_millisecond(row: dict) -> None:
+    response = TEA
     assert 290 <= len(response.split()) <= 320
-    row = {"instruction_id_list": ["length_constraints:number_words",
-                                   "detectable_content:postscript",
-                                   "keywords:forbidden_words"],
-           "kwargs": [{"num_words": 250, "relation": "at least"}, {"postscript_marker": "P.S."},
-                      {"forbidden_words": ["coffee", "juice"]}]}
     assert score(response, **row).reward == 1.0
-    runs = 200
-    start = time.perf_counter()
-    for _ in range(runs):
-        score(response, **row)
-    per_call = (time.perf_counter() - start) / runs
-    print(f"ifeval score: {per_call * 1e3:.3f} ms per 300-word response with 3 instructions")
-    assert per_call < 0.005  # ~0.3 ms measured; generous for a shared 2-core machine
+    variants = [f"{response} {n}" for n in range(200)]  # distinct texts: no cache hits
+    start = time.process_time()
+    for text in variants:
+        score(text, **row)
+    per_call = (time.process_time() - start) / len(variants)
+    print(f"ifeval score: {per_call * 1e3:.3f} ms CPU per 300-word response, 3 instructions")
+    assert per_call < 0.003  # CPU time (robust to machine load); 0.1-0.6 ms measured
 
 
 def test_registry_dict_is_the_single_source_of_instructions() -> None:

@@ -270,11 +270,11 @@ def test_fuzz_no_exception_and_fast(instruction_id: str) -> None:
               suppress_health_check=[HealthCheck.too_slow])
     @given(response=_RESPONSE, kwargs=_kwargs(instruction_id))
     def run(response: str, kwargs: dict) -> None:
-        start = time.perf_counter()
+        start = time.process_time()
         result = check(split_thinking(response).answer, instruction_id, kwargs)
         loose = score(response, instruction_id_list=[instruction_id], kwargs=[kwargs],
                       mode="loose")
-        assert time.perf_counter() - start < 1.0
+        assert time.process_time() - start < 1.0  # CPU seconds: robust to machine load
         assert isinstance(result, bool)
         assert loose.reward in (0.0, 1.0) and (loose.reward == 1.0) >= result  # loose >= strict
 

@@ -29,12 +29,14 @@ def test_arguments_coerce_and_reject_bad_values() -> None:
     assert SAMPLE.arguments({"keyword": "x", "times": 3.0, "relation": "at least"})["times"] == 3
     bad = [({"times": -1}, r"'times' must be >= 0"), ({"times": True}, r"'times' must be a number"),
            ({"times": 2.5}, r"'times' must be an integer"),
-           ({"keyword": ""}, r"'keyword' must be a non-empty string"),
+           ({"keyword": "  "}, r"'keyword' must be a non-empty string"),
            ({"letter": "ab"}, r"'letter' must be a single letter"),
            ({"tags": "one"}, r"'tags' must be a non-empty list of strings")]
     for change, message in bad:
         with pytest.raises(ValueError, match=r"sample:frequency: kwarg " + message):
             SAMPLE.arguments({"keyword": "x", "times": 1, "relation": "at least", **change})
+    with pytest.raises(ValueError, match="missing kwarg 'keyword'"):  # "" and [] mean unset
+        SAMPLE.arguments({"keyword": "", "times": 1, "relation": "at least", "tags": []})
     with pytest.raises(ValueError, match="kwargs must be a dict"):
         SAMPLE.arguments(["keyword"])
 

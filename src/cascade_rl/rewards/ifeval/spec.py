@@ -7,8 +7,9 @@ keyword-only parameters **are** the instruction's kwargs: their names, their typ
 ``Ordinal``: >= 1, ``Letter``: one letter) are read from its signature, so the documentation,
 the validation and the fuzz tests cannot drift apart.
 
-Kwargs are validated the way IFEval data needs: keys whose value is ``None`` are ignored (IFEval
-rows carry every kwarg of every instruction, mostly ``None``); an unexpected key, a missing
+Kwargs are validated the way IFEval data needs: keys whose value is ``None`` (or an empty string,
+list or dict) are ignored (IFEval rows carry every kwarg of every instruction, mostly ``None``;
+IFEval itself drops every falsy value, here ``0`` stays a value); an unexpected key, a missing
 required key or a value of the wrong type raises ``ValueError`` naming the instruction and key.
 Integral floats (``3.0``, common after a trip through Parquet / pandas) are accepted as ints.
 """
@@ -133,6 +134,11 @@ def _param(name: str, hint: Any, required: bool) -> Param:
 Template = str | Callable[[Mapping[str, Any]], str]
 
 
+def _blank(value: Any) -> bool:
+    """None or an empty string / list / dict: an unset kwarg in IFEval-style rows."""
+    return value is None or isinstance(value, (str, list, tuple, dict)) and len(value) == 0
+
+
 @dataclass(frozen=True)
 class Instruction:
     """A verifiable instruction: id, checker, description template (``str.format`` over the
@@ -157,12 +163,12 @@ class Instruction:
 
     def arguments(self, kwargs: Mapping[str, Any] | None, prompt: Any = None, *,
                   need_prompt_param: bool = True) -> dict[str, Any]:
-        """Validated checker arguments from a raw kwargs dict (None values ignored). A missing
+        """Validated checker arguments from a raw kwargs dict (unset values ignored). A missing
         ``prompt_param`` is taken from the prompt's last user turn, without this instruction's
         own description sentence."""
         if kwargs is not None and not isinstance(kwargs, Mapping):
             raise ValueError(f"{self.id}: kwargs must be a dict, got {type(kwargs).__name__}")
-        given = {key: value for key, value in (kwargs or {}).items() if value is not None}
+        given = {key: value for key, value in (kwargs or {}).items() if not _blank(value)}
         by_name = {p.name: p for p in self.params}
         unexpected = sorted(set(given) - set(by_name))
         if unexpected:

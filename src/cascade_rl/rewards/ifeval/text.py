@@ -64,31 +64,39 @@ ph.d no
 """.split())
 # "no." is an abbreviation only before a number ("No. 5"); handled in _is_abbreviation.
 _SENTENCE_END = re.compile(r"""(?:[.?!…]+)['"’”)\]»]*(?=\s|$)""")
-_LAST_TOKEN = re.compile(r"(\S*?)[.?!…'\"’”)\]»]*$")
+_NEXT_CHAR = re.compile(r"\s*(\S?)")
+_DOTTED_INITIALS = re.compile(r"(?:[a-z]\.)+[a-z]")
 
 
-def _is_abbreviation(text: str, end: int, next_text: str) -> bool:
+def _is_abbreviation(text: str, end: int, next_char: str) -> bool:
     """Whether the single period ending at ``end`` belongs to an abbreviation or initial."""
-    token = _LAST_TOKEN.search(text, max(0, end - 40), end).group(1).lstrip("([{\"'“‘").lower()
+    start = max(text.rfind(" ", 0, end), text.rfind("\n", 0, end), text.rfind("\t", 0, end)) + 1
+    token = text[start:end].lstrip("([{\"'“‘").lower()
     if token == "no":
-        return next_text[:1].isdigit()
+        return next_char.isdigit()
     if token in _ABBREVIATIONS:
         return True
-    return len(token) == 1 and token.isalpha() or bool(re.fullmatch(r"(?:[a-z]\.)+[a-z]", token))
+    return len(token) == 1 and token.isalpha() or bool(_DOTTED_INITIALS.fullmatch(token))
 
 
 def _ends_sentence(text: str, match: re.Match) -> bool:
     marks = match.group().rstrip("'\"’”)]»")
-    next_text = text[match.end():].lstrip()
+    next_char = _NEXT_CHAR.match(text, match.end()).group(1)
     if marks == ".":
-        return not _is_abbreviation(text, match.start(), next_text)
+        return not _is_abbreviation(text, match.start(), next_char)
     if marks.startswith("..") or marks.startswith("…"):
-        return next_text[:1].isupper()
+        return next_char.isupper()
     return True
 
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, stripped, empty ones dropped (see the module docstring)."""
+    return list(_split_sentences(text))
+
+
+@lru_cache(maxsize=256)
+def _split_sentences(text: str) -> tuple[str, ...]:
+    """Cached: the instructions of one row (and loose-mode variants) split the same text."""
     sentences: list[str] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):
@@ -100,7 +108,7 @@ def split_sentences(text: str) -> list[str]:
     tail = text[start:].strip()
     if tail:
         sentences.append(tail)
-    return sentences
+    return tuple(sentences)
 
 
 def count_sentences(text: str) -> int:
@@ -129,10 +137,15 @@ def _split_clitic(token: str) -> list[str]:
 
 def word_tokenize(text: str) -> list[str]:
     """Treebank-like word tokens of ``text`` (see the module docstring)."""
-    tokens: list[str] = []
-    for token in _TOKEN.findall(text):
-        tokens.extend(_split_clitic(token))
-    return tokens
+    return list(_word_tokenize(text))
+
+
+@lru_cache(maxsize=256)
+def _word_tokenize(text: str) -> tuple[str, ...]:
+    tokens = _TOKEN.findall(text)
+    if "'" not in text and "’" not in text and "annot" not in text.lower():
+        return tuple(tokens)  # nothing to split: skip the per-token pass
+    return tuple(piece for token in tokens for piece in _split_clitic(token))
 
 
 def alnum_tokens(text: str) -> list[str]:
