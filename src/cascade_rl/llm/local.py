@@ -1,0 +1,174 @@
+"""Local generation with ``transformers`` on a checkpoint directory (DESIGN: ``llm/``; the
+small-model path of the SWE pipeline, SPEC section 7, and of data building, SPEC section 6).
+
+* The model and tokenizer are read from a local path only (``local_files_only``): nothing is
+  downloaded.
+* Prompts are rendered with the tokenizer's own chat template; a tokenizer without one gets the
+  project's Cascade template (:mod:`cascade_rl.chat`), and ``use_cascade_template=True`` forces
+  it. ``mode`` keys on user messages become ` /think` / ` /no_think` flags
+  (:func:`~cascade_rl.llm.base.apply_modes`).
+* Sampling follows the request exactly: temperature and top-p, no hidden top-k (``top_k=0``);
+  ``temperature=0`` is greedy decoding (one decode, repeated ``n`` times).
+* Decoding keeps every token of the response -- ``<think>``/``</think>`` are often *special*
+  added tokens, which ``skip_special_tokens=True`` would silently drop, leaving scorers unable
+  to find the answer. The completion is cut at the first stop token (EOS, ``<|im_end|>``, the
+  model's generation-config EOS ids) and decoded with ``skip_special_tokens=False``, so
+  scorers see ``<think>...</think>answer`` as the model wrote it, without end-of-turn or padding
+  markers.
+* One lock guards the model, so a generator can be shared between threads; ``agenerate`` runs
+  the work in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from cascade_rl.chat import IM_END, install_chat_template
+from cascade_rl.llm.base import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Messages,
+                                 apply_modes, check_request)
+
+
+def _resolve_device(device: str | None) -> str:
+    import torch
+
+    if device is not None:
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _resolve_dtype(dtype: Any, device: str) -> Any:
+    """``None``: float32 on CPU, the checkpoint's own dtype elsewhere; names like "bfloat16"."""
+    import torch
+
+    if dtype is None:
+        return torch.float32 if device == "cpu" else "auto"
+    if dtype == "auto" or isinstance(dtype, torch.dtype):
+        return dtype
+    resolved = getattr(torch, str(dtype), None)
+    if not isinstance(resolved, torch.dtype):
+        raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32', 'bfloat16' or 'auto'")
+    return resolved
+
+
+class LocalGenerator:
+    """Samples completions from a local Hugging Face causal LM (see the module docstring).
+
+    ``batch_size`` bounds the sequences (prompts x ``n``) in one ``generate`` call;
+    ``default_mode`` ("think" / "no_think") flags user turns that carry no mode of their own.
+    """
+
+    def __init__(self, model_path: str | Path, *, device: str | None = None, dtype: Any = None,
+                 default_mode: str | None = None, batch_size: int = 8,
+                 use_cascade_template: bool = False) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(model_path).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"model directory not found: {path}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        apply_modes([], default_mode)  # validates default_mode
+        self.model_path, self.default_mode, self.batch_size = path, default_mode, batch_size
+        self.device = _resolve_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        if use_cascade_template or not self.tokenizer.chat_template:
+            install_chat_template(self.tokenizer)
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer.padding_side = "left"  # decoder-only batches are padded on the left
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, local_files_only=True, dtype=_resolve_dtype(dtype, self.device)).to(self.device).eval()
+        self.stop_ids = self._stop_token_ids()
+        self._lock = threading.Lock()
+
+    def _stop_token_ids(self) -> list[int]:
+        """Token ids that end a completion: the tokenizer's EOS, ``<|im_end|>`` when the
+        vocabulary has it, and the EOS ids of the model's generation config."""
+        configured = self.model.generation_config.eos_token_id
+        ids = set(configured if isinstance(configured, list) else [configured])
+        ids.add(self.tokenizer.eos_token_id)
+        im_end = self.tokenizer.convert_tokens_to_ids(IM_END)
+        if isinstance(im_end, int) and im_end != self.tokenizer.unk_token_id:
+            ids.add(im_end)
+        ids.discard(None)
+        if not ids:
+            raise ValueError(f"{self.model_path}: the tokenizer defines no EOS token to stop at")
+        return sorted(ids)
+
+    def render_prompt(self, messages: Messages, assistant_prefix: str = "") -> str:
+        """The exact prompt text the model reads: the chat template with the generation prompt,
+        followed by ``assistant_prefix`` (text the assistant turn starts with)."""
+        rendered = self.tokenizer.apply_chat_template(apply_modes(messages, self.default_mode),
+                                                      tokenize=False, add_generation_prompt=True)
+        return rendered + assistant_prefix
+
+    def generate(self, messages: list[dict], *, n: int = 1, temperature: float = DEFAULT_TEMPERATURE,
+                 top_p: float = DEFAULT_TOP_P, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
+        """``n`` completions of one conversation."""
+        return self.generate_batch([messages], n=n, temperature=temperature, top_p=top_p,
+                                   max_tokens=max_tokens)[0]
+
+    async def agenerate(self, messages: list[dict], *, n: int = 1,
+                        temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
+                        max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
+        return await asyncio.to_thread(self.generate, messages, n=n, temperature=temperature,
+                                       top_p=top_p, max_tokens=max_tokens)
+
+    def generate_batch(self, conversations: Sequence[Messages], *, n: int = 1,
+                       temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
+                       max_tokens: int = DEFAULT_MAX_TOKENS) -> list[list[str]]:
+        """``n`` completions for each conversation, in order, in batched forward passes."""
+        for messages in conversations:
+            check_request(messages, n, temperature, top_p, max_tokens)
+        prompts = [self.render_prompt(messages) for messages in conversations]
+        prompts_per_call = max(1, self.batch_size // n)
+        results: list[list[str]] = []
+        with self._lock:
+            for start in range(0, len(prompts), prompts_per_call):
+                results += self._sample(prompts[start:start + prompts_per_call], n, temperature,
+                                        top_p, max_tokens)
+        return results
+
+    async def agenerate_batch(self, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
+        return await asyncio.to_thread(self.generate_batch, conversations, **sampling)
+
+    def _sample(self, prompts: list[str], n: int, temperature: float, top_p: float,
+                max_tokens: int) -> list[list[str]]:
+        import torch
+
+        inputs = self.tokenizer(prompts, return_tensors="pt", padding=True,
+                                add_special_tokens=False).to(self.device)
+        greedy = temperature == 0
+        sampling = ({"do_sample": False, "temperature": None, "top_p": None, "top_k": None} if greedy else
+                    {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0})
+        with torch.inference_mode():
+            output = self.model.generate(**inputs, max_new_tokens=max_tokens,
+                                         num_return_sequences=1 if greedy else n,
+                                         eos_token_id=self.stop_ids,
+                                         pad_token_id=self.tokenizer.pad_token_id, **sampling)
+        texts = [self._decode(row) for row in output[:, inputs["input_ids"].shape[1]:].tolist()]
+        if greedy:  # greedy decoding gives the same text every time
+            texts = [text for text in texts for _ in range(n)]
+        return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def _decode(self, token_ids: list[int]) -> str:
+        """Text of a completion up to its first stop token, special tokens kept (module doc)."""
+        stops = set(self.stop_ids)
+        end = next((i for i, token in enumerate(token_ids) if token in stops), len(token_ids))
+        return self.tokenizer.decode(token_ids[:end], skip_special_tokens=False,
+                                     clean_up_tokenization_spaces=False)
+
+    def next_token_logprobs(self, messages: Messages, assistant_prefix: str = "") -> Any:
+        """Log-probabilities (a 1-D tensor over the vocabulary) of the token that follows the
+        prompt plus ``assistant_prefix`` -- what an LLM judge reads (see :mod:`.judge`)."""
+        import torch
+
+        check_request(messages, 1, 1.0, 1.0, 1)
+        inputs = self.tokenizer(self.render_prompt(messages, assistant_prefix), return_tensors="pt",
+                                add_special_tokens=False).to(self.device)
+        with self._lock, torch.inference_mode():
+            logits = self.model(**inputs).logits[0, -1].float()
+        return torch.log_softmax(logits, dim=-1).cpu()
