@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from trl import GRPOConfig, GRPOTrainer
 
-from cascade_rl.chat import with_mode
+from cascade_rl.chat import token_count, with_mode
 from cascade_rl.data.loading import LoadReport, load_sources, rl_normaliser
 from cascade_rl.recipe import CurriculumStep, GRPOStage, Runtime
 from cascade_rl.rewards.adapter import CascadeReward, ScoredBatch
@@ -82,7 +82,7 @@ def drop_long_prompts(data: RLData, tokenizer: Any, limit: int | None) -> RLData
     if limit is None:
         return data
     too_long = {row["_pidx"] for row in data.rows
-                if len(tokenizer.apply_chat_template(row["prompt"], tokenize=True, add_generation_prompt=True)) > limit}
+                if token_count(tokenizer, row["prompt"], add_generation_prompt=True) > limit}
     if not too_long:
         return data
     report = LoadReport(read=data.report.read, kept=data.num_prompts - len(too_long),

@@ -41,7 +41,7 @@ def run_reward_model_stage(stage: RewardModelStage, *, policy: Path, stage_dir: 
     args = base_args(runtime, stage_dir / "trainer", seed)
     args.update(
         max_length=stage.max_length, num_train_epochs=stage.epochs, max_steps=stage.max_steps or -1,
-        learning_rate=stage.learning_rate, lr_scheduler_type="linear", warmup_ratio=0.0,
+        learning_rate=stage.learning_rate, lr_scheduler_type="linear", warmup_steps=0,
         per_device_train_batch_size=stage.per_device_batch_size,
         gradient_accumulation_steps=accumulation(stage.batch_size, stage.per_device_batch_size),
         model_init_kwargs=model_init_kwargs(model_dtype), center_rewards_coefficient=None,

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping
 
+from cascade_rl.chat import token_count
 from cascade_rl.data.loading import LoadReport, load_sources, normalise_sft
 from cascade_rl.recipe import Runtime, SFTStage, SFTSubstage
 from cascade_rl.train.common import (MetricsWriter, base_args, model_init_kwargs, save_checkpoint,
@@ -26,11 +27,11 @@ log = logging.getLogger(__name__)
 def drop_overlong(rows: list[dict], tokenizer: Any, max_length: int, report: LoadReport) -> list[dict]:
     kept = []
     for row in rows:
-        ids = tokenizer.apply_chat_template(row["messages"], tools=row.get("tools"), tokenize=True)
-        if len(ids) <= max_length:
+        length = token_count(tokenizer, row["messages"], tools=row.get("tools"))
+        if length <= max_length:
             kept.append(row)
         else:
-            report.skip(f"longer than max_length {max_length}", f"{len(ids)} tokens")
+            report.skip(f"longer than max_length {max_length}", f"{length} tokens")
     report.kept = len(kept)
     return kept
 
@@ -61,7 +62,7 @@ def run_sft_stage(stage: SFTStage, *, model_in: Path, stage_dir: Path, runtime: 
         args = base_args(runtime, substage_dir / "trainer", seed)
         args.update(
             max_length=sub.max_length, num_train_epochs=sub.epochs, max_steps=sub.max_steps or -1,
-            learning_rate=sub.learning_rate, lr_scheduler_type=sub.lr_scheduler, warmup_ratio=sub.warmup_ratio,
+            learning_rate=sub.learning_rate, lr_scheduler_type=sub.lr_scheduler, warmup_steps=sub.warmup_ratio,
             weight_decay=sub.weight_decay, per_device_train_batch_size=sub.per_device_batch_size,
             gradient_accumulation_steps=accumulation(sub.batch_size, sub.per_device_batch_size),
             assistant_only_loss=True, packing=False, model_init_kwargs=model_init_kwargs(model_dtype),
