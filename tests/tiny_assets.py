@@ -58,3 +58,18 @@ def first_char_parity(response: str, **_):
     from cascade_rl.rewards.base import Score
 
     return Score(float(ord(response[0]) % 2) if response else 0.0)
+
+
+def kill_once(response: str, **_):
+    """Engine-test reward that SIGKILLs its own process once, when the file named by
+    CASCADE_TEST_KILL_FLAG exists and the path in CASCADE_TEST_KILL_AFTER exists: a crash in
+    the middle of a stage, as `kill -9` would cause."""
+    import os
+    import signal
+    from pathlib import Path
+
+    flag, after = os.environ.get("CASCADE_TEST_KILL_FLAG"), os.environ.get("CASCADE_TEST_KILL_AFTER")
+    if flag and after and Path(flag).exists() and Path(after).exists():
+        Path(flag).unlink()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return first_char_parity(response)

@@ -19,7 +19,7 @@ app = typer.Typer(
     help="Cascade RL: cascaded, domain-wise RL post-training for reasoning models "
          "(Nemotron-Cascade).",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def _parse_options(pairs: list[str]) -> dict[str, dict]:

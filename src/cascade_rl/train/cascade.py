@@ -198,7 +198,7 @@ class Cascade:
         if isinstance(stage, SFTStage):
             from cascade_rl.train.sft import run_sft_stage
 
-            return run_sft_stage(stage, model_in=policy, **common), reward_models
+            return publish(run_sft_stage(stage, model_in=policy, **common), stage_dir), reward_models
         if isinstance(stage, RewardModelStage):
             from cascade_rl.train.reward_model import run_reward_model_stage
 
@@ -209,11 +209,7 @@ class Cascade:
 
             options = resolve_reward_options(stage, reward_models)
             model = run_grpo_stage(stage, model_in=policy, reward_options=options, **common)
-            final = stage_dir / "model"
-            if model != final:
-                shutil.rmtree(final, ignore_errors=True)
-                shutil.copytree(model, final)
-            return final, reward_models
+            return publish(model, stage_dir), reward_models
         if isinstance(stage, EvalStage):
             return policy, reward_models
         raise RecipeError(f"unknown stage kind {stage.kind!r}")
@@ -240,6 +236,20 @@ class Cascade:
         from cascade_rl.eval.report import build_report
 
         return build_report(self.run_dir)
+
+
+def publish(model: Path, stage_dir: Path) -> Path:
+    """Make ``stage_dir/model`` the stage's checkpoint: a relative link to the last sub-stage's
+    model (no copy of the weights)."""
+    final = stage_dir / "model"
+    if Path(model).resolve() == final.resolve():
+        return final
+    if final.is_symlink() or final.is_file():
+        final.unlink()
+    elif final.exists():
+        shutil.rmtree(final)
+    final.symlink_to(Path(model).resolve().relative_to(stage_dir.resolve()))
+    return final
 
 
 def resolve_reward_options(stage: GRPOStage, reward_models: dict[str, Path]) -> dict[str, dict]:

@@ -1,0 +1,129 @@
+"""`cascade run` end to end on a tiny model: stage hand-over, run layout, report, resume after
+a crash between stages and after `kill -9` inside a stage, and errors before any compute."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cascade_rl.recipe import RecipeError, load_recipe
+from cascade_rl.train.cascade import Cascade
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.fixture
+def recipe_file(tmp_path, tiny_checkpoint):
+    questions = [(a, b) for a in range(4) for b in range(3)]
+    sft = write_jsonl(tmp_path / "sft.jsonl", [
+        {"messages": [{"role": "user", "content": f"what is {a} plus {b}?", "mode": "think"},
+                      {"role": "assistant", "content": f"<think>{a}+{b}={a + b}</think>{a + b}"}]} for a, b in questions])
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", [
+        {"prompt": f"what is {a} plus {b}?", "chosen": f"{a + b}", "rejected": "hello world"} for a, b in questions])
+    rlhf = write_jsonl(tmp_path / "rlhf.jsonl", [{"prompt": f"say hello {i}"} for i in range(4)])
+    toy = write_jsonl(tmp_path / "toy.jsonl", [{"prompt": f"what is {a} plus {b}?", "answer": str(a + b)}
+                                               for a, b in questions[:4]])
+    recipe = {
+        "name": "tiny-test", "seed": 0, "model": {"path": str(tiny_checkpoint)},
+        "runtime": {"reward_workers": 1},
+        "eval": {"benchmarks": [
+            {"name": "toy-sum", "data": toy, "domain": "tiny_assets:contains_answer", "k": 2,
+             "max_new_tokens": 6, "temperature": 1.0}]},
+        "stages": [
+            {"kind": "sft", "substages": [{"data": sft, "max_length": 64, "batch_size": 4,
+                                           "per_device_batch_size": 4, "max_steps": 2, "learning_rate": 1e-3}]},
+            {"kind": "reward_model", "name": "rm", "data": pairs, "batch_size": 4, "per_device_batch_size": 4,
+             "max_steps": 2, "max_length": 64, "eval": []},
+            {"kind": "grpo", "name": "rlhf", "data": rlhf, "rollouts_per_prompt": 2, "prompts_per_batch": 2,
+             "curriculum": [{"max_response_length": 5, "max_steps": 1}]},
+            {"kind": "grpo", "name": "toy", "data": toy, "domain": "tiny_assets:kill_once", "thinking": "no_think",
+             "rollouts_per_prompt": 2, "prompts_per_batch": 2, "learning_rate": 1e-3,
+             "curriculum": [{"max_response_length": 5, "max_steps": 1}, {"max_response_length": 6, "max_steps": 2}]},
+        ],
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def cascade_cli(*args, env=None):
+    environment = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "cascade_rl.cli", *args], capture_output=True, text=True,
+                          env=environment, timeout=600)
+
+
+def test_full_run_layout_report_and_resume_skips_everything(recipe_file, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+    run_dir = tmp_path / "run"
+    report = Cascade(load_recipe(recipe_file), run_dir, echo=lambda _: None).run()
+    stages = ["01-sft", "02-rm", "03-rlhf", "04-toy"]
+    for name in stages:
+        status = json.loads((run_dir / name / "stage.json").read_text())
+        assert status["status"] == "done" and (run_dir / name / "model" / "config.json").exists()
+    assert json.loads((run_dir / "02-rm/stage.json").read_text())["policy"].endswith("01-sft/model")
+    assert json.loads((run_dir / "03-rlhf/stage.json").read_text())["policy"].endswith("03-rlhf/model")
+    assert not (run_dir / "02-rm/eval.json").exists()  # eval: [] on that stage
+    assert "toy-sum" in json.loads((run_dir / "04-toy/eval.json").read_text())
+    assert (run_dir / "03-rlhf/metrics.jsonl").read_text().count("\n") == 1
+    summary = json.loads(report.with_suffix(".json").read_text())
+    assert [s["stage"] for s in summary["stages"]] == ["sft", "rm", "rlhf", "toy"]
+    assert (run_dir / "report.md").exists()
+
+    before = {name: (run_dir / name / "stage.json").stat().st_mtime_ns for name in stages}
+    lines = []
+    Cascade(load_recipe(recipe_file), run_dir, echo=lines.append).run(resume=True)
+    assert {name: (run_dir / name / "stage.json").stat().st_mtime_ns for name in stages} == before
+    assert sum("finished earlier, skipped" in line for line in lines) == 4
+
+    with pytest.raises(RecipeError, match="--resume"):
+        Cascade(load_recipe(recipe_file), run_dir, echo=lambda _: None).run()
+
+
+def test_kill_9_inside_a_stage_then_resume_finishes_without_redoing_work(recipe_file, tmp_path):
+    run_dir = tmp_path / "run"
+    flag = tmp_path / "kill-flag"
+    flag.write_text("armed")
+    env = {"CASCADE_TEST_KILL_FLAG": str(flag), "CASCADE_TEST_KILL_AFTER": str(run_dir / "04-toy/substage-1/done")}
+    crashed = cascade_cli("run", str(recipe_file), "--out", str(run_dir), env=env)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    assert not flag.exists()
+    assert json.loads((run_dir / "03-rlhf/stage.json").read_text())["status"] == "done"
+    assert not (run_dir / "04-toy/stage.json").exists() and (run_dir / "04-toy/substage-1/done").exists()
+    finished = {p: p.stat().st_mtime_ns for p in [run_dir / "01-sft/stage.json", run_dir / "04-toy/substage-1/done"]}
+
+    resumed = cascade_cli("run", str(recipe_file), "--out", str(run_dir), "--resume", env=env)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished  # finished work was not redone
+    assert json.loads((run_dir / "04-toy/stage.json").read_text())["status"] == "done"
+    assert (run_dir / "04-toy/substage-2/done").exists() and (run_dir / "report.json").exists()
+
+
+def test_bad_recipe_fails_before_compute_naming_the_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"name": "x", "model": {"path": "/nope"}, "stages": [
+        {"kind": "grpo", "name": "math", "data": "m.jsonl", "thinking": "sometimes", "temperature": 0}]}))
+    result = cascade_cli("run", str(bad), "--out", str(tmp_path / "run"))
+    assert result.returncode == 2
+    assert "stages[0] (math).thinking" in result.stderr and "'think', 'no_think' or 'half'" in result.stderr
+    assert "stages[0] (math).temperature" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_dry_run_json_prints_the_resolved_recipe(recipe_file):
+    result = cascade_cli("run", str(recipe_file), "--dry-run", "--json")
+    resolved = json.loads(result.stdout)
+    rlhf = resolved["stages"][2]
+    assert rlhf["kind"] == "grpo" and rlhf["domain"] == "preference" and rlhf["thinking"] == "half"
+    assert rlhf["reward_options"]["preference"]["reward_model"] == "@rm"
+    assert rlhf["temperature"] == 0.6
+    plan = cascade_cli("run", str(recipe_file), "--dry-run")
+    assert "rlhf" in plan.stdout and "half" in plan.stdout
