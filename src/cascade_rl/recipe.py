@@ -93,6 +93,8 @@ def _sources(value: Any) -> Any:
     """Accept a bare path or list of paths for ``data``."""
     if isinstance(value, str):
         return [{"path": value}]
+    if isinstance(value, dict):
+        return [value]
     if isinstance(value, list):
         return [{"path": v} if isinstance(v, str) else v for v in value]
     return value
@@ -418,6 +420,9 @@ def _format_errors(error: ValidationError, data: dict[str, Any], source: str) ->
     return "\n".join(lines)
 
 
+_DEFAULT_STAGE_NAMES = {"sft": "sft", "reward_model": "rm", "eval": "eval"}
+
+
 def _location(loc: tuple, data: dict[str, Any]) -> str:
     """``stages[2] (math).curriculum[0].max_steps`` from pydantic's loc tuple (which also holds
     discriminator tags such as 'grpo' that the user never wrote)."""
@@ -427,8 +432,10 @@ def _location(loc: tuple, data: dict[str, Any]) -> str:
         if isinstance(key, int):
             parts[-1:] = [f"{parts[-1] if parts else ''}[{key}]"]
             node = node[key] if isinstance(node, list) and key < len(node) else None
-            if isinstance(node, dict) and "name" in node and len(parts) == 1 and parts[0].startswith("stages"):
-                parts[-1] += f" ({node['name']})"
+            if isinstance(node, dict) and len(parts) == 1 and parts[0].startswith("stages"):
+                name = node.get("name") or _DEFAULT_STAGE_NAMES.get(str(node.get("kind")))
+                if name:
+                    parts[-1] += f" ({name})"
             continue
         if isinstance(node, dict) and key not in node and key in ("sft", "grpo", "reward_model", "eval"):
             continue  # discriminator tag

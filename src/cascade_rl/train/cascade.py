@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from cascade_rl.recipe import (EvalStage, GRPOStage, Recipe, RecipeError, RewardModelStage, SFTStage)
+from cascade_rl.recipe import (EvalStage, GRPOStage, Recipe, RecipeError, RewardModelStage, SFTStage, expand)
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class Cascade:
     def _base_model(self) -> Path:
         spec = self.recipe.model
         if spec.path is not None:
-            path = Path(spec.path).expanduser()
+            path = Path(expand(spec.path)).expanduser()
             if not path.exists():
                 raise RecipeError(f"model.path: {path} does not exist (models are loaded from local disk)")
             if spec.chat_template == "cascade":
@@ -253,7 +253,9 @@ def publish(model: Path, stage_dir: Path) -> Path:
 
 
 def resolve_reward_options(stage: GRPOStage, reward_models: dict[str, Path]) -> dict[str, dict]:
-    """Replace ``'@name'`` in reward options with that reward-model stage's checkpoint."""
+    """Scorer options as the scorers take them: ``'@name'`` becomes that reward-model stage's
+    checkpoint, ``${VAR}`` expands, and a SWE ``judge`` given as a generator spec
+    (``local:/path`` or ``http://host/v1#model``) becomes a :class:`YesNoJudge`."""
     resolved: dict[str, dict] = {}
     for domain, options in stage.reward_options.items():
         resolved[domain] = {}
@@ -262,5 +264,11 @@ def resolve_reward_options(stage: GRPOStage, reward_models: dict[str, Path]) -> 
                 if value[1:] not in reward_models:
                     raise RecipeError(f"{stage.name}.reward_options.{domain}.{key}: {value} has not been trained")
                 value = str(reward_models[value[1:]])
+            elif isinstance(value, str):
+                value = expand(value)
+            if key == "judge" and isinstance(value, str):
+                from cascade_rl.llm.judge import YesNoJudge
+
+                value = YesNoJudge(value)
             resolved[domain][key] = value
     return resolved

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from cascade_rl.data.loading import load_sources, normalise_preference
-from cascade_rl.recipe import RewardModelStage, Runtime
+from cascade_rl.recipe import RewardModelStage, Runtime, expand
 from cascade_rl.train.common import MetricsWriter, base_args, model_init_kwargs, save_checkpoint
 from cascade_rl.train.sft import accumulation
 
@@ -32,7 +32,7 @@ def run_reward_model_stage(stage: RewardModelStage, *, policy: Path, stage_dir: 
     from trl import RewardConfig, RewardTrainer
 
     stage_dir.mkdir(parents=True, exist_ok=True)
-    base = Path(policy) if stage.base == "policy" else Path(stage.base)
+    base = Path(policy) if stage.base == "policy" else Path(expand(stage.base)).expanduser()
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     pairs, report = load_sources(stage.data, normalise_preference, seed=seed, variables=dict(variables or {}))
     log.info("%s: %s", stage.name, report.summary())
