@@ -116,6 +116,53 @@ def run(
     console.print(f"report: {report}")
 
 
+@app.command("eval")
+def evaluate(
+    model: Path = typer.Argument(..., exists=True, file_okay=False, help="Local checkpoint directory to evaluate."),
+    recipe: Path = typer.Option(..., "--recipe", "-r", exists=True, help="Recipe whose eval.benchmarks to run."),
+    benchmark: list[str] = typer.Option([], "--benchmark", "-b", help="Only these benchmarks (repeatable)."),
+    out: Path = typer.Option(Path("eval-out"), "--out", help="Where eval.json and the samples go."),
+    reward_model: Optional[Path] = typer.Option(None, "--reward-model", help="Reward model for arena benchmarks."),
+) -> None:
+    """Evaluate a checkpoint on a recipe's benchmarks (avg@k, pass@k; samples written beside eval.json)."""
+    import logging
+
+    from cascade_rl.eval.benchmarks import evaluate as run_benchmarks
+    from cascade_rl.recipe import RecipeError, load_recipe
+
+    try:
+        parsed = load_recipe(recipe)
+    except RecipeError as error:
+        console.print(f"[red]invalid recipe[/red] {error}")
+        raise typer.Exit(2)
+    known = {b.name: b for b in parsed.eval.benchmarks}
+    unknown = [name for name in benchmark if name not in known]
+    if unknown:
+        console.print(f"[red]unknown benchmark(s)[/red] {', '.join(unknown)}; the recipe has: {', '.join(known) or 'none'}")
+        raise typer.Exit(2)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    chosen = [known[name] for name in benchmark] if benchmark else list(known.values())
+    results = run_benchmarks(model, chosen, out, reward_model=str(reward_model) if reward_model else None,
+                             batch_size=parsed.eval.batch_size, workers=parsed.runtime.reward_workers, seed=parsed.seed)
+    table = Table(title=f"{model} -> {out / 'eval.json'}")
+    for column in ("benchmark", "metric", "k", "prompts", "value"):
+        table.add_column(column, justify="left" if column in ("benchmark", "metric") else "right")
+    for name, result in results.items():
+        value = "-" if result["value"] is None else f"{result['value']:.1f}"
+        table.add_row(name, result["metric"], str(result["k"]), str(result["prompts"]), value)
+    Console().print(table)
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A run directory (runs/<run>).")) -> None:
+    """Rebuild a run's report.md / report.json / plots from its stage directories and print it."""
+    from cascade_rl.eval.report import build_report, print_summary
+
+    path = build_report(run_dir)
+    print_summary(json.loads(path.with_suffix(".json").read_text()))
+    console.print(f"report: {path}")
+
+
 def main() -> None:
     app()
 
