@@ -14,12 +14,13 @@ from cascade_rl.swe.fixtures import FIXTURES, materialize
 class ScriptedGenerator:
     """Implements ``generate`` / ``agenerate`` of ``cascade_rl.llm.base.Generator`` by returning
     scripted responses, chosen by the kind of prompt (localisation, repair, reproduction test)
-    and cycled to fill ``n``. Records every call."""
+    and cycled to fill ``n``. A script is a list, or a dict {text in the prompt: list} to answer
+    each instance differently. Records every call."""
 
     KINDS = {"localization": "Repository Structure", "reproduction": "reproduce the issue",
              "repair": "*SEARCH/REPLACE* edits"}
 
-    def __init__(self, **scripts: list[str]):
+    def __init__(self, **scripts):
         self.scripts = scripts
         self.calls: list[tuple[str, int, dict]] = []
 
@@ -31,6 +32,9 @@ class ScriptedGenerator:
         kind = self.kind(messages)
         self.calls.append((kind, n, {"messages": messages, "temperature": temperature}))
         script = self.scripts.get(kind) or [""]
+        if isinstance(script, dict):
+            text = messages[-1]["content"]
+            script = next((lines for key, lines in script.items() if key in text), [""])
         return [script[i % len(script)] for i in range(n)]
 
     async def agenerate(self, messages, *, n=1, temperature=0.6, top_p=0.95, max_tokens=1024):
@@ -58,3 +62,66 @@ def fixture_checkouts(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     """Every shipped fixture as a git checkout: name -> (path, instance with base_commit)."""
     root = tmp_path_factory.mktemp("swe-fixtures")
     return {name: materialize(name, root / name) for name in FIXTURES}
+
+
+# ---- one evaluated pipeline run shared by the pipeline, data and CLI tests -----------------
+
+TEXTKIT_FIX = repair_answer(edit("textkit/words.py", '    return len(text.split(" "))\n',
+                                 "    return len(text.split())\n"))
+TEXTKIT_NEAR = repair_answer(edit("textkit/words.py", '    return len(text.split(" "))\n',
+                                  '    return len([word for word in text.split(" ") if word])\n'))
+INTERVALS_FIX = repair_answer(edit("intervals/merge.py", "        if merged and interval.start < merged[-1].end:\n",
+                                   "        if merged and interval.start <= merged[-1].end:\n"))
+GARBAGE = "<think>no idea</think>Sorry, I cannot help with that."
+UNFINISHED = "<think>let me think about this for a very long"
+TEXTKIT_REPRO = """```python
+from textkit.words import word_count
+
+try:
+    count = word_count("one  two\\nthree ")
+except Exception:
+    print("Other issues")
+else:
+    print("Issue resolved" if count == 3 else "Issue reproduced")
+```"""
+INTERVALS_REPRO = """```python
+from intervals import Interval, merge
+
+print("Issue resolved" if merge([Interval(1, 2), Interval(2, 3)]) == [Interval(1, 3)] else "Issue reproduced")
+```"""
+
+
+def pipeline_generator() -> ScriptedGenerator:
+    return ScriptedGenerator(
+        localization={
+            "word_count": ["```\ntextkit/words.py\ntextkit/case.py\n```", "```\ntextkit/words.py\n```"],
+            "merge()": ["```\nintervals/ops.py\nintervals/merge.py\n```"],
+            "discount": ["```\ninventory/pricing.py\n```"]},
+        repair={
+            "word_count": [TEXTKIT_FIX, TEXTKIT_FIX, TEXTKIT_NEAR, TEXTKIT_FIX, GARBAGE, TEXTKIT_FIX,
+                           TEXTKIT_NEAR, UNFINISHED],
+            "merge()": [GARBAGE, INTERVALS_FIX, GARBAGE, UNFINISHED],
+            "discount": [GARBAGE, UNFINISHED, TEXTKIT_FIX]},
+        reproduction={"word_count": [TEXTKIT_REPRO, "no test here"], "merge()": [INTERVALS_REPRO]})
+
+
+@pytest.fixture(scope="session")
+def evaluated_run(fixture_checkouts, tmp_path_factory):
+    """The whole pipeline (stages="evaluate") on the three fixtures plus three bad instances."""
+    from cascade_rl.swe.pipeline import PipelineConfig, run_pipeline
+
+    rows = [instance for _, instance in fixture_checkouts.values()]
+    unknown_commit = dict(rows[0], instance_id="bad__unknown-commit", base_commit="f" * 40)
+    no_checkout = dict(rows[0], instance_id="bad__no-checkout", repo="someone/elsewhere")
+    missing_field = {"instance_id": "bad__missing-field", "repo": rows[0]["repo"]}
+    rows = rows + [unknown_commit, no_checkout, missing_field]
+    checkouts = {instance["repo"]: path for path, instance in fixture_checkouts.values()}
+    states = {name: git_state(path) for name, (path, _) in fixture_checkouts.items()}
+    generator = pipeline_generator()
+    config = PipelineConfig(localization_rollouts=2, repair_samples=8, reproduction_tests=2,
+                            repair_files=2, workers=2)
+    output = tmp_path_factory.mktemp("swe-run")
+    report = run_pipeline(rows, checkouts, output, generator=generator, config=config,
+                          model_name="scripted")
+    return {"report": report, "rows": rows, "checkouts": checkouts, "generator": generator,
+            "states_before": states, "output": output}

@@ -273,11 +273,14 @@ class PatchApplyError(ValueError):
 
 def parse_patch(patch: str) -> PatchSet:
     """``unidiff.PatchSet`` of ``patch``; raises :class:`PatchApplyError` when it does not
-    parse."""
+    parse, or when a non-blank text holds no file change at all."""
     try:
-        return PatchSet(patch)
+        parsed = PatchSet(patch)
     except UnidiffParseError as error:
         raise PatchApplyError(f"patch does not parse: {error}") from None
+    if patch.strip() and not len(parsed):
+        raise PatchApplyError("patch holds no file change (no '---'/'+++' headers)")
+    return parsed
 
 
 def patched_path(patched_file) -> str:

@@ -78,6 +78,7 @@ class GeneratedLocalization:
     ranking: list[str]
     responses: list[str]
     parsed: list[list[str]]
+    prompt: list[dict]
 
 
 def localize_by_generation(generator, problem_statement: str, repo: "Repository", *,
@@ -89,7 +90,8 @@ def localize_by_generation(generator, problem_statement: str, repo: "Repository"
     responses = generator.generate(messages, n=rollouts, temperature=temperature, top_p=top_p,
                                    max_tokens=max_tokens)
     parsed = [parse_file_list(response) for response in responses]
-    return GeneratedLocalization(aggregate_by_frequency(parsed, repo.files()), list(responses), parsed)
+    return GeneratedLocalization(aggregate_by_frequency(parsed, repo.files()), list(responses),
+                                 parsed, messages)
 
 
 # ---- (b) retrieval ------------------------------------------------------------------------
@@ -260,6 +262,7 @@ class Localization:
     fused: list[str] = field(default_factory=list)
     responses: list[str] = field(default_factory=list)
     parsed: list[list[str]] = field(default_factory=list)
+    prompt: list[dict] = field(default_factory=list)
 
     def rankings(self) -> dict[str, list[str]]:
         return {"generation": self.generated, "retrieval": self.retrieved, "fusion": self.fused}
@@ -277,8 +280,8 @@ def localize(problem_statement: str, repo: "Repository", *, generator=None,
     if generator is not None:
         generated = localize_by_generation(generator, problem_statement, repo, rollouts=rollouts,
                                            top_n=top_n, **dict(sampling or {}))
-        result.generated, result.responses, result.parsed = (
-            generated.ranking, generated.responses, generated.parsed)
+        result.generated, result.responses, result.parsed, result.prompt = (
+            generated.ranking, generated.responses, generated.parsed, generated.prompt)
     retriever = (cache or IndexCache()).get(repo, embedding_model=embedding_model)
     result.retrieved = retriever.rank(problem_statement, retrieve_k)
     rankings = [ranking for ranking in (result.generated, result.retrieved) if ranking]

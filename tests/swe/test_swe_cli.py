@@ -1,0 +1,85 @@
+"""`cascade swe ...` (swe/cli.py), and the end-to-end run with the local transformers backend."""
+
+import json
+
+from conftest import git_state
+from typer.testing import CliRunner
+
+from cascade_rl.swe.cli import app
+from cascade_rl.swe.fixtures import FIXTURES, fixture_dir
+
+runner = CliRunner()
+
+
+def test_localize_on_the_shipped_fixtures(tmp_path):
+    result = runner.invoke(app, ["localize", "--fixtures", "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "recall@k" in result.stdout and "retrieval" in result.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["instances"] == len(FIXTURES) and report["recall"]["retrieval"]["3"] == 1.0
+    assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == sorted(
+        f"fixtures__{name}-1.json" for name in FIXTURES)
+
+
+def test_argument_errors_are_clear(tmp_path):
+    both = runner.invoke(app, ["localize", "--fixtures", "--instances", str(tmp_path / "x.jsonl")])
+    assert both.exit_code == 2 and "exactly one of --instances FILE and --fixtures" in both.output
+    no_model = runner.invoke(app, ["repair", "--fixtures", "-o", str(tmp_path)])
+    assert no_model.exit_code == 2 and "needs --generator" in no_model.output
+    (tmp_path / "i.jsonl").write_text("{}\n")
+    bad_pair = runner.invoke(app, ["localize", "-i", str(tmp_path / "i.jsonl"), "--checkout", "nopath"])
+    assert bad_pair.exit_code == 2 and "expected REPO=PATH" in bad_pair.output
+
+
+def _toy_model(path):
+    """A randomly initialised toy-world Qwen3 with a BPE tokenizer trained on the fixtures."""
+    from cascade_rl.world.model import build_tiny_model
+    from cascade_rl.world.tokenizer import build_tokenizer
+
+    texts = [p.read_text() for name in FIXTURES for p in fixture_dir(name).rglob("*") if p.is_file()]
+    tokenizer = build_tokenizer(texts, vocab_size=400)
+    build_tiny_model(tokenizer, out_dir=path, hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1,
+                     intermediate_size=64, max_position_embeddings=16384)
+    return path
+
+
+def test_evaluate_end_to_end_with_a_local_model(fixture_checkouts, tmp_path):
+    model = _toy_model(tmp_path / "model")
+    path, row = fixture_checkouts["textkit"]
+    before = git_state(path)
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text(json.dumps(row) + "\n{broken\n")
+    output = tmp_path / "run"
+    result = runner.invoke(app, [
+        "evaluate", "-i", str(instances), "--checkout", f"{row['repo']}={path}", "-g", str(model),
+        "-o", str(output), "--rollouts", "2", "--samples", "3", "--reproduction-tests", "1",
+        "--max-tokens", "12", "--files", "2", "--model-name", "toy"])
+    assert result.exit_code == 1, result.output  # the broken line is reported...
+    assert "instances.jsonl:2" in result.output and "invalid JSON" in result.output
+    # ...and the instance still ran through every stage with the real local backend
+    trace = json.loads((output / "traces" / "fixtures__textkit-1.json").read_text())
+    assert trace["errors"] == []
+    assert len(trace["localization"]["responses"]) == 2
+    assert trace["localization"]["retrieval"][:2] == ["tests/test_words.py", "textkit/words.py"]
+    assert len(trace["candidates"]) == 3
+    assert {c["status"] for c in trace["candidates"]} <= {"unparseable", "empty"}  # random weights
+    assert all(c["error"] for c in trace["candidates"])
+    assert len(trace["reproduction_tests"]) == 1
+    assert sorted(trace["regression_tests"]) == sorted(row["PASS_TO_PASS"])
+    assert trace["selection"] == {"best": None, "majority": None, "patch": "", "resolved": False}
+    prediction = json.loads((output / "predictions.jsonl").read_text())
+    assert prediction == {"instance_id": "fixtures__textkit-1", "model_name_or_path": "toy", "model_patch": ""}
+    assert git_state(path) == before
+
+
+def test_build_data_command(evaluated_run, tmp_path):
+    rows_file = tmp_path / "instances.jsonl"
+    rows_file.write_text("".join(json.dumps(r) + "\n" for r in evaluated_run["rows"]))
+    checkouts = [f"--checkout={repo}={path}" for repo, path in evaluated_run["checkouts"].items()]
+    result = runner.invoke(app, ["build-data", "--traces", str(evaluated_run["output"] / "traces"),
+                                 "-i", str(rows_file), *checkouts, "-o", str(tmp_path / "data"),
+                                 "--min-prompt-tokens", "100"])
+    assert result.exit_code == 0, result.output
+    assert "repair" in result.stdout and "rl_mixed" in result.stdout
+    assert len((tmp_path / "data" / "sft.jsonl").read_text().splitlines()) == 2 + 2 + 6 + 1 + 2
+    assert len((tmp_path / "data" / "rl.jsonl").read_text().splitlines()) == 2
