@@ -1,0 +1,458 @@
+"""The Code RL reward (SPEC section 6): 1 only if the program passes **all** tests, else 0.
+
+Pipeline for one response:
+
+1. :func:`cascade_rl.chat.split_thinking`; an unfinished thinking response scores 0.
+2. Language mixing (:func:`cascade_rl.rewards.language.is_mixed` on the whole response) scores
+   ``language_penalty`` (the paper: 0 for code; -1, used for math, hurt code).
+3. :func:`extract_code` takes the program from the *answer* (rule below); none scores 0.
+4. Every test runs in the sandbox (:mod:`cascade_rl.sandbox`, one persistent sandbox per pool
+   worker, one fork per test) and its output is compared **outside** the sandbox: expected
+   outputs are never written anywhere the program can see, nor passed in argv or the
+   environment. By default the first failing test stops the program (``stop_on_failure``).
+
+Code extraction rule: the **last** fenced block tagged ``python``, ``py``, ``python3`` or
+``py3`` (any case, backtick or tilde fence, any indentation; the body is dedented); when there
+is none, the last untagged block that parses as Python and uses a statement keyword or
+``print``/``input``. Blocks tagged with another language, and an unclosed last fence (a
+truncated response), are never used.
+
+Tests: ``{"inputs": [...], "outputs": [...], "fn_name": optional}``, or the same as a JSON
+string. Without ``fn_name`` each test is one stdin/stdout run (an input or output given as a
+list of lines is joined with newlines). With ``fn_name`` tests are call-based (LeetCode /
+LiveCodeBench style): the program defines ``class Solution`` with a method ``fn_name`` (tried
+first) or a top-level function ``fn_name``; an input is either a string of newline-separated
+JSON values (LiveCodeBench) or a list of arguments (TACO); an expected output is a JSON value
+or a JSON string of one; a one-element list also accepts its element (APPS convention). The
+program runs with a LeetCode-style prelude (``from typing/collections/heapq/bisect/itertools/
+functools import *``, ``import math, re, string, sys``).
+
+Output comparison (stdin/stdout), as the LiveCodeBench-style harness: line by line, trailing
+whitespace of each line stripped, trailing empty lines ignored, each line split on whitespace
+into tokens; tokens are equal when identical, or when both are numbers and equal within 1e-6
+absolute or relative. Two *integer* tokens must be equal exactly (a relative tolerance would
+accept 1000000007 for 1000000008). No case folding. Call-based results compare as JSON values
+with the same number rule.
+
+The harness inside the sandbox lifts the int-to-str digit limit, sets the recursion limit to
+``RECURSION_LIMIT`` (the main thread may grow its stack up to the memory limit), and gives the
+program a normal ``sys.stdin`` / ``sys.stdout`` (with ``.buffer``). A call-based result goes
+back through a separate pipe (fd 3), never through stdout, so printed text cannot pose as a
+result; a program that writes to that pipe itself can only claim a value it could have
+returned, since the verdict is computed outside from expected values it never sees.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import re
+import textwrap
+from concurrent.futures import Future
+from contextlib import nullcontext
+from dataclasses import dataclass
+from decimal import Context, Decimal, InvalidOperation, MAX_EMAX, MIN_EMIN
+from typing import Any, Mapping, Sequence
+
+from cascade_rl.chat import split_thinking
+from cascade_rl.rewards.base import Score
+from cascade_rl.sandbox import Limits, RunResult, SandboxPool, isolation, shared_pool
+
+DEFAULT_TIME_LIMIT_S = 6.0       # per test, LiveCodeBench's timeout
+DEFAULT_MEMORY_MB = 2048         # address space per process
+DEFAULT_OUTPUT_BYTES = 8 * 1024 * 1024
+RECURSION_LIMIT = 1_000_000
+TOLERANCE = 1e-6
+STDERR_TAIL = 1000
+PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
+OPTION_NAMES = ("language_penalty", "time_limit", "memory_mb", "output_bytes",
+                "stop_on_failure")
+
+CALL_PRELUDE = ("from typing import *\nfrom collections import *\nfrom heapq import *\n"
+                "from bisect import *\nfrom itertools import *\nfrom functools import *\n"
+                "import math, re, string, sys, collections, heapq, bisect, itertools, functools\n")
+
+# The call-based driver; the candidate's source and fn_name are inserted as literals.
+CALL_DRIVER = '''\
+import json as _json, os as _os, sys as _sys
+_dumps, _write = _json.dumps, _os.write   # bound before the program can replace them
+_arguments = _json.loads(_sys.stdin.read())
+_namespace = {{"__name__": "solution", "__builtins__": __builtins__}}
+exec({prelude!r}, _namespace)
+exec(compile({source!r}, "solution.py", "exec"), _namespace)
+_solution = _namespace.get("Solution")
+if isinstance(_solution, type) and hasattr(_solution, {fn_name!r}):
+    _target = getattr(_solution(), {fn_name!r})
+elif callable(_namespace.get({fn_name!r})):
+    _target = _namespace[{fn_name!r}]
+else:
+    raise SystemExit("no class Solution with a method " + {fn_name!r} + " and no function " + {fn_name!r})
+_result = _target(*_arguments)
+_write(3, _dumps(_result, default=lambda v: sorted(v) if isinstance(v, (set, frozenset)) else repr(v)).encode())
+'''
+
+
+# ----------------------------------------------------------------------------------------------
+# extraction
+
+_FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)")
+_PYTHON_HINT = re.compile(r"\b(def|import|print|input|class|for|while|return|lambda|if)\b")
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """Every closed fenced block of ``text`` as (language tag in lower case, dedented body)."""
+    blocks: list[tuple[str, str]] = []
+    fence, language, body = None, "", []
+    for line in text.split("\n"):
+        if fence is None:
+            match = _FENCE_OPEN.match(line)
+            if match:
+                fence, language, body = match.group(2), match.group(3).lower(), []
+            continue
+        stripped = line.strip()
+        if stripped.startswith(fence) and stripped == fence[0] * len(stripped):
+            blocks.append((language, textwrap.dedent("\n".join(body))))
+            fence = None
+        else:
+            body.append(line)
+    return blocks
+
+
+def _looks_like_python(body: str) -> bool:
+    if not _PYTHON_HINT.search(body):
+        return False
+    try:
+        ast.parse(body)
+    except Exception:  # noqa: BLE001 - SyntaxError, ValueError, RecursionError, MemoryError
+        return False
+    return True
+
+
+def extract_code(answer: str) -> str | None:
+    """The program of an answer (rule in the module docstring), or None."""
+    blocks = code_blocks(answer or "")
+    tagged = [body for language, body in blocks if language in PYTHON_TAGS and body.strip()]
+    if tagged:
+        return tagged[-1]
+    untagged = [body for language, body in blocks if not language and _looks_like_python(body)]
+    return untagged[-1] if untagged else None
+
+
+# ----------------------------------------------------------------------------------------------
+# comparison
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_DECIMALS = Context(prec=60, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[InvalidOperation])
+
+
+def _integer_key(token: str) -> tuple[bool, str]:
+    digits = token.lstrip("+-").lstrip("0")
+    return (token.startswith("-") and bool(digits), digits)
+
+
+def _decimals_close(a: Decimal, b: Decimal, tolerance: float) -> bool:
+    try:
+        difference = _DECIMALS.abs(_DECIMALS.subtract(a, b))
+        limit = Decimal(tolerance)
+        scale = _DECIMALS.max(_DECIMALS.abs(a), _DECIMALS.abs(b))
+        return difference <= limit or difference <= _DECIMALS.multiply(limit, scale)
+    except (ArithmeticError, ValueError):
+        return False
+
+
+def tokens_equal(actual: str, expected: str, tolerance: float = TOLERANCE) -> bool:
+    """One token of output against the expected token (module docstring)."""
+    if actual == expected:
+        return True
+    if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
+        return _integer_key(actual) == _integer_key(expected)
+    if _NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected):
+        return _decimals_close(Decimal(actual), Decimal(expected), tolerance)
+    return False
+
+
+def _output_lines(text: str) -> list[list[str]]:
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return [line.split() for line in lines]
+
+
+def outputs_match(actual: str, expected: str, tolerance: float = TOLERANCE) -> bool:
+    """A program's stdout against the expected stdout (module docstring)."""
+    actual_lines, expected_lines = _output_lines(actual), _output_lines(expected)
+    if len(actual_lines) != len(expected_lines):
+        return False
+    for got, want in zip(actual_lines, expected_lines):
+        if len(got) != len(want) or not all(tokens_equal(a, e, tolerance)
+                                            for a, e in zip(got, want)):
+            return False
+    return True
+
+
+def values_match(actual: Any, expected: Any, tolerance: float = TOLERANCE) -> bool:
+    """A call-based result against the expected JSON value (numbers within the tolerance)."""
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        return type(actual) is type(expected) and actual == expected
+    if isinstance(actual, int) and isinstance(expected, int):
+        return actual == expected
+    if isinstance(actual, (int, float)) and isinstance(expected, (int, float)):
+        try:
+            return _decimals_close(Decimal(actual), Decimal(expected), tolerance)
+        except (ArithmeticError, ValueError):
+            return False
+    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(
+            values_match(a, e, tolerance) for a, e in zip(actual, expected))
+    if isinstance(actual, dict) and isinstance(expected, dict):
+        return actual.keys() == expected.keys() and all(
+            values_match(actual[k], expected[k], tolerance) for k in actual)
+    return type(actual) is type(expected) and actual == expected
+
+
+def _result_matches(actual: Any, expected: Any) -> bool:
+    if values_match(actual, expected):
+        return True
+    return isinstance(expected, list) and len(expected) == 1 and values_match(actual, expected[0])
+
+
+def _json_int(text: str) -> int:
+    """JSON integers of any length (``int(str)`` refuses more than 4300 digits)."""
+    return int(text) if len(text) < 4000 else int(Decimal(text))
+
+
+def _loads(text: str | bytes) -> Any:
+    return json.loads(text, parse_int=_json_int)
+
+
+# ----------------------------------------------------------------------------------------------
+# tests
+
+@dataclass(frozen=True)
+class TestSuite:
+    """Parsed tests: stdin bytes per test, expected outputs, and the function for call-based."""
+
+    inputs: tuple[bytes, ...]
+    expected: tuple[Any, ...]
+    fn_name: str | None
+
+
+def _text(value: Any, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    raise ValueError(f"tests: {what} must be a string (or a list of lines), got {value!r:.80}")
+
+
+def _call_arguments(value: Any, index: int) -> list:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, str):
+        try:
+            return [_loads(line) for line in value.split("\n") if line.strip()]
+        except ValueError as error:
+            raise ValueError(f"tests: input {index} is not newline-separated JSON: {error}") \
+                from None
+    raise ValueError(f"tests: input {index} must be a JSON string or a list of arguments")
+
+
+def _expected_value(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return _loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def parse_tests(tests: Mapping[str, Any] | str) -> TestSuite:
+    """Validate ``tests`` (module docstring) and prepare each test's stdin."""
+    if isinstance(tests, (str, bytes)):
+        try:
+            tests = json.loads(tests)
+        except ValueError as error:
+            raise ValueError(f"tests: not valid JSON ({error})") from None
+    if not isinstance(tests, Mapping):
+        raise ValueError(f"tests must be a mapping with 'inputs' and 'outputs', got {type(tests).__name__}")
+    inputs, outputs = tests.get("inputs"), tests.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list):
+        raise ValueError("tests: 'inputs' and 'outputs' must both be lists")
+    if len(inputs) != len(outputs) or not inputs:
+        raise ValueError(f"tests: need as many outputs as inputs and at least one test, got "
+                         f"{len(inputs)} inputs and {len(outputs)} outputs")
+    fn_name = tests.get("fn_name") or None
+    if fn_name is None:
+        return TestSuite(tuple(_text(v, f"input {i}").encode("utf-8") for i, v in enumerate(inputs)),
+                         tuple(_text(v, f"output {i}") for i, v in enumerate(outputs)), None)
+    if not isinstance(fn_name, str) or not fn_name.isidentifier():
+        raise ValueError(f"tests: fn_name must be a Python identifier, got {fn_name!r}")
+    stdins = tuple(json.dumps(_call_arguments(v, i)).encode() for i, v in enumerate(inputs))
+    return TestSuite(stdins, tuple(_expected_value(v) for v in outputs), fn_name)
+
+
+# ----------------------------------------------------------------------------------------------
+# running one program
+
+@dataclass(frozen=True)
+class _Program:
+    source: str
+    suite: TestSuite
+    limits: Limits
+    stop_on_failure: bool
+
+
+def _failure_kind(run: RunResult) -> str | None:
+    """Why a run failed before its output could be compared, or None."""
+    if run.timed_out or run.limit in ("time", "cpu"):
+        return "timeout"
+    if run.limit == "memory" or b"MemoryError" in run.stderr[-4096:]:
+        return "memory"
+    if run.limit == "output" or run.output_truncated:
+        return "output_limit"
+    if run.error or run.limit or run.returncode != 0:
+        return "runtime_error"
+    return None
+
+
+def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, RunResult]:
+    """(failure kind or None, run) of test ``index``."""
+    suite = program.suite
+    options = {"stdin": suite.inputs[index], "limits": program.limits,
+               "recursion_limit": RECURSION_LIMIT, "int_max_str_digits": 0}
+    if suite.fn_name is None:
+        run = runner.run_python(program.source, filename="solution.py", **options)
+    else:
+        driver = CALL_DRIVER.format(prelude=CALL_PRELUDE, source=program.source,
+                                    fn_name=suite.fn_name)
+        run = runner.run_python(driver, filename="driver.py", result_channel=True, **options)
+    kind = _failure_kind(run)
+    if kind is not None:
+        return kind, run
+    if suite.fn_name is None:
+        passed = outputs_match(run.stdout.decode("utf-8", "replace"), suite.expected[index])
+    else:
+        try:
+            passed = _result_matches(_loads(run.result), suite.expected[index])
+        except ValueError:
+            passed = False   # nothing, or not JSON, on the result channel
+    return (None if passed else "wrong_answer"), run
+
+
+def _run_tests(runner: Any, program: _Program) -> Score:
+    """Run a program's tests in one worker's sandbox; reward 1 only if every test passes."""
+    total = len(program.suite.inputs)
+    passed, seconds, first_failure, stderr, timed_out = 0, 0.0, None, "", False
+    for index in range(total):
+        kind, run = _run_test(runner, program, index)
+        seconds += run.seconds
+        timed_out = timed_out or kind == "timeout"
+        if kind is None:
+            passed += 1
+            continue
+        if first_failure is None:
+            first_failure = {"index": index, "kind": kind}
+            if run.error:
+                first_failure["error"] = run.error
+            stderr = run.stderr_text[-STDERR_TAIL:]
+        if program.stop_on_failure:
+            break
+    details = {"passed": passed, "total": total, "first_failure": first_failure,
+               "timeout": timed_out, "stderr": stderr, "test_seconds": round(seconds, 6),
+               "isolation": isolation()}
+    return Score(1.0 if passed == total else 0.0, details)
+
+
+# ----------------------------------------------------------------------------------------------
+# public API
+
+def _prepare(response: str, *, tests: Any, prompt: Any = None, language_penalty: float = 0.0,
+             time_limit: float = DEFAULT_TIME_LIMIT_S, memory_mb: int = DEFAULT_MEMORY_MB,
+             output_bytes: int = DEFAULT_OUTPUT_BYTES,
+             stop_on_failure: bool = True) -> Score | _Program:
+    """A final Score when no test needs to run, else the program to run."""
+    suite = parse_tests(tests)
+    limits = Limits(time_s=time_limit, memory_mb=memory_mb, output_bytes=output_bytes)
+    total = len(suite.inputs)
+    split = split_thinking(response or "")
+    if not split.finished:
+        return _no_run(0.0, total, "no_code", unfinished=True)
+    from cascade_rl.rewards.language import is_mixed
+    if is_mixed(response or "", prompt):
+        return _no_run(float(language_penalty), total, None, language_mixed=True)
+    source = extract_code(split.answer)
+    if source is None:
+        return _no_run(0.0, total, "no_code")
+    return _Program(source, suite, limits, stop_on_failure)
+
+
+def _no_run(reward: float, total: int, kind: str | None, **flags: bool) -> Score:
+    failure = {"index": None, "kind": kind} if kind else None
+    return Score(reward, {"passed": 0, "total": total, "first_failure": failure,
+                          "timeout": False, **flags})
+
+
+def score(response: str, *, tests: Mapping[str, Any] | str, prompt: Any = None,
+          language_penalty: float = 0.0, time_limit: float = DEFAULT_TIME_LIMIT_S,
+          memory_mb: int = DEFAULT_MEMORY_MB, output_bytes: int = DEFAULT_OUTPUT_BYTES,
+          stop_on_failure: bool = True, pool: SandboxPool | None = None) -> Score:
+    """Reward of one response: 1 if its program passes every test, else 0 (module docstring).
+
+    ``details``: ``passed``, ``total``, ``first_failure`` (``index``, ``kind``: wrong_answer,
+    runtime_error, timeout, memory, output_limit or no_code), ``timeout``, ``stderr`` (tail of
+    the failing test's), ``language_mixed`` / ``unfinished`` when they decided the reward.
+    """
+    prepared = _prepare(response, tests=tests, prompt=prompt, language_penalty=language_penalty,
+                        time_limit=time_limit, memory_mb=memory_mb, output_bytes=output_bytes,
+                        stop_on_failure=stop_on_failure)
+    if isinstance(prepared, Score):
+        return prepared
+    return (pool or shared_pool()).submit_job(_run_tests, prepared).result()
+
+
+def _submit(request: Mapping[str, Any], options: Mapping[str, Any],
+            pool: SandboxPool) -> Future:
+    """A future Score for one request; bad requests score 0 with the error in the details."""
+    try:
+        prepared = _prepare(request.get("response") or "", tests=request.get("tests"),
+                            prompt=request.get("prompt"), **options)
+    except (ValueError, TypeError) as error:
+        prepared = Score(0.0, {"error": f"{type(error).__name__}: {error}"})
+    if isinstance(prepared, Score):
+        done: Future = Future()
+        done.set_result(prepared)
+        return done
+    return pool.submit_job(_run_tests, prepared)
+
+
+def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(OPTION_NAMES))
+    if unknown:
+        raise TypeError(f"code reward: unknown option(s) {', '.join(unknown)}; "
+                        f"known: {', '.join(OPTION_NAMES)}")
+    return dict(options)
+
+
+def score_batch(requests: Sequence[Mapping[str, Any]], *, workers: int | None = None,
+                pool: SandboxPool | None = None, **options: Any) -> list[Score]:
+    """Score many ``{"response", "prompt", "tests"}`` requests concurrently, in order.
+
+    Runs on ``pool``, else a pool of ``workers`` sandboxes made for this call, else the
+    process-wide pool. ``options`` are those of :func:`score`.
+    """
+    options = _checked_options(options)
+    context = SandboxPool(workers) if workers and pool is None else nullcontext(pool or shared_pool())
+    with context as active:
+        return [future.result() for future in [_submit(r, options, active) for r in requests]]
+
+
+async def score_many(requests: Sequence[Mapping[str, Any]], *, pool: SandboxPool | None = None,
+                     **options: Any) -> list[Score]:
+    """:func:`score_batch` for asyncio: awaits the pool's futures, so rewards are computed while
+    the event loop goes on (e.g. generating the next batch)."""
+    options = _checked_options(options)
+    active = pool or shared_pool()
+    futures = [_submit(request, options, active) for request in requests]
+    return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))

@@ -1,0 +1,617 @@
+"""Host side of the sandbox: limits, results, isolation mode, and one sandboxed server process.
+
+See the package docstring (:mod:`cascade_rl.sandbox`) for what is and is not protected. A
+:class:`SandboxServer` is one ``bwrap`` sandbox holding the supervisor of
+:mod:`cascade_rl.sandbox.server`; it runs programs one at a time (``run`` for an argv,
+``run_python`` for Python source executed by a fork of the supervisor's interpreter). The
+module-level :func:`run` and :func:`run_python` start a server for one program;
+:class:`cascade_rl.sandbox.pool.SandboxPool` keeps servers alive across programs.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from array import array
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+logger = logging.getLogger("cascade_rl.sandbox")
+
+MiB = 1024 * 1024
+#: ``CASCADE_SANDBOX=rlimits`` forces the rlimits-only fallback (testing); ``=bwrap`` makes a
+#: missing or broken bubblewrap an error instead of a warning.
+ISOLATION_ENV = "CASCADE_SANDBOX"
+SANDBOX_UID = 65534          # "nobody": the uid programs run as; no capabilities
+SUPERVISOR_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+STARTUP_TIMEOUT_S = 30.0     # bwrap + interpreter start-up on a very busy machine
+HOST_GRACE_S = 5.0           # the host waits this long past a run's time limit for the server
+DRAIN_S = 1.0                # after the run ended, how long to wait for pipes to reach EOF
+SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+#: the only files of /etc the sandbox sees (users, dynamic linker, time zone, alternatives)
+ETC_FILES = ("passwd", "group", "nsswitch.conf", "hosts", "ld.so.cache", "ld.so.conf",
+             "ld.so.conf.d", "localtime", "alternatives")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (bwrap missing when required, a server that cannot start)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run. ``cpu_s`` defaults to ``time_s + 1`` (RLIMIT_CPU, whole
+    seconds); ``memory_mb`` is the address space of each process (RLIMIT_AS) and also caps the
+    resident memory of the run's whole process tree; ``processes`` caps the tree's size;
+    ``output_bytes`` caps stdout and stderr each (the run is killed when one overflows);
+    ``tmp_mb`` sizes the private /tmp of a one-shot sandbox."""
+
+    time_s: float = 10.0
+    cpu_s: float | None = None
+    memory_mb: int = 2048
+    processes: int = 64
+    file_size_mb: int = 64
+    open_files: int = 256
+    output_bytes: int = 8 * MiB
+    tmp_mb: int = 512
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is None and name == "cpu_s":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+        if self.open_files < 8:
+            raise ValueError(f"Limits.open_files must be at least 8, got {self.open_files}")
+
+    @property
+    def effective_cpu_s(self) -> float:
+        return self.cpu_s if self.cpu_s is not None else self.time_s + 1.0
+
+    def for_server(self) -> dict:
+        fields_ = asdict(self)
+        fields_["cpu_s"] = self.effective_cpu_s
+        return fields_
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass
+class RunResult:
+    """What happened to one program. ``returncode`` is the exit status, ``-signal`` when a
+    signal ended it, ``None`` when the sandbox stopped it (time or another limit) or failed.
+    ``limit`` names the limit that stopped it (``time``, ``cpu``, ``memory``, ``processes``,
+    ``output``, ``file_size``), ``error`` a failure of the sandbox itself, ``result`` what a
+    python-mode program wrote to its result channel (fd 3)."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    output_truncated: bool
+    seconds: float
+    killed_by_signal: int | None
+    limit: str | None = None
+    error: str | None = None
+    result: bytes = b""
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        """Exited by itself with status 0, within every limit."""
+        return self.returncode == 0 and self.limit is None and self.error is None
+
+
+# ----------------------------------------------------------------------------------------------
+# isolation mode
+
+def _warn_unisolated(reason: str) -> None:
+    message = (f"cascade_rl.sandbox: {reason}; untrusted code runs with rlimits only: NO "
+               "filesystem, network or process isolation (programs can read and write your "
+               "files, use the network and signal your processes). Install bubblewrap "
+               "(`apt-get install bubblewrap`, or `make system-deps`) for real isolation.")
+    logger.warning(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+@functools.lru_cache(maxsize=1)
+def isolation() -> str:
+    """``"bwrap"`` (full sandbox) or ``"rlimits"`` (fallback, warned about once per process).
+
+    ``CASCADE_SANDBOX=rlimits`` forces the fallback; ``CASCADE_SANDBOX=bwrap`` turns an
+    unusable bubblewrap into :class:`SandboxError`. Cached: call ``isolation.cache_clear()``
+    after changing the environment variable.
+    """
+    forced = os.environ.get(ISOLATION_ENV, "").strip().lower()
+    if forced not in ("", "bwrap", "rlimits"):
+        raise SandboxError(f"{ISOLATION_ENV} must be 'bwrap' or 'rlimits', got {forced!r}")
+    if forced == "rlimits":
+        _warn_unisolated(f"{ISOLATION_ENV}=rlimits forces the fallback")
+        return "rlimits"
+    problem = _bwrap_problem()
+    if problem is None:
+        return "bwrap"
+    if forced == "bwrap":
+        raise SandboxError(f"{ISOLATION_ENV}=bwrap but {problem}")
+    _warn_unisolated(problem)
+    return "rlimits"
+
+
+def available() -> bool:
+    """Whether programs run fully isolated (bubblewrap works here)."""
+    return isolation() == "bwrap"
+
+
+def _bwrap_problem() -> str | None:
+    """Why bubblewrap cannot be used here, or None when a probe sandbox runs Python fine."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    probe = bwrap_argv(Limits()) + [sys.executable, "-I", "-S", "-c", "pass"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=STARTUP_TIMEOUT_S,
+                              cwd="/", env=_server_env())
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bubblewrap does not start ({error})"
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip()[-300:]
+        return f"bubblewrap does not work here ({detail or f'exit status {done.returncode}'})"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# the bwrap command line and the environment
+
+def _python_roots() -> list[str]:
+    """Directories the interpreter needs: its prefixes (venv and base) and its real location."""
+    executable = Path(os.path.realpath(sys.executable))
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                  str(executable.parent.parent)}
+    roots = set()
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real == "/" or real == "/usr" or real.startswith("/usr/"):
+            continue   # already visible
+        roots.add(real)
+    # parents first, so that a nested root is mounted on top of its parent, not hidden by it
+    return sorted(roots, key=lambda p: (p.count("/"), p))
+
+
+def bwrap_argv(limits: Limits, *, workdir: Path | None = None, writable_workdir: bool = True,
+               network: bool = False, userns_fd: int | None = None) -> list[str]:
+    """The ``bwrap`` prefix of a sandbox (see the package docstring for what each part does).
+
+    ``userns_fd``: a user namespace from :class:`_UserNamespace`; the supervisor then runs as
+    uid 0 of that namespace with only CAP_SETUID, CAP_SETGID and CAP_KILL, and programs as
+    ``SANDBOX_UID``. Without it bwrap makes a namespace mapping only ``SANDBOX_UID`` (no
+    capabilities; supervisor and programs share the uid)."""
+    argv = ["bwrap"]
+    if userns_fd is None:
+        argv += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+                 "--disable-userns", "--cap-drop", "ALL"]
+    else:
+        argv += ["--userns", str(userns_fd), "--uid", "0", "--gid", "0", "--cap-drop", "ALL"]
+        for capability in SUPERVISOR_CAPABILITIES:
+            argv += ["--cap-add", capability]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+             "--hostname", "sandbox", "--die-with-parent", "--new-session"]
+    if not network:
+        argv.append("--unshare-net")
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for name in SYSTEM_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            argv += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            argv += ["--ro-bind", str(path), str(path)]
+    for name in ETC_FILES:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    created: set[str] = set()
+    for root in _python_roots():
+        for parent in reversed(Path(root).parents[:-1]):   # e.g. /root, /root/.pyenv: the
+            if str(parent) not in created:                   # programs' uid must traverse them
+                argv += ["--perms", "0755", "--dir", str(parent)]
+                created.add(str(parent))
+        argv += ["--ro-bind", root, root]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/tmp",
+             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    if workdir is not None:
+        real = os.path.realpath(workdir)
+        argv += ["--bind" if writable_workdir else "--ro-bind", real, real]
+    argv += ["--chdir", "/tmp"]
+    return argv
+
+
+def _server_env() -> dict[str, str]:
+    """The environment of bwrap and the supervisor: nothing of the host's (no secrets)."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment programs see: a fixed minimal set plus ``extra`` (which wins)."""
+    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
+           "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env.update({str(k): str(v) for k, v in (extra or {}).items()})
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def _server_source() -> str:
+    return (Path(__file__).with_name("server.py")).read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------
+# one sandboxed server
+
+def _sealed_memfd(name: str, data: bytes) -> int:
+    """A read-only in-memory file holding ``data`` (sealed against writes where supported)."""
+    flags = os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0)
+    fd = os.memfd_create(name, flags)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    seals = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | \
+        getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
+    if seals and hasattr(fcntl, "F_ADD_SEALS"):
+        try:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        except OSError:
+            pass
+    return fd
+
+
+_USERNS_HELPER = r"""
+import ctypes, sys
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:   # CLONE_NEWUSER
+    sys.exit("unshare(CLONE_NEWUSER) failed: errno %d" % ctypes.get_errno())
+sys.stdout.write("unshared\n"); sys.stdout.flush()
+sys.stdin.readline()                       # the host has written the uid / gid maps
+with open("/proc/sys/user/max_user_namespaces", "w") as limit:
+    limit.write("0")                       # no nested user namespaces inside the sandbox
+sys.stdout.write("ready\n"); sys.stdout.flush()
+sys.stdin.read()                           # hold the namespace until the host lets go
+"""
+
+
+class _UserNamespace:
+    """A user namespace mapping uid/gid 0 to 0 and ``SANDBOX_UID`` to itself, for hosts that
+    run as root. Programs then run under a non-root kernel uid, so RLIMIT_NPROC applies to
+    them (the kernel exempts real uid 0), and they cannot signal the supervisor. Made by a
+    small helper process (``unshare(CLONE_NEWUSER)``; the host writes the maps); the
+    namespace lives on in the sandbox after :meth:`close`."""
+
+    def __init__(self) -> None:
+        self._helper = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _USERNS_HELPER], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", env=_server_env())
+        self.fd = -1
+        try:
+            self._expect("unshared")
+            mapping = f"0 0 1\n{SANDBOX_UID} {SANDBOX_UID} 1\n"
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{self._helper.pid}/{name}", "w") as handle:
+                    handle.write(mapping)
+            self._helper.stdin.write(b"go\n")
+            self._helper.stdin.flush()
+            self._expect("ready")
+            self.fd = os.open(f"/proc/{self._helper.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        except (OSError, SandboxError) as error:
+            self.close()
+            raise SandboxError(f"cannot make the sandbox user namespace: {error}") from None
+
+    def _expect(self, word: str) -> None:
+        ready, _, _ = select.select([self._helper.stdout], [], [], STARTUP_TIMEOUT_S)
+        line = self._helper.stdout.readline().decode().strip() if ready else ""
+        if line != word:
+            detail = self._helper.stderr.read().decode(errors="replace") if line == "" else line
+            raise SandboxError(f"helper said {detail.strip()[-300:]!r}, expected {word!r}")
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self._helper.poll() is None:
+            self._helper.kill()
+        self._helper.communicate()
+
+
+def _separate_uids_possible() -> bool:
+    """Programs can run under their own uid when the host is root (and it worked before)."""
+    return os.geteuid() == 0 and not _separate_uids_failed.is_set()
+
+
+_separate_uids_failed = threading.Event()
+
+
+class SandboxServer:
+    """One sandbox (bwrap + supervisor) that runs programs one at a time. Not thread-safe:
+    use one per thread (the pool does)."""
+
+    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, workdir: Path | None = None,
+                 writable_workdir: bool = True, network: bool = False,
+                 mode: str | None = None) -> None:
+        self.mode = mode or isolation()
+        self.workdir = Path(workdir) if workdir is not None else None
+        self.network = network
+        separate = (self.mode == "bwrap" and self.workdir is None
+                    and _separate_uids_possible())
+        try:
+            self._start(limits, writable_workdir, separate)
+        except SandboxError as error:
+            if not separate:
+                raise
+            logger.info("sandbox: programs share the supervisor's uid (%s)", error)
+            _separate_uids_failed.set()
+            self._start(limits, writable_workdir, False)
+
+    def _start(self, limits: Limits, writable_workdir: bool, separate: bool) -> None:
+        """Start bwrap and the supervisor; wait for its hello."""
+        host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = host_end
+        self._stderr = tempfile.TemporaryFile()
+        self.separate_uids = separate
+        namespace = _UserNamespace() if separate else None
+        config = json.dumps({"socket_fd": server_end.fileno(), "isolated": self.mode == "bwrap",
+                             "forget": self.workdir is None,
+                             "run_uid": SANDBOX_UID if separate else None})
+        argv = [sys.executable, "-I", "-c", _server_source(), config]
+        if self.mode == "bwrap":
+            argv = bwrap_argv(limits, workdir=self.workdir, writable_workdir=writable_workdir,
+                              network=self.network,
+                              userns_fd=namespace.fd if namespace else None) + argv
+        inherited = (server_end.fileno(),) + ((namespace.fd,) if namespace else ())
+        try:
+            self._process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                pass_fds=inherited, cwd="/", env=_server_env(), start_new_session=True)
+        finally:
+            server_end.close()
+        try:
+            hello = self._receive(time.monotonic() + STARTUP_TIMEOUT_S)
+        finally:
+            if namespace is not None:
+                namespace.close()   # the sandbox's processes keep the namespace alive
+        if not (hello and hello.get("ready")):
+            reason = self._stderr_tail()
+            self.close()
+            raise SandboxError(f"sandbox server did not start: {reason}")
+
+    # -- lifecycle
+
+    @property
+    def alive(self) -> bool:
+        return self._process.poll() is None and self._sock.fileno() >= 0
+
+    def close(self) -> None:
+        """Stop the server and everything in its sandbox."""
+        if self._sock.fileno() >= 0:
+            self._sock.close()   # the supervisor exits at end of file
+        try:
+            self._process.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        self._stderr.close()
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._process.wait()
+        if self._sock.fileno() >= 0:
+            self._sock.close()
+
+    def __enter__(self) -> "SandboxServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _stderr_tail(self) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read()[-2000:].decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    # -- running programs
+
+    def run(self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
+            env: Mapping[str, str] | None = None, cwd: Path | None = None) -> RunResult:
+        """Run ``argv`` (PATH is searched inside the sandbox) with ``stdin`` and ``limits``."""
+        if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+        request = {"argv": list(argv), "cwd": str(cwd or self.workdir or "/tmp")}
+        return self._execute(request, stdin, limits, env, source=None, result_channel=False)
+
+    def run_python(self, source: str, *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
+                   env: Mapping[str, str] | None = None, filename: str = "main.py",
+                   recursion_limit: int | None = None, int_max_str_digits: int | None = None,
+                   result_channel: bool = False) -> RunResult:
+        """Run Python ``source`` as ``__main__`` in a fork of the sandboxed interpreter (no
+        interpreter start-up). ``recursion_limit`` / ``int_max_str_digits`` are set first;
+        with ``result_channel`` the program may write to fd 3, returned as ``result``."""
+        if not isinstance(source, str):
+            raise TypeError(f"source must be a str, got {type(source).__name__}")
+        request = {"python": True, "cwd": str(self.workdir or "/tmp"),
+                   "python_options": {"filename": filename, "recursion_limit": recursion_limit,
+                                      "int_max_str_digits": int_max_str_digits,
+                                      "result_fd": result_channel}}
+        return self._execute(request, stdin, limits, env,
+                             source=source.encode("utf-8", "surrogateescape"),
+                             result_channel=result_channel)
+
+    def _execute(self, request: dict, stdin: bytes, limits: Limits, env: Mapping | None,
+                 source: bytes | None, result_channel: bool) -> RunResult:
+        if not isinstance(stdin, (bytes, bytearray, memoryview)):
+            raise TypeError(f"stdin must be bytes, got {type(stdin).__name__}")
+        if not self.alive:
+            raise SandboxError("sandbox server is not running")
+        request = {**request, "env": sandbox_env(env), "limits": limits.for_server()}
+        mine: list[int] = []       # read ends we keep
+        theirs: list[int] = []     # fds handed to the server
+        try:
+            theirs.append(_sealed_memfd("request", json.dumps(request).encode()))
+            theirs.append(_sealed_memfd("stdin", bytes(stdin)))
+            names = ["stdout", "stderr"] + (["result"] if result_channel else [])
+            for _ in names:
+                read_end, write_end = os.pipe()
+                mine.append(read_end)
+                theirs.append(write_end)
+            if source is not None:
+                theirs.append(_sealed_memfd("source", source))
+            self._sock.sendmsg([b'{"op": "run"}'],
+                               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", theirs))])
+        except OSError as error:
+            for fd in mine:
+                os.close(fd)
+            self._kill()
+            return _failed(f"cannot send the run to the sandbox: {error}")
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        return self._collect(dict(zip(mine, names)), limits)
+
+    def _collect(self, pipes: dict[int, str], limits: Limits) -> RunResult:
+        """Read the pipes (capped) until the server reports the end of the run."""
+        captured = {name: bytearray() for name in pipes.values()}
+        poller = select.poll()
+        for fd in pipes:
+            poller.register(fd, select.POLLIN)
+        poller.register(self._sock.fileno(), select.POLLIN)
+        status: dict | None = None
+        truncated = False
+        deadline = time.monotonic() + limits.time_s + HOST_GRACE_S
+        try:
+            while pipes or status is None:
+                now = time.monotonic()
+                if now >= deadline:
+                    if status is None:
+                        self._kill()
+                        return _failed("sandbox server did not answer in time", captured,
+                                       truncated, timed_out=True, seconds=limits.time_s)
+                    break   # pipes still open: a process escaped (rlimits-only mode)
+                for fd, _ in poller.poll((deadline - now) * 1000):
+                    if fd == self._sock.fileno():
+                        status = self._receive(deadline)
+                        poller.unregister(fd)
+                        if status is None:
+                            self._kill()
+                            return _failed(f"sandbox server died: {self._stderr_tail()}",
+                                           captured, truncated)
+                        deadline = min(deadline, time.monotonic() + DRAIN_S)
+                        continue
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        poller.unregister(fd)
+                        os.close(fd)
+                        del pipes[fd]
+                        continue
+                    buffer = captured[pipes[fd]]
+                    room = limits.output_bytes - len(buffer)
+                    buffer += chunk[:max(room, 0)]
+                    if len(chunk) > room and not truncated:
+                        truncated = True
+                        self._send({"op": "kill", "reason": "output"})
+        finally:
+            for fd in pipes:
+                os.close(fd)
+        return _result(status, captured, truncated)
+
+    def _send(self, message: dict) -> None:
+        try:
+            self._sock.send(json.dumps(message).encode())
+        except OSError:
+            pass
+
+    def _receive(self, deadline: float) -> dict | None:
+        """The next message from the server, or None (end of file, or nothing by ``deadline``)."""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self._sock], [], [], remaining)
+            if not ready:
+                return None
+            try:
+                data = self._sock.recv(1 << 16)
+            except OSError as error:
+                if error.errno == errno.EINTR:
+                    continue
+                return None
+            return json.loads(data) if data else None
+
+
+def _failed(reason: str, captured: Mapping[str, bytearray] | None = None,
+            truncated: bool = False, *, timed_out: bool = False,
+            seconds: float = 0.0) -> RunResult:
+    captured = captured or {}
+    return RunResult(None, bytes(captured.get("stdout", b"")), bytes(captured.get("stderr", b"")),
+                     timed_out, truncated, seconds, None, "time" if timed_out else None,
+                     reason, bytes(captured.get("result", b"")))
+
+
+def _result(status: dict, captured: Mapping[str, bytearray], truncated: bool) -> RunResult:
+    if status.get("error"):
+        return _failed(f"sandbox: {status['error']}", captured, truncated)
+    signal_number = status.get("signal")
+    limit = status.get("limit")
+    if limit is None and signal_number == signal.SIGXCPU:
+        limit = "cpu"
+    elif limit is None and signal_number == signal.SIGXFSZ:
+        limit = "file_size"
+    return RunResult(
+        returncode=status.get("returncode"), stdout=bytes(captured.get("stdout", b"")),
+        stderr=bytes(captured.get("stderr", b"")), timed_out=bool(status.get("timed_out")),
+        output_truncated=truncated, seconds=float(status.get("seconds", 0.0)),
+        killed_by_signal=signal_number, limit=limit, result=bytes(captured.get("result", b"")))
+
+
+# ----------------------------------------------------------------------------------------------
+# one-shot helpers
+
+def run(argv: list[str], *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
+        workdir: Path | None = None, writable_workdir: bool = True,
+        env: dict | None = None, network: bool = False) -> RunResult:
+    """Run ``argv`` once in a fresh sandbox; ``workdir`` is bound at its own path (read-write
+    unless ``writable_workdir=False``) and is the working directory. See the package
+    docstring for the isolation and :class:`Limits` for the limits."""
+    with SandboxServer(limits=limits, workdir=workdir, writable_workdir=writable_workdir,
+                       network=network) as server:
+        return server.run(argv, stdin=stdin, limits=limits, env=env)
+
+
+def run_python(source: str, *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
+               env: dict | None = None, **options) -> RunResult:
+    """Run Python ``source`` once in a fresh sandbox (see :meth:`SandboxServer.run_python`)."""
+    with SandboxServer(limits=limits) as server:
+        return server.run_python(source, stdin=stdin, limits=limits, env=env, **options)
+
+
+__all__ = ["DEFAULT_LIMITS", "Limits", "RunResult", "SandboxError", "SandboxServer",
+           "available", "bwrap_argv", "isolation", "run", "run_python", "sandbox_env"]

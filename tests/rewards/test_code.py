@@ -1,0 +1,308 @@
+"""The Code RL reward (rewards/code.py, SPEC section 6): extraction, output comparison, stdin and
+call-based tests in the sandbox, gating (thinking, language), batches and `cascade score`."""
+
+import asyncio
+import json
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cascade_rl.rewards.code import (code_blocks, extract_code, outputs_match, parse_tests,
+                                     score, score_batch, score_many, tokens_equal, values_match)
+from cascade_rl.rewards.registry import get_domain
+from cascade_rl.sandbox import SandboxPool
+from cascade_rl.scoring import score_file
+
+ADD = {"inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]}
+
+
+def fenced(code: str, tag: str = "python") -> str:
+    return f"<think>Sum two numbers.</think>\nHere is my solution.\n```{tag}\n{code}\n```\n"
+
+
+SUM_OK = fenced("a, b = map(int, input().split())\nprint(a + b)")
+SUM_WRONG = fenced("a, b = map(int, input().split())\nprint(a - b)")
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with SandboxPool(2) as two_workers:
+        yield two_workers
+
+
+# ---------------------------------------------------------------------------------- comparison
+
+@pytest.mark.parametrize("actual, expected, equal", [
+    ("3", "3", True),
+    ("3", "3.0", True),
+    ("0.1234567", "0.1234568", True),        # 1e-7 apart: within 1e-6 absolute
+    ("0.123", "0.124", False),
+    ("1000000.5", "1000000.0", True),        # within 1e-6 relative
+    ("1e-7", "0", True),
+    ("1000000007", "1000000008", False),     # integers compare exactly
+    ("007", "7", True),
+    ("-0", "0", True),
+    ("12345678901234567890123", "12345678901234567890124", False),
+    ("YES", "yes", False),                   # no case folding
+    ("abc", "abd", False),
+    ("nan", "nan", True),                    # identical tokens
+    ("inf", "1e999", False),
+    ("1e999999999", "1e999999999", True),
+    ("1e999999999", "2e999999999", False),
+])
+def test_token_comparison(actual, expected, equal):
+    assert tokens_equal(actual, expected) is equal
+
+
+@pytest.mark.parametrize("actual, expected, equal", [
+    ("1 2 3\n", "1 2 3\n", True),
+    ("1 2 3   \n\n\n", "1 2 3", True),                 # trailing spaces and empty lines
+    ("1  2\t3\n", "1 2 3\n", True),                     # whitespace splits tokens
+    ("  1 2\n", "1 2\n", True),                         # leading whitespace: tokens still equal
+    ("1 2\r\n3\r\n", "1 2\n3\n", True),                 # CRLF
+    ("1 2 3\n", "1 2\n3\n", False),                     # line structure matters
+    ("1\n\n2\n", "1\n2\n", False),                      # an empty line in the middle counts
+    ("\n1\n", "1\n", False),
+    ("3.0000001\n", "3\n", True),
+    ("Yes\n", "YES\n", False),
+    ("", "", True),
+    ("", "0\n", False),
+    ("1 2\n", "1 2 3\n", False),
+])
+def test_output_comparison(actual, expected, equal):
+    assert outputs_match(actual, expected) is equal
+
+
+@pytest.mark.parametrize("actual, expected, equal", [
+    ([1, 2], [1, 2], True),
+    ([1, 2], [1.0000001, 2], True),
+    (3, 3.0, True),
+    (True, 1, False),
+    ([[1]], [[1.5]], False),
+    ({"a": 1}, {"a": 1.0}, True),
+    ("abc", "abc", True),
+    (None, None, True),
+    (10 ** 30, 10 ** 30 + 1, False),
+])
+def test_value_comparison(actual, expected, equal):
+    assert values_match(actual, expected) is equal
+
+
+# ---------------------------------------------------------------------------------- extraction
+
+@pytest.mark.parametrize("answer, code", [
+    (fenced("print(1)"), "print(1)"),
+    (fenced("print(1)", "py"), "print(1)"),
+    (fenced("print(1)", "Python3"), "print(1)"),
+    (fenced("print(1)") + fenced("print(2)"), "print(2)"),                 # the last block
+    (fenced("print(1)") + fenced("int main(){}", "cpp"), "print(1)"),      # other languages never
+    (fenced("print(1)") + fenced("print(2)", ""), "print(1)"),             # tagged wins
+    (fenced("import sys\nprint(sys.argv)", ""), "import sys\nprint(sys.argv)"),
+    (fenced("3\n1 2 3", ""), None),                                        # sample data, not code
+    ("```python\nprint(1)", None),                                          # unclosed fence
+    ("1. Code:\n    ```python\n    print(1)\n    ```", "print(1)"),         # indented, dedented
+    ("~~~python\nprint(1)\n~~~", "print(1)"),
+    ("````python\nx = '```'\nprint(x)\n````", "x = '```'\nprint(x)"),
+    ("no code at all", None),
+    ("```python\n\n```", None),
+])
+def test_extraction(answer, code):
+    assert extract_code(answer) == code
+
+
+def test_code_blocks_report_languages_in_lower_case():
+    assert code_blocks("```CPP\nx\n```\n```\ny\n```") == [("cpp", "x"), ("", "y")]
+
+
+@settings(max_examples=300, deadline=1000)
+@given(st.text(alphabet=st.sampled_from(list("`~ \npythonc{}()=:'\"\t\\ab1")), max_size=400))
+def test_extractor_never_raises(text):
+    result = extract_code(text)
+    assert result is None or isinstance(result, str)
+
+
+@settings(max_examples=300, deadline=1000)
+@given(st.text(max_size=300), st.text(max_size=300))
+def test_comparator_never_raises(actual, expected):
+    assert outputs_match(actual, actual) is True
+    assert outputs_match(actual, expected) in (True, False)
+
+
+@settings(max_examples=200, deadline=1000)
+@given(st.from_regex(r"[+-]?\d{0,30}(\.\d{0,30})?([eE][+-]?\d{1,12})?", fullmatch=True),
+       st.from_regex(r"[+-]?\d{0,30}(\.\d{0,30})?([eE][+-]?\d{1,12})?", fullmatch=True))
+def test_number_tokens_never_raise(a, b):
+    assert tokens_equal(a, b) in (True, False)
+    if a:
+        assert tokens_equal(a, a)
+
+
+# ---------------------------------------------------------------------------------- test specs
+
+def test_tests_may_arrive_as_a_json_string():
+    assert parse_tests(json.dumps(ADD)) == parse_tests(ADD)
+
+
+@pytest.mark.parametrize("tests, problem", [
+    ({"inputs": ["1"]}, "'inputs' and 'outputs'"),
+    ({"inputs": ["1"], "outputs": []}, "as many outputs"),
+    ({"inputs": [], "outputs": []}, "at least one test"),
+    ({"inputs": ["[1"], "outputs": ["1"], "fn_name": "f"}, "newline-separated JSON"),
+    ({"inputs": ["1"], "outputs": ["1"], "fn_name": "not an identifier"}, "fn_name"),
+    ("{not json", "not valid JSON"),
+    ([1, 2], "mapping"),
+])
+def test_bad_tests_name_the_problem(tests, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_tests(tests)
+
+
+def test_bad_tests_score_zero_through_the_registry_batch():
+    [result] = score_batch([{"response": SUM_OK, "tests": {"inputs": ["1"]}}])
+    assert result.reward == 0 and "'inputs' and 'outputs'" in result.details["error"]
+
+
+# ---------------------------------------------------------------------------------- running
+
+def test_stdin_stdout_correct_and_wrong(pool):
+    good = score(SUM_OK, tests=ADD, pool=pool)
+    assert good.reward == 1 and good.details["passed"] == 2 and good.details["first_failure"] is None
+    bad = score(SUM_WRONG, tests=ADD, pool=pool)
+    assert bad.reward == 0 and bad.details["first_failure"] == {"index": 0, "kind": "wrong_answer"}
+
+
+def test_all_tests_must_pass_and_stop_on_failure_is_an_option(pool):
+    first_only = fenced("a, b = map(int, input().split())\nprint(3)")
+    stopped = score(first_only, tests={**ADD, "inputs": ADD["inputs"] * 2,
+                                       "outputs": ADD["outputs"] * 2}, pool=pool)
+    assert stopped.reward == 0 and stopped.details["passed"] == 1
+    assert stopped.details["first_failure"]["index"] == 1
+    full = score(first_only, tests={**ADD, "inputs": ADD["inputs"] * 2,
+                                    "outputs": ADD["outputs"] * 2},
+                 pool=pool, stop_on_failure=False)
+    assert full.reward == 0 and full.details["passed"] == 2 and full.details["total"] == 4
+
+
+def test_runtime_error_reports_stderr(pool):
+    result = score(fenced("raise ValueError('bad input')"), tests=ADD, pool=pool)
+    assert result.reward == 0 and result.details["first_failure"]["kind"] == "runtime_error"
+    assert "ValueError: bad input" in result.details["stderr"]
+
+
+def test_timeout_is_reported_within_the_time_limit(pool):
+    start = time.monotonic()
+    result = score(fenced("while True:\n    pass"), tests=ADD, pool=pool, time_limit=0.5)
+    assert result.reward == 0 and result.details["timeout"] is True
+    assert result.details["first_failure"]["kind"] == "timeout"
+    assert time.monotonic() - start < 4
+
+
+def test_stdout_buffer_big_integers_and_deep_recursion(pool):
+    code = ("import sys\nsys.setrecursionlimit(300000)\n"
+            "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"
+            "n = int(input())\nsys.stdout.buffer.write(str(depth(n)).encode() + b'\\n')\n"
+            "print(10 ** 5000)")
+    result = score(fenced(code), tests={"inputs": ["100000\n"],
+                                        "outputs": [f"100000\n1{'0' * 5000}\n"]}, pool=pool)
+    assert result.reward == 1, result.details
+
+
+def test_deep_recursion_through_lru_cache(pool):
+    code = ("from functools import lru_cache\n@lru_cache(None)\n"
+            "def f(n):\n    return 0 if n == 0 else f(n - 1) + 1\nprint(f(int(input())))")
+    result = score(fenced(code), tests={"inputs": ["100000\n"], "outputs": ["100000\n"]},
+                   pool=pool)
+    assert result.reward == 1, result.details
+
+
+def test_call_based_function_and_class_solution(pool):
+    tests = {"inputs": ["[2,7,11,15]\n9", "[3,2,4]\n6"], "outputs": ["[0, 1]", "[1, 2]"],
+             "fn_name": "twoSum"}
+    solution = ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+                "        seen = {}\n        for i, x in enumerate(nums):\n"
+                "            if target - x in seen:\n                return [seen[target - x], i]\n"
+                "            seen[x] = i")
+    assert score(fenced(solution), tests=tests, pool=pool).reward == 1
+    function = "def twoSum(nums, target):\n    return [0, 1]"
+    wrong = score(fenced(function), tests=tests, pool=pool)
+    assert wrong.reward == 0 and wrong.details["passed"] == 1
+    missing = score(fenced("def other(): pass"), tests=tests, pool=pool)
+    assert missing.details["first_failure"]["kind"] == "runtime_error"
+    assert "no class Solution" in missing.details["stderr"]
+
+
+def test_call_based_taco_lists_tuples_floats_and_wrapped_outputs(pool):
+    tests = {"inputs": [[[1, 2, 3], 2], [[4], 1]], "outputs": [[[2, 4, 6]], [[4]]],
+             "fn_name": "scale"}
+    code = "def scale(values, k):\n    return tuple(v * k for v in values)"
+    assert score(fenced(code), tests=tests, pool=pool).reward == 1
+    floats = {"inputs": ["1\n3"], "outputs": ["0.3333333"], "fn_name": "div"}
+    assert score(fenced("def div(a, b):\n    return a / b"), tests=floats, pool=pool).reward == 1
+    big = {"inputs": ["5000"], "outputs": ["1" + "0" * 5000], "fn_name": "power"}
+    assert score(fenced("def power(n):\n    return 10 ** n"), tests=big, pool=pool).reward == 1
+
+
+def test_unfinished_thinking_and_missing_code_score_zero():
+    unfinished = score("<think>I will write " + SUM_OK.split("</think>")[1], tests=ADD)
+    assert unfinished.reward == 0 and unfinished.details["unfinished"] is True
+    no_code = score("<think>hm</think>The answer is 3.", tests=ADD)
+    assert no_code.reward == 0 and no_code.details["first_failure"]["kind"] == "no_code"
+
+
+def test_language_mixing_gets_the_penalty_zero_by_default():
+    mixed = SUM_OK.replace("Here is my solution.", "这是我的解决方案。")
+    assert score(mixed, tests=ADD, prompt="Add two numbers.").reward == 0
+    penalised = score(mixed, tests=ADD, prompt="Add two numbers.", language_penalty=-1.0)
+    assert penalised.reward == -1 and penalised.details["language_mixed"] is True
+    # the same characters are fine when the prompt is Chinese
+    assert score(mixed, tests=ADD, prompt="两个数相加。").reward == 1
+
+
+def test_limits_are_options(pool):
+    hungry = fenced("x = bytearray(400 * 2 ** 20)\nprint(3)")
+    tests = {"inputs": ["\n"], "outputs": ["3\n"]}
+    assert score(hungry, tests=tests, pool=pool).reward == 1
+    small = score(hungry, tests=tests, pool=pool, memory_mb=256)
+    assert small.reward == 0 and small.details["first_failure"]["kind"] == "memory"
+    chatty = score(fenced("print('x' * 5000)"), tests={"inputs": ["\n"], "outputs": ["x" * 5000]},
+                   pool=pool, output_bytes=1000)
+    assert chatty.details["first_failure"]["kind"] == "output_limit"
+
+
+# ---------------------------------------------------------------------------------- batches
+
+def requests(n: int) -> list[dict]:
+    return [{"response": SUM_OK if i % 3 else SUM_WRONG, "prompt": "Add.", "tests": ADD,
+             "id": i} for i in range(n)]
+
+
+def test_score_batch_and_score_many_agree_in_order(pool):
+    expected = [0.0 if i % 3 == 0 else 1.0 for i in range(9)]
+    assert [s.reward for s in score_batch(requests(9), workers=2)] == expected
+    assert [s.reward for s in asyncio.run(score_many(requests(9), pool=pool))] == expected
+
+
+def test_unknown_options_are_rejected():
+    with pytest.raises(TypeError, match="time_limt"):
+        score_batch(requests(1), time_limt=1)
+
+
+def test_registry_routes_code_to_this_module():
+    domain = get_domain("code")
+    assert domain.load_scorer() is score and domain.load_batch_scorer() is score_batch
+
+
+def test_cascade_score_file_with_code_lines(tmp_path):
+    rows = [{"domain": "code", "prompt": "Add two numbers.", "response": SUM_OK, "tests": ADD},
+            {"domain": "code", "response": SUM_WRONG, "tests": json.dumps(ADD)},
+            {"domain": "code", "response": "no code here", "tests": ADD},
+            {"domain": "code", "response": fenced("import time\ntime.sleep(10)"), "tests": ADD}]
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = score_file(source, target, options={"code": {"time_limit": 0.5}})
+    scored = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [row["reward"] for row in scored] == [1.0, 0.0, 0.0, 0.0]
+    assert scored[3]["details"]["timeout"] is True
+    assert report.domains["code"].count == 4 and report.domains["code"].timeouts == 1

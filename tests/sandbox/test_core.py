@@ -1,0 +1,155 @@
+"""One-shot runs through bwrap (sandbox/core.py, SPEC sections 6-7): results, limits, binds,
+environment, the python fast path and the rlimits-only fallback."""
+
+import logging
+import os
+import sys
+import time
+import warnings
+
+import pytest
+
+from cascade_rl import sandbox
+from cascade_rl.sandbox import Limits
+from cascade_rl.sandbox.core import SandboxServer, isolation
+
+SHORT = Limits(time_s=1.0)
+
+
+def test_run_passes_stdin_and_returns_output_and_status():
+    result = sandbox.run(["python", "-c", "import sys; d = sys.stdin.read(); print(d.upper());"
+                          " print('err', file=sys.stderr); sys.exit(3)"], stdin=b"abc")
+    assert (result.stdout, result.stderr, result.returncode) == (b"ABC\n", b"err\n", 3)
+    assert not result.timed_out and not result.output_truncated and result.limit is None
+    assert result.stdout_text == "ABC\n" and not result.ok
+
+
+def test_missing_program_is_a_clear_failure():
+    result = sandbox.run(["no-such-program-xyz"])
+    assert result.returncode == 127 and b"cannot start the program" in result.stderr
+
+
+@pytest.mark.parametrize("argv", [[], "python -c pass", [1, 2]])
+def test_bad_argv_is_rejected(argv):
+    with pytest.raises(ValueError, match="argv"):
+        sandbox.run(argv)
+
+
+@pytest.mark.parametrize("field, value", [("time_s", 0), ("memory_mb", -1), ("processes", "8"),
+                                          ("output_bytes", True), ("open_files", 3)])
+def test_bad_limits_name_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        Limits(**{field: value})
+
+
+def test_cpu_limit_defaults_to_time_plus_one():
+    assert Limits(time_s=2).effective_cpu_s == 3 and Limits(time_s=2, cpu_s=1).effective_cpu_s == 1
+
+
+def test_timeout_kills_the_whole_process_group_quickly():
+    start = time.monotonic()
+    result = sandbox.run(["sh", "-c", "sleep 30 & sleep 30"], limits=SHORT)
+    assert result.timed_out and result.limit == "time" and result.returncode is None
+    assert result.killed_by_signal == 9
+    assert time.monotonic() - start < 8
+
+
+def test_cpu_limit_stops_a_busy_program():
+    result = sandbox.run(["python", "-c", "while True: pass"],
+                         limits=Limits(time_s=5, cpu_s=1))
+    assert result.limit == "cpu" and result.returncode is not None and result.returncode < 0
+    assert result.seconds < 4.5
+
+
+def test_output_cap_truncates_and_stops_the_program():
+    result = sandbox.run(["python", "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
+                         limits=Limits(time_s=5, output_bytes=100_000))
+    assert result.output_truncated and result.limit == "output"
+    assert len(result.stdout) == 100_000 and result.seconds < 4
+
+
+def test_environment_is_minimal_plus_what_the_caller_adds(monkeypatch):
+    monkeypatch.setenv("CASCADE_TEST_SECRET", "hunter2")
+    result = sandbox.run(["python", "-c", "import os; print(sorted(os.environ.items()))"],
+                         env={"EXTRA": "yes"})
+    assert b"hunter2" not in result.stdout and b"('EXTRA', 'yes')" in result.stdout
+    assert b"('HOME', '/tmp')" in result.stdout
+
+
+@pytest.mark.usefixtures("bwrap_only")
+def test_workdir_is_bound_writable_or_read_only(tmp_path):
+    (tmp_path / "data.txt").write_text("42\n")
+    script = "cat data.txt; echo written > out.txt"
+    result = sandbox.run(["sh", "-c", script], workdir=tmp_path)
+    assert result.stdout == b"42\n" and (tmp_path / "out.txt").read_text() == "written\n"
+    (tmp_path / "out.txt").unlink()
+    result = sandbox.run(["sh", "-c", script], workdir=tmp_path, writable_workdir=False)
+    assert result.stdout == b"42\n" and result.returncode != 0
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.usefixtures("bwrap_only")
+def test_installed_packages_work_inside():
+    result = sandbox.run(["python", "-c", "import hypothesis, json; print('ok')"])
+    assert result.stdout == b"ok\n", result.stderr
+
+
+def test_run_python_has_a_normal_stdio_and_argv():
+    source = ("import sys\nname = input()\nsys.stdout.buffer.write(b'raw ')\nsys.stdout.flush()\n"
+              "print('hello', name, sys.argv, __name__)")
+    result = sandbox.run_python(source, stdin=b"bob\n", filename="solution.py")
+    assert result.stdout == b"raw hello bob ['solution.py'] __main__\n", result.stderr
+
+
+def test_run_python_result_channel_and_exit_codes():
+    result = sandbox.run_python("import os, sys\nos.write(3, b'[1, 2]')\nsys.exit(4)",
+                                result_channel=True)
+    assert result.result == b"[1, 2]" and result.returncode == 4
+    crashed = sandbox.run_python("def f():\n    raise KeyError('boom')\nf()")
+    assert crashed.returncode == 1 and b"KeyError: 'boom'" in crashed.stderr
+    assert b'File "main.py", line 3' in crashed.stderr
+
+
+def test_run_python_waits_for_threads_and_runs_atexit():
+    source = ("import atexit, threading, time\natexit.register(lambda: print('bye'))\n"
+              "def work():\n    time.sleep(0.2)\n    print('thread done')\n"
+              "threading.Thread(target=work).start()")
+    assert sandbox.run_python(source).stdout == b"thread done\nbye\n"
+
+
+def test_rlimits_fallback_warns_exactly_once_and_still_kills_timeouts(monkeypatch, caplog):
+    monkeypatch.setenv("CASCADE_SANDBOX", "rlimits")
+    isolation.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+            warnings.simplefilter("always")
+            for _ in range(2):
+                with SandboxServer() as server:
+                    assert server.mode == "rlimits"
+                    result = server.run_python("import time\ntime.sleep(30)", limits=SHORT)
+                    assert result.timed_out and result.seconds < 3
+            assert sandbox.run(["sh", "-c", "while :; do :; done"], limits=SHORT).timed_out
+        messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert len(messages) == 1 and "NO filesystem, network or process isolation" in messages[0]
+        assert sum("rlimits only" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        monkeypatch.delenv("CASCADE_SANDBOX")
+        isolation.cache_clear()
+
+
+def test_unknown_isolation_setting_is_an_error(monkeypatch):
+    monkeypatch.setenv("CASCADE_SANDBOX", "docker")
+    isolation.cache_clear()
+    try:
+        with pytest.raises(sandbox.SandboxError, match="CASCADE_SANDBOX"):
+            isolation()
+    finally:
+        monkeypatch.delenv("CASCADE_SANDBOX")
+        isolation.cache_clear()
+
+
+@pytest.mark.usefixtures("bwrap_only")
+def test_isolation_reports_bwrap_here():
+    assert sandbox.isolation() == "bwrap" and sandbox.available()
+    assert sys.executable  # the interpreter's prefixes are what the sandbox binds
+    assert os.path.exists("/usr/bin/bwrap") or sandbox.available()
