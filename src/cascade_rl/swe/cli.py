@@ -109,7 +109,7 @@ def _print_recall(summary: dict) -> None:
     recall = summary.get("recall") or {}
     if not recall:
         return
-    table = Table(title="localisation recall@k (all gold files in the top k)")
+    table = Table(title="localisation recall@k")
     table.add_column("method")
     ks = sorted({k for values in recall.values() for k in values})
     for k in ks:
@@ -134,13 +134,15 @@ def _print_curves(summary: dict) -> None:
     ks = sorted({k for values in curve.values() for k in values})
     if not ks:
         return
-    table = Table(title=f"resolved (gold tests), best@k prediction resolves {summary.get('resolved', 0):.3f}")
+    table = Table(title="resolved by the gold tests")
     table.add_column("metric")
     for k in ks:
         table.add_column(f"k={k}", justify="right")
     for metric, values in curve.items():
         table.add_row(metric, *(f"{values[k]:.3f}" if k in values else "-" for k in ks))
     Console().print(table)
+    if "resolved" in summary:
+        Console().print(f"the best@k predictions resolve {summary['resolved']:.3f} of the instances")
 
 
 def _finish(report) -> None:
@@ -258,3 +260,7 @@ def build_data(
     Console().print(table)
     for instance_id, reason in report.dropped.items():
         console.print(f"dropped {instance_id}: {reason}")
+
+
+if __name__ == "__main__":
+    app()
