@@ -350,7 +350,9 @@ _separate_uids_failed = threading.Event()
 
 class SandboxServer:
     """One sandbox (bwrap + supervisor) that runs programs one at a time. Not thread-safe:
-    use one per thread (the pool does)."""
+    use one per thread (the pool does). It dies with the thread that started it (bwrap's
+    ``--die-with-parent`` follows the creating thread), so start it in the thread that uses it.
+    ``separate_uids`` says whether programs run under their own uid (root hosts, no workdir)."""
 
     def __init__(self, *, limits: Limits = DEFAULT_LIMITS, workdir: Path | None = None,
                  writable_workdir: bool = True, network: bool = False,

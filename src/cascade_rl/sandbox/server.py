@@ -328,6 +328,14 @@ def run_python(source, options):
     hard_exit(finish_python(status, (stdout, stderr)))
 
 
+def use_environment(env):
+    """Make ``env`` this process's environment, which the next child inherits (set here, in
+    the server, so that children with the usual environment do not copy pages to set it)."""
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+
+
 def become(uid):
     """Drop to ``uid`` (and its gid, no supplementary groups): all capabilities are lost."""
     os.setgroups([])
@@ -349,16 +357,13 @@ def child_main(request, fds, isolated, run_uid):
         if run_uid is not None:
             become(run_uid)
         prctl(PR_SET_DUMPABLE, 1)   # a normal process again (its own /proc files are its own)
-        env = {str(k): str(v) for k, v in (request.get("env") or {}).items()}
-        if source is not None:
-            os.environ.clear()
-            os.environ.update(env)
+        if source is not None:   # os.environ already holds the run's environment
             run_python(source, request.get("python_options") or {})
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXCPU"):   # what subprocess's restore_signals does
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
         argv = [str(a) for a in request["argv"]]
-        os.execvpe(argv[0], argv, env)
+        os.execvpe(argv[0], argv, dict(os.environ))
     except BaseException as error:   # noqa: BLE001 - report and leave
         try:
             os.write(2, f"sandbox: cannot start the program: {type(error).__name__}: {error}\n"
@@ -431,6 +436,7 @@ class Server:
         if len(fds) != len(names):
             raise ValueError(f"expected {len(names)} file descriptors, got {len(fds)}")
         named = dict(zip(names, fds))
+        use_environment({str(k): str(v) for k, v in (request.get("env") or {}).items()})
         start = time.monotonic()
         pid = os.fork()
         if pid == 0:
@@ -534,10 +540,20 @@ def harden():
     prctl(PR_SET_DUMPABLE, 0)
 
 
+def preload():
+    """Import now what every child would otherwise import after the fork (execvpe needs
+    warnings; python mode needs io, types, atexit, traceback on errors), then freeze the heap
+    so that the children's garbage collections do not copy its pages."""
+    import atexit, builtins, gc, io, traceback, types, warnings  # noqa: F401,E401
+    gc.collect()
+    gc.freeze()
+
+
 def main(argv):
     config = json.loads(argv[0])
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     harden()
+    preload()
     sock = socket.socket(fileno=int(config["socket_fd"]))
     Server(sock, bool(config["isolated"]), bool(config.get("forget")),
            config.get("run_uid")).serve()

@@ -1,0 +1,208 @@
+"""Benchmark the Code RL reward (SPEC section 6: "verification runs in parallel and
+asynchronously") against a LiveCodeBench-style baseline.
+
+    .venv/bin/python benchmarks/bench_code.py [--programs 200] [--tests 10] [--time-limit 1]
+                                              [--workers 8] [--seed 0]
+
+Workload: ``--programs`` generated programs x ``--tests`` stdin/stdout tests: half correct, the
+rest wrong, crashing or looping forever from a random test on (deterministic from ``--seed``).
+
+* **ours**: :func:`cascade_rl.rewards.code.score_batch` and ``score_many`` on a pool of
+  ``--workers`` persistent bwrap sandboxes (one fork per test inside the sandbox).
+* **baseline** (LiveCodeBench style): one ``multiprocessing.Process`` per program, programs one
+  after another; the process ``exec``s the compiled program once per test with stdin / stdout
+  swapped for strings and a ``setitimer`` wall-clock timeout; no isolation beyond the process.
+
+Both stop a program at its first failing test and must agree on every reward. Prints tests/s
+(the workload's tests divided by wall time) for each, the ratio (target >= 3x), and the
+per-test overhead of the sandbox over a bare ``python -c`` start (target <= 5 ms): one-shot
+``sandbox.run``, a pooled ``argv`` run, and a pooled python-mode run. Exits 1 when the
+rewards disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from statistics import median
+
+from cascade_rl import sandbox
+from cascade_rl.rewards.code import outputs_match, score_batch, score_many
+from cascade_rl.sandbox import SandboxPool
+
+TARGET_RATIO = 3.0
+TARGET_OVERHEAD_MS = 5.0
+CORRECT = ("n = int(input())\nvalues = list(map(int, input().split()))\n{fault}"
+           "print(sum(values) * (n + 1))\n")
+FAULTS = {
+    "wrong": "if n == {at}:\n    print(-1)\n    raise SystemExit\n",
+    "crash": "if n == {at}:\n    raise ValueError('broken on test {at}')\n",
+    "timeout": "if n == {at}:\n    while True:\n        n += 1\n",
+}
+
+
+# ----------------------------------------------------------------------------- workload
+
+def make_workload(programs: int, tests: int, seed: int) -> list[dict]:
+    """Requests for the code reward: source in a ```python block, stdin tests, expected out."""
+    rng = random.Random(seed)
+    requests = []
+    for index in range(programs):
+        kind = "correct" if index % 2 == 0 else rng.choice(sorted(FAULTS))
+        fault = "" if kind == "correct" else FAULTS[kind].format(at=rng.randrange(tests))
+        inputs, outputs = [], []
+        for n in range(tests):
+            values = [rng.randint(-1000, 1000) for _ in range(rng.randint(1, 50))]
+            inputs.append(f"{n}\n{' '.join(map(str, values))}\n")
+            outputs.append(f"{sum(values) * (n + 1)}\n")
+        source = CORRECT.format(fault=fault)
+        requests.append({"response": f"<think>sum it</think>\n```python\n{source}```",
+                         "tests": {"inputs": inputs, "outputs": outputs},
+                         "source": source, "kind": kind})
+    return requests
+
+
+# ----------------------------------------------------------------------------- baseline
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout
+
+
+def _baseline_child(source: str, inputs: list[str], outputs: list[str], time_limit: float,
+                    verdict) -> None:
+    """LiveCodeBench-style: compile once, exec per test with swapped stdio and an alarm."""
+    signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        code = compile(source, "solution.py", "exec")
+    except SyntaxError:
+        return
+    for stdin, expected in zip(inputs, outputs):
+        sys.stdin, captured = io.StringIO(stdin), io.StringIO()
+        sys.stdout = captured
+        try:
+            signal.setitimer(signal.ITIMER_REAL, time_limit)
+            exec(code, {"__name__": "__main__"})
+        except SystemExit:
+            pass
+        except BaseException:  # noqa: BLE001 - crash or timeout: the program fails
+            return
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            sys.stdout = sys.__stdout__
+        if not outputs_match(captured.getvalue(), expected):
+            return
+    verdict.value = 1
+
+
+def run_baseline(requests: list[dict], time_limit: float) -> list[float]:
+    context = multiprocessing.get_context("fork")
+    rewards = []
+    for request in requests:
+        verdict = context.Value("i", 0)
+        process = context.Process(target=_baseline_child, args=(
+            request["source"], request["tests"]["inputs"], request["tests"]["outputs"],
+            time_limit, verdict))
+        process.start()
+        process.join(time_limit * len(request["tests"]["inputs"]) + 5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        rewards.append(float(verdict.value))
+    return rewards
+
+
+# ----------------------------------------------------------------------------- overhead
+
+def per_run_ms(call, repeats: int) -> float:
+    call()   # warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return median(times) * 1000
+
+
+def measure_overheads(repeats: int) -> dict[str, float]:
+    trivial = [sys.executable, "-c", "pass"]
+    figures = {"bare python -c": per_run_ms(
+        lambda: subprocess.run(trivial, check=True, env={"PATH": "/usr/bin:/bin"}), repeats)}
+    figures["one-shot sandbox.run"] = per_run_ms(lambda: sandbox.run(trivial), repeats)
+    with SandboxPool(1) as pool:
+        figures["pooled run(argv)"] = per_run_ms(lambda: pool.submit(trivial).result(), repeats)
+        figures["pooled run_python"] = per_run_ms(
+            lambda: pool.submit_python("pass").result(), repeats)
+    return figures
+
+
+# ----------------------------------------------------------------------------- main
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--programs", type=int, default=200)
+    parser.add_argument("--tests", type=int, default=10)
+    parser.add_argument("--time-limit", type=float, default=1.0)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=40, help="runs per overhead figure")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    requests = make_workload(args.programs, args.tests, args.seed)
+    total_tests = args.programs * args.tests
+    kinds = {k: sum(r["kind"] == k for r in requests) for k in ("correct", *sorted(FAULTS))}
+    print(f"workload: {args.programs} programs x {args.tests} tests = {total_tests} tests "
+          f"({', '.join(f'{v} {k}' for k, v in kinds.items())}); time limit {args.time_limit} s; "
+          f"isolation: {sandbox.isolation()}; {os.cpu_count()} CPUs; "
+          f"load average {os.getloadavg()[0]:.1f}")
+
+    start = time.perf_counter()
+    baseline = run_baseline(requests, args.time_limit)
+    baseline_s = time.perf_counter() - start
+    print(f"baseline (process per program, exec per test, sequential): {baseline_s:.1f} s, "
+          f"{total_tests / baseline_s:.0f} tests/s")
+
+    batch_args = {"time_limit": args.time_limit}
+    with SandboxPool(args.workers) as pool:
+        pool.submit_python("pass").result()
+        start = time.perf_counter()
+        ours = [s.reward for s in score_batch(requests, pool=pool, **batch_args)]
+        ours_s = time.perf_counter() - start
+        start = time.perf_counter()
+        ours_async = [s.reward for s in asyncio.run(score_many(requests, pool=pool,
+                                                               **batch_args))]
+        async_s = time.perf_counter() - start
+    print(f"ours score_batch ({args.workers} bwrap sandboxes, fork per test): {ours_s:.1f} s, "
+          f"{total_tests / ours_s:.0f} tests/s")
+    print(f"ours score_many (asyncio): {async_s:.1f} s, {total_tests / async_s:.0f} tests/s")
+    ratio = baseline_s / ours_s
+    print(f"ratio (ours / baseline tests/s): {ratio:.2f}x (target >= {TARGET_RATIO:.0f}x)")
+
+    disagreements = [i for i, (a, b, c) in enumerate(zip(baseline, ours, ours_async))
+                     if not a == b == c]
+    print(f"reward disagreements: {len(disagreements)} (mean reward {sum(ours) / len(ours):.2f})")
+
+    figures = measure_overheads(args.repeats)
+    bare = figures["bare python -c"]
+    print("per-run cost of a trivial program (median):")
+    for name, ms in figures.items():
+        extra = "" if name.startswith("bare") else f"  overhead {ms - bare:+.1f} ms"
+        print(f"  {name:22s} {ms:6.1f} ms{extra}")
+    print(f"pooled overhead target <= {TARGET_OVERHEAD_MS:.0f} ms: "
+          f"{'met' if figures['pooled run(argv)'] - bare <= TARGET_OVERHEAD_MS else 'MISSED'}")
+    return 1 if disagreements else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
