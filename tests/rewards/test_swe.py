@@ -77,7 +77,7 @@ def test_no_op_scores_zero():
 def test_unparseable_or_inapplicable_scores_minus_one(response, error):
     result = score(response, files=FILES, golden_patch=GOLDEN)
     assert result.reward == -1.0 and result.details["kind"] == "unparseable"
-    assert error in result.details["error"]
+    assert error in result.details["reason"] and "error" not in result.details
 
 
 def test_lexical_similarity_ranks_closer_fixes_higher():
@@ -165,3 +165,18 @@ def test_registry_routes_swe_rows_and_json_encoded_files():
             {"response": "<think>x</think>nothing", "files": FILES, "golden_patch": GOLDEN}]
     rewards = [s.reward for s in score_batch(get_domain("swe"), rows)]
     assert rewards == [1.0, -1.0]
+
+
+def test_semantic_similarity_with_a_real_local_judge_model(tmp_path):
+    """The judge given as a spec: a real YesNoJudge over a (random) local toy-world model."""
+    from cascade_rl.world.model import build_tiny_model
+    from cascade_rl.world.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer([GOLDEN, "YES NO <judgement>"] * 3, vocab_size=320)
+    build_tiny_model(tokenizer, out_dir=tmp_path, hidden_size=32, num_layers=1, num_heads=2,
+                     num_kv_heads=1, intermediate_size=64, max_position_embeddings=8192)
+    near = answer(("pkg/calc.py", "    return a - b\n", "    return b + a\n"))
+    first = score(near, files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=str(tmp_path))
+    again = score(near, files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=str(tmp_path))
+    assert first.details["kind"] == "similar" and 0.0 < first.reward < 1.0
+    assert again.reward == pytest.approx(first.reward)  # same judge, deterministic P(YES)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+from functools import lru_cache
 from typing import Literal, Mapping, Protocol, Sequence
 
 from cascade_rl.chat import last_user_text, split_thinking
@@ -65,14 +66,17 @@ class Judge(Protocol):
 
 def score(response: str, *, files: Mapping[str, str] | str, golden_patch: str,
           prompt: str | Sequence[dict] | None = None, problem_statement: str | None = None,
-          similarity: Similarity = "lexical", judge: Judge | None = None,
+          similarity: Similarity = "lexical", judge: Judge | str | None = None,
           shaping: bool = False, ambiguous: Ambiguity = "first") -> Score:
     """Reward of one repair response (see the module docstring).
 
     ``files``: the original files ``{path: content}`` (or that dict JSON-encoded);
     ``golden_patch``: the reference unified diff. ``prompt`` (or ``problem_statement``) is only
-    used by the semantic judge, which sees the repair prompt the policy saw. Details:
-    ``kind``, ``patch``, ``similarity`` and ``error`` where there is one.
+    used by the semantic judge, which sees the repair prompt the policy saw; ``judge`` is an
+    object with ``probability_yes`` or a generator spec (a local model directory, an
+    ``http://host/v1#MODEL`` server) loaded once as a ``YesNoJudge``. Details:
+    ``kind``, ``patch``, ``similarity`` and, for unparseable answers, the ``reason`` (not
+    ``error``: that key marks a failure of the scorer itself in ``cascade score``).
     """
     files = _checked_files(files)
     if similarity not in ("lexical", "semantic"):
@@ -101,6 +105,8 @@ def score(response: str, *, files: Mapping[str, str] | str, golden_patch: str,
         value = lexical_similarity(result.patch, reference)
     else:
         assert judge is not None
+        if isinstance(judge, str):
+            judge = _judge_from_spec(judge)
         value = _judged(judge, _policy_prompt(prompt, problem_statement, files),
                         golden_patch, result.patch)
     reward = 0.0 if shaping and value < SHAPING_THRESHOLD else value
@@ -108,7 +114,7 @@ def score(response: str, *, files: Mapping[str, str] | str, golden_patch: str,
 
 
 def _unparseable(error: str) -> Score:
-    return Score(-1.0, {"kind": "unparseable", "patch": None, "similarity": None, "error": error})
+    return Score(-1.0, {"kind": "unparseable", "patch": None, "similarity": None, "reason": error})
 
 
 def _checked_files(files: Mapping[str, str] | str) -> dict[str, str]:
@@ -234,3 +240,11 @@ def _judged(judge: Judge, policy_prompt: str, golden_patch: str, model_patch: st
         raise ValueError(f"judge returned {value!r}, expected a probability in [0, 1]")
     return value
 
+
+
+@lru_cache(maxsize=4)
+def _judge_from_spec(spec: str) -> Judge:
+    """A ``YesNoJudge`` for a generator spec, loaded once per process (models are heavy)."""
+    from cascade_rl.llm.judge import YesNoJudge
+
+    return YesNoJudge(spec)
