@@ -234,6 +234,8 @@ def _loads(text: str | bytes) -> Any:
 class TestSuite:
     """Parsed tests: stdin bytes per test, expected outputs, and the function for call-based."""
 
+    __test__ = False   # not a pytest test class
+
     inputs: tuple[bytes, ...]
     expected: tuple[Any, ...]
     fn_name: str | None

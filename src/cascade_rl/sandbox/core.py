@@ -133,10 +133,9 @@ def _warn_unisolated(reason: str) -> None:
                "files, use the network and signal your processes). Install bubblewrap "
                "(`apt-get install bubblewrap`, or `make system-deps`) for real isolation.")
     logger.warning(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
-@functools.lru_cache(maxsize=1)
 def isolation() -> str:
     """``"bwrap"`` (full sandbox) or ``"rlimits"`` (fallback, warned about once per process).
 
@@ -144,6 +143,15 @@ def isolation() -> str:
     unusable bubblewrap into :class:`SandboxError`. Cached: call ``isolation.cache_clear()``
     after changing the environment variable.
     """
+    with _isolation_lock:   # one probe and at most one warning, however many threads ask
+        return _detect_isolation()
+
+
+_isolation_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _detect_isolation() -> str:
     forced = os.environ.get(ISOLATION_ENV, "").strip().lower()
     if forced not in ("", "bwrap", "rlimits"):
         raise SandboxError(f"{ISOLATION_ENV} must be 'bwrap' or 'rlimits', got {forced!r}")
@@ -157,6 +165,9 @@ def isolation() -> str:
         raise SandboxError(f"{ISOLATION_ENV}=bwrap but {problem}")
     _warn_unisolated(problem)
     return "rlimits"
+
+
+isolation.cache_clear = _detect_isolation.cache_clear  # type: ignore[attr-defined]
 
 
 def available() -> bool:
