@@ -5,8 +5,8 @@ tests for pass@k, all run in the sandbox in throw-away copies of the repository.
   directory; every job copies it, applies its patches with ``git apply`` and runs its
   programs in a bubblewrap sandbox (:mod:`cascade_rl.sandbox`) that sees only that copy. Jobs
   run on a bounded :class:`~cascade_rl.sandbox.SandboxPool`; the user's checkout is never
-  touched and the scratch directory (under ``/var/tmp`` by default, see
-  :func:`default_scratch_root`) is removed at the end.
+  touched and the scratch directory (in the system's temporary directory unless
+  ``scratch_root`` says otherwise) is removed at the end.
 * **Regression**: the repository's own test suite (``python -m pytest`` with the current
   interpreter, so pure-Python repositories whose dependencies are installed) runs once on the
   unpatched copy; the tests that pass there are run on every candidate, and a candidate that
@@ -25,7 +25,6 @@ test without a line (not run, crashed run, timeout) as failing. Identical patche
 from __future__ import annotations
 
 import ast
-import os
 import re
 import shutil
 import sys
@@ -140,22 +139,6 @@ def extract_test_script(response: str) -> str | None:
     return blocks[-1]
 
 
-def default_scratch_root() -> Path:
-    """Where throw-away copies live: ``/var/tmp`` (else ``~/.cache/cascade_rl``), not ``/tmp``.
-
-    The sandbox mounts a private /tmp and empties it between the runs of one sandbox; a copy
-    bound at a path under the host's /tmp would be emptied with it after its first run.
-    """
-    for root in (Path("/var/tmp"), Path.home() / ".cache" / "cascade_rl"):
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(root, os.W_OK):
-            return root
-    raise RuntimeError("no writable scratch directory (tried /var/tmp and ~/.cache/cascade_rl)")
-
-
 class Validator:
     """Runs tests for one repository commit in sandboxed throw-away copies (module docstring).
 
@@ -170,7 +153,7 @@ class Validator:
         self.test_limits, self.script_limits, self.python = test_limits, script_limits, python
         self._own_pool = pool is None
         self.pool = pool or SandboxPool(workers)
-        self.scratch = Path(tempfile.mkdtemp(prefix="cascade-swe-", dir=scratch_root or default_scratch_root()))
+        self.scratch = Path(tempfile.mkdtemp(prefix="cascade-swe-", dir=scratch_root))
         self.base = repo.export(self.scratch / "base")
 
     def close(self) -> None:
