@@ -26,6 +26,7 @@ from cascade_rl.chat import split_thinking
 from cascade_rl.swe.prompts import localization_messages
 
 if TYPE_CHECKING:
+    from cascade_rl.llm.base import Generator
     from cascade_rl.swe.repo import Repository
 
 RECALL_KS = (1, 3, 5, 10)
@@ -81,7 +82,7 @@ class GeneratedLocalization:
     prompt: list[dict]
 
 
-def localize_by_generation(generator, problem_statement: str, repo: "Repository", *,
+def localize_by_generation(generator: "Generator", problem_statement: str, repo: "Repository", *,
                            rollouts: int = 4, top_n: int = 5, temperature: float = 0.6,
                            top_p: float = 0.95, max_tokens: int = 1024) -> GeneratedLocalization:
     """Ask ``generator`` (``cascade_rl.llm.base.Generator``) for ``rollouts`` file lists and
@@ -268,7 +269,7 @@ class Localization:
         return {"generation": self.generated, "retrieval": self.retrieved, "fusion": self.fused}
 
 
-def localize(problem_statement: str, repo: "Repository", *, generator=None,
+def localize(problem_statement: str, repo: "Repository", *, generator: "Generator | None" = None,
              cache: IndexCache | None = None, embedding_model: str | None = None,
              rollouts: int = 4, top_n: int = 5, retrieve_k: int = 50,
              rrf_k: float = 0.0, sampling: Mapping | None = None) -> Localization:

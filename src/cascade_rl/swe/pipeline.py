@@ -26,7 +26,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from cascade_rl.swe.edits import PatchApplyError, parse_patch, patched_path
 from cascade_rl.swe.localize import RECALL_KS, IndexCache, Localization, localize, recall_at_k, recall_table
@@ -34,6 +34,10 @@ from cascade_rl.swe.prompts import reproduction_test_messages
 from cascade_rl.swe.rank import RankedCandidate, curves, select_best, select_majority
 from cascade_rl.swe.repair import Candidate, RepairResult, approx_tokens, repair
 from cascade_rl.swe.repo import Repository, RepositoryError
+
+if TYPE_CHECKING:
+    from cascade_rl.llm.base import Generator
+    from cascade_rl.sandbox import SandboxPool
 
 STAGES = ("localize", "repair", "evaluate")
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement")
@@ -156,9 +160,9 @@ Progress = Callable[[str, str], None]
 
 
 def run_pipeline(rows: Iterable[Mapping[str, Any]], checkouts: Mapping[str, str | Path],
-                 output_dir: Path, *, generator=None, config: PipelineConfig | None = None,
-                 stages: str = "evaluate", model_name: str = "cascade_rl",
-                 progress: Progress | None = None) -> PipelineReport:
+                 output_dir: Path, *, generator: "Generator | None" = None,
+                 config: PipelineConfig | None = None, stages: str = "evaluate",
+                 model_name: str = "cascade_rl", progress: Progress | None = None) -> PipelineReport:
     """Run the pipeline up to ``stages`` on every instance (module docstring) and write the
     traces, predictions and report into ``output_dir``."""
     if stages not in STAGES:
@@ -210,8 +214,9 @@ def open_checkout(instance: SweInstance, checkouts: Mapping[str, str | Path]) ->
     return Repository.open(checkouts[instance.repo], instance.base_commit)
 
 
-def run_instance(instance: SweInstance, repo: Repository, *, generator=None,
-                 config: PipelineConfig, cache: IndexCache, pool=None, stages: str = "evaluate",
+def run_instance(instance: SweInstance, repo: Repository, *,
+                 generator: "Generator | None" = None, config: PipelineConfig, cache: IndexCache,
+                 pool: "SandboxPool | None" = None, stages: str = "evaluate",
                  progress: Progress | None = None) -> dict:
     """Run the pipeline on one instance and return its trace (see the module docstring)."""
     trace: dict[str, Any] = {"instance_id": instance.instance_id, "repo": instance.repo,
@@ -260,7 +265,8 @@ def _localization_trace(localization: Localization | None, gold: Sequence[str]) 
             "parsed": localization.parsed, "recall": recall}
 
 
-def _repair(instance: SweInstance, repo: Repository, localization: Localization, generator,
+def _repair(instance: SweInstance, repo: Repository, localization: Localization,
+            generator: "Generator",
             config: PipelineConfig) -> RepairResult:
     top = localization.fused[:config.repair_files]
     contents = repo.read(top)
@@ -270,8 +276,9 @@ def _repair(instance: SweInstance, repo: Repository, localization: Localization,
                   count_tokens=approx_tokens, sampling=config.sampling())
 
 
-def _validate(instance: SweInstance, repo: Repository, repaired: RepairResult, generator,
-              config: PipelineConfig, pool, trace: dict) -> None:
+def _validate(instance: SweInstance, repo: Repository, repaired: RepairResult,
+              generator: "Generator", config: PipelineConfig, pool: "SandboxPool | None",
+              trace: dict) -> None:
     """Reproduction tests, then regression / reproduction / gold tests on every candidate;
     results go into ``trace``."""
     from cascade_rl.sandbox import Limits

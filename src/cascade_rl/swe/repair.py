@@ -24,12 +24,15 @@ import ast
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.swe.edits import EditApplyError, EditParseError, apply_edits, parse_edits, unified_diff
 from cascade_rl.swe.localize import code_tokens
 from cascade_rl.swe.prompts import format_files, repair_messages
+
+if TYPE_CHECKING:
+    from cascade_rl.llm.base import Generator
 
 TokenCounter = Callable[[str], int]
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -202,7 +205,7 @@ class RepairResult:
         return dict(Counter(candidate.status for candidate in self.candidates))
 
 
-def repair(generator, problem_statement: str, files: Sequence[tuple[str, str]],
+def repair(generator: "Generator", problem_statement: str, files: Sequence[tuple[str, str]],
            read_files: Callable[[list[str]], Mapping[str, str]], *, samples: int = 8,
            budget: int | None = 16_000, count_tokens: TokenCounter = approx_tokens,
            sampling: Mapping | None = None) -> RepairResult:
