@@ -43,6 +43,9 @@ def block(path, search, replace, fence=True):
     ("new/mod.py\n```python\n<<<<<<< SEARCH\n=======\nprint(1)\n>>>>>>> REPLACE\n```\n"
      "```diff\n### a.py\n<<<<<<< SEARCH\ndel_me\n=======\n>>>>>>> REPLACE\n```",
      [SearchReplace("new/mod.py", "", "print(1)\n"), SearchReplace("a.py", "del_me\n", "")]),
+    # a bare path line right before a fence wins over an earlier header
+    (block("a.py", "x\n", "y\n") + "b.py\n" + "```diff\n<<<<<<< SEARCH\nz\n=======\nw\n>>>>>>> REPLACE\n```",
+     [SearchReplace("a.py", "x\n", "y\n"), SearchReplace("b.py", "z\n", "w\n")]),
     # a "### " header inside a SEARCH block is code, not a new path
     ("```diff\n### a.py\n<<<<<<< SEARCH\n### not/a/path.md\n=======\n## title\n>>>>>>> REPLACE\n```",
      [SearchReplace("a.py", "### not/a/path.md\n", "## title\n")]),
@@ -55,6 +58,8 @@ def test_parse_edits(text, expected):
     ("no edits at all", "no SEARCH/REPLACE edit"),
     ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n```", "divider"),
     ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n```", "REPLACE"),
+    ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n```\n" + block("a.py", "z\n", "w\n"),
+     "an edit without its end"),
     ("```diff\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "without a file path"),
     ("<solution>just words</solution>" + block("a.py", "x\n", "y\n"), "no SEARCH/REPLACE edit"),
 ])

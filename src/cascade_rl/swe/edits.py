@@ -20,8 +20,8 @@ Parsing rules (:func:`parse_edits`):
 * Fences are optional: ```` ```diff ```` blocks and bare edits parse alike; one fence may hold
   several edits and edits may name several files.
 * The file of an edit is the last ``### path`` header before it (any run of two or more ``#``;
-  the seed's example writes ``######``). Without any header, a bare line holding just a path
-  right before the SEARCH marker (or before the opening fence) names the file.
+  the seed's example writes ``######``), unless a line holding just a path comes right before
+  the SEARCH marker (or its opening fence), aider style: that path wins.
 * Markers are tolerant of their length (``<<<< SEARCH`` ... ``>>>>>>>>> REPLACE``, ``===`` and
   longer), as the seed's prompt itself varies them.
 * A SEARCH marker without its divider or REPLACE marker, an edit with no file, or a text with
@@ -113,22 +113,23 @@ def parse_edits(answer: str) -> list[SearchReplace]:
     """
     lines = solution_text(answer or "").splitlines()
     edits: list[SearchReplace] = []
-    header_path: str | None = None
-    bare_path: str | None = None
+    header_path: str | None = None  # the last "### path" header
+    bare_path: str | None = None    # a path alone on the last line of text, if it was one
     index = 0
     while index < len(lines):
         line = lines[index]
         if _SEARCH_RE.match(line):
-            path = header_path or bare_path
+            path = bare_path or header_path
             if path is None:
                 raise EditParseError(f"line {index + 1}: SEARCH block without a file path "
                                      "(expected a '### path' line before it)")
             search, replace, index = _read_block(lines, index)
             edits.append(SearchReplace(path, search, replace))
+            bare_path = None
             continue
         header = _HEADER_RE.match(line)
         if header:
-            header_path = header.group("path")
+            header_path, bare_path = header.group("path"), None
         elif line.strip() and not _FENCE_RE.match(line):
             bare = _BARE_PATH_RE.match(line)
             bare_path = bare.group("path") if bare else None
@@ -147,9 +148,10 @@ def _read_block(lines: list[str], start: int) -> tuple[str, str, int]:
     end = _find(lines, divider + 1, _REPLACE_RE)
     if end is None:
         raise EditParseError(f"line {divider + 1}: SEARCH block has no '>>>>>>> REPLACE' end")
-    nested = _find(lines[:divider], start + 1, _SEARCH_RE)
+    nested = _find(lines[:end], start + 1, _SEARCH_RE)
     if nested is not None:
-        raise EditParseError(f"line {nested + 1}: SEARCH marker inside another SEARCH block")
+        raise EditParseError(f"line {nested + 1}: SEARCH marker inside the edit that starts at "
+                             f"line {start + 1} (an edit without its end?)")
     return _join(lines[start + 1:divider]), _join(lines[divider + 1:end]), end + 1
 
 
