@@ -2,6 +2,7 @@
 language penalty, hard timeout, and scoring through the registry."""
 
 import json
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -110,50 +111,115 @@ def test_bad_input_is_named():
         score("\\boxed{1}", answer="1", timeout=0)
 
 
-@pytest.mark.parametrize("prediction, reference", [
+_CROSS_CHECKS = [
+    # plain numbers
     ("1", "1"), ("1", "2"), ("007", "7"), ("+5", "5"), ("-0", "0"), ("0.5", "1/2"),
     (".5", "\\frac12"), ("1.50", "\\frac{3}{2}"), ("-\\frac{1}{2}", "\\frac{-1}{2}"),
     ("0.1", "0.2"), ("3.0000001", "3"), ("0.1234567", "0.1234568"), ("0.333333", "1/3"),
     ("0.33", "1/3"), ("3/6", "0.5"), ("12345678901234567890", "12345678901234567891"),
     ("123456789012.5", "123456789012"), ("2.000", "2"), ("\\frac{6}{4}", "1.5"), ("5", "-5"),
     ("\\dfrac{10}{4}", "2.5"), ("1/3", "0.3333333"),
-])
+    # constant expressions
+    ("\\sqrt{18}", "3\\sqrt{2}"), ("2\\sqrt{5}", "\\sqrt{18}"), ("\\pi \\cdot 2", "2\\pi"),
+    ("2^{10}", "1024"), ("2^{11}", "1024"), ("\\frac{1}{5}\\sqrt{6}", "\\frac{\\sqrt{6}}{5}"),
+    ("\\sqrt{4}", "2"), ("-2^2", "-4"), ("-2^2", "4"), ("10^{20}+1-10^{20}", "1"),
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"), ("8\\pi", "7\\pi"),
+    # polynomials
+    ("3 + x^2", "x^{2}+3"), ("x^2 - 3", "x^2 + 3"), ("(x+1)^2", "x^2+2x+1"), ("(x+1)^2", "x^2+x+1"),
+    ("-x^2", "x^2"), ("2xy", "2yx"), ("\\frac{x}{2}", "\\frac{1}{2}x"), ("n^2+n", "n(n+1)"),
+    # sets and intervals
+    ("\\{11, 3\\}", "\\{3, 11\\}"), ("\\{1,1\\}", "\\{1\\}"), ("\\{1,2\\}", "\\{1,2,3\\}"),
+    ("\\{6, 8\\}", "\\{6, 11\\}"), ("(5, 13)", "[5, 13)"), ("[2, 9)", "[2, 9)"), ("(2, 9)", "(2, 8)"),
+    # math-verify's own rewrites, e, ln, infinite intervals
+    ("x = 3", "3"), ("3", "x=3"), ("x=4", "3"), ("30^\\circ", "30"), ("30^{\\circ}", "40"),
+    ("e^{3}", "e^{4}"), ("2e", "e+e"), ("\\ln 3", "\\ln(3)"), ("\\ln 3", "\\ln 4"),
+    ("(-\\infty, 3)", "(-\\infty, 3]"), ("(3, \\infty)", "(2, \\infty)"),
+    # outside the grammar: math-verify decides
+    ("2(3)", "6"), ("3m", "3"), ("2t", "2"), ("x", "2x-x"), ("\\sqrt{3+2\\sqrt{2}}", "1+\\sqrt{2}"),
+]
+
+
+@pytest.mark.parametrize("prediction, reference", _CROSS_CHECKS)
 def test_fast_path_never_contradicts_math_verify(prediction, reference):
     verdict = fast_verdict(prediction, reference)
     if verdict is not None:
         assert verdict[0] == math_verify_equal(prediction, reference)
 
 
-def test_fast_path_defers_when_unsure():
+def test_fast_path_decides_most_cross_checks_and_defers_when_unsure():
+    undecided = [(p, r) for p, r in _CROSS_CHECKS if fast_verdict(p, r) is None]
+    # decimals within math-verify's 6-decimal rounding, n(n+1) (a possible call), a log identity
+    # (math-verify proves those), and the last 5
+    assert undecided == [("3.0000001", "3"), ("0.1234567", "0.1234568"), ("0.333333", "1/3"),
+                         ("123456789012.5", "123456789012"), ("1/3", "0.3333333"),
+                         ("n^2+n", "n(n+1)"), ("\\ln 3", "\\ln(3)")] + _CROSS_CHECKS[-5:]
     assert fast_verdict("0.333333", "1/3") is None  # within math-verify's rounding
-    assert fast_verdict("\\sqrt{4}", "2") is None
     assert fast_verdict("50\\%", "0.5") is None
     assert fast_verdict("1,000", "1000") is None
+    assert fast_verdict("3", "x=3") == (True, "exact")
+    assert fast_verdict("x=x+1", "1") is None  # sympy would not keep that an equation
+    assert fast_verdict("\\ln 2x", "\\ln 2 + \\ln x") is None  # ln(2x) to latex2sympy
+    assert fast_verdict("2\\ln 3", "\\ln 9") is None  # log identities: math-verify proves them
+    assert fast_verdict("2(3)", "6") is None  # a mixed number (5) to latex2sympy
+    assert fast_verdict("3m", "3") is None  # "m" is a unit to math-verify's normaliser
+    assert fast_verdict("x", "2x-x") is None  # a lone symbol: math-verify compares names
+    assert fast_verdict("\\sqrt{3+2\\sqrt{2}}", "1+\\sqrt{2}") is None  # nested root
     assert fast_verdict("1/0", "1/0") == (True, "exact")
-    assert fast_verdict("3", "x=3") is None
-    assert normalize_answer("$\\dfrac{1}{2} + \\left( x \\right)$") == "\\frac{1}{2}+(x)"
+    assert fast_verdict("(x+1)^2", "x^2+2x+1") == (True, "numeric")
+    assert normalize_answer("$\\dfrac{1}{2} + \\left( x^{2} \\right)$") == "\\frac{1}{2}+(x^2)"
     assert normalize_answer("\\sin x") == "\\sin x" and normalize_answer("1 000") == "1 000"
 
 
-def _timed_score(response: str, timeout: float):
+def _random_expression(rng, depth: int) -> str:
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(["2", "3", "7", "x", "y", "n", "\\pi", "m", "t"])
+    a, b = _random_expression(rng, depth - 1), _random_expression(rng, depth - 1)
+    return rng.choice([f"{a}+{b}", f"{a}-{b}", f"{a}\\cdot {b}", f"\\frac{{{a}}}{{{b}}}",
+                       f"\\sqrt{{{a}}}", f"({a})^{{2}}", f"-{a}", f"{a}{b}", f"2({a})", f"{b}+{a}"])
+
+
+def test_fast_path_agrees_with_math_verify_on_random_expressions():
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(400):
+        reference = _random_expression(rng, 3)
+        prediction = rng.choice([reference.replace("+", "+0+", 1), f"1\\cdot {reference}",
+                                 _random_expression(rng, 3)])
+        verdict = fast_verdict(prediction, reference)
+        if verdict is not None and checked < 60:
+            checked += 1
+            assert verdict[0] == math_verify_equal(prediction, reference), (prediction, reference)
+    assert checked == 60
+
+
+def _timed_score(response: str, timeout: float, answer: str):
     start = time.perf_counter()
-    result = score(response, answer="1", timeout=timeout)
+    result = score(response, answer=answer, timeout=timeout)
     return result, time.perf_counter() - start
 
 
-def test_pathological_answer_times_out_on_the_main_thread_and_the_next_call_works():
-    verifier_pool()  # started on first use; its start-up is outside any deadline
-    result, seconds = _timed_score(PATHOLOGICAL, timeout=1.0)
+@pytest.fixture
+def started_verifiers():
+    verifier_pool().prestart()  # workers start once per process; not part of a call's deadline
+
+
+def test_pathological_answer_times_out_on_the_main_thread_and_the_next_call_works(started_verifiers):
+    result, seconds = _timed_score(PATHOLOGICAL, 1.0, answer="1")
     assert result.reward == 0.0 and result.details["timeout"] is True
     assert result.details["method"] == "math_verify"
     assert seconds < 1.0 + 2.0
     assert score("\\boxed{\\sqrt{4}}", answer="2").reward == 1.0
+    # the verdict is memoised: the other rollouts of a group that boxed it cost no timeout
+    again, seconds = _timed_score(PATHOLOGICAL, 1.0, answer="1")
+    assert again.details["timeout"] is True and seconds < 0.5
 
 
-def test_pathological_answer_times_out_in_threads():
+def test_pathological_answer_times_out_in_threads(started_verifiers):
     with ThreadPoolExecutor(max_workers=3) as pool:
-        timed = pool.submit(_timed_score, PATHOLOGICAL, 1.0)
-        normal = [pool.submit(score, "\\boxed{2\\sqrt{2}}", answer="\\sqrt{8}") for _ in range(2)]
+        timed = pool.submit(_timed_score, PATHOLOGICAL, 1.0, "2")
+        # math-verify answers (outside the fast path) keep being scored by the other worker
+        normal = [pool.submit(score, "\\boxed{\\ln 6}", answer=answer)
+                  for answer in ("\\ln 2 + \\ln 3", "\\ln 3 + \\ln 2")]
         result, seconds = timed.result(timeout=30)
         assert result.details["timeout"] is True and result.reward == 0.0
         assert seconds < 1.0 + 2.0

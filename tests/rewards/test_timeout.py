@@ -72,11 +72,12 @@ def _worker_children() -> list[int]:
 
 
 def test_many_threads_share_a_bounded_number_of_workers(pool):
+    others = set(_worker_children())  # workers of other pools in this process (e.g. math's)
     with ThreadPoolExecutor(max_workers=6) as threads:
         start = time.perf_counter()
         sleeps = [threads.submit(pool.call, time.sleep, 0.5, timeout=10) for _ in range(6)]
         time.sleep(0.3)
-        assert 1 <= len(_worker_children()) <= 2
+        assert 1 <= len(set(_worker_children()) - others) <= 2
         assert [future.result(timeout=30) for future in sleeps] == [None] * 6
         assert time.perf_counter() - start >= 1.5  # 6 calls queued on 2 workers
         hung = threads.submit(pool.call, time.sleep, 60, timeout=0.5)
@@ -84,7 +85,7 @@ def test_many_threads_share_a_bounded_number_of_workers(pool):
         with pytest.raises(CallTimeout):
             hung.result(timeout=30)
         assert fine.result(timeout=30) == 32
-    assert len(_worker_children()) <= 2
+    assert len(set(_worker_children()) - others) <= 2
 
 
 def test_memory_limit_turns_a_huge_allocation_into_memory_error(pool):
@@ -110,6 +111,23 @@ def test_bad_arguments_are_named():
         WorkerPool(0)
     with WorkerPool(1) as workers, pytest.raises(ValueError, match="timeout"):
         workers.call(pow, 2, 2, timeout=0)
+
+
+def test_prestart_starts_ready_workers():
+    with WorkerPool(2, preload=("json",)) as workers:
+        workers.prestart()
+        assert len(workers.worker_pids) == 2
+        start = time.perf_counter()
+        assert workers.call(pow, 2, 3, timeout=5) == 8
+        assert time.perf_counter() - start < 0.5  # no start-up left to pay
+        workers.prestart()  # already full: starts nothing
+        assert len(workers.worker_pids) == 2
+
+
+def test_a_failing_preload_is_reported():
+    with WorkerPool(1, preload=("no_such_module_here",)) as workers:
+        with pytest.raises(WorkerDied, match="no_such_module_here"):
+            workers.call(pow, 2, 2, timeout=5)
 
 
 def test_close_kills_the_workers():

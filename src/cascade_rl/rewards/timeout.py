@@ -209,6 +209,31 @@ class WorkerPool:
                     replacement.kill()
             self._condition.notify()
 
+    def prestart(self, count: int | None = None) -> None:
+        """Start workers now, up to ``count`` (default: ``size``) in all, and wait until they are
+        ready, so that the first calls do not wait for start-up (imports, warm-up)."""
+        with self._condition:
+            if self._owner_pid != os.getpid():
+                self._reset_state()
+            missing = max(0, min(self.size if count is None else count, self.size) - self._live)
+            self._live += missing
+        workers: list[_Worker] = []
+        try:
+            for _ in range(missing):
+                workers.append(_Worker(self.preload, self.memory_limit_mb))
+            for worker in workers:
+                worker.wait_ready(self.start_timeout)
+        except BaseException:
+            for worker in workers:
+                worker.kill()
+            workers = []
+            raise
+        finally:
+            with self._condition:
+                self._live -= missing - len(workers)
+                self._idle.extend(workers)
+                self._condition.notify_all()
+
     @property
     def worker_pids(self) -> list[int]:
         """Process ids of the idle workers (for tests and diagnostics)."""
