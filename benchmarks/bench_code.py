@@ -125,26 +125,26 @@ def run_baseline(requests: list[dict], time_limit: float) -> list[float]:
 
 # ----------------------------------------------------------------------------- overhead
 
-def per_run_ms(call, repeats: int) -> float:
-    call()   # warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return median(times) * 1000
-
-
 def measure_overheads(repeats: int) -> dict[str, float]:
+    """Median milliseconds per run of a trivial program, the ways interleaved so that each
+    sees the same machine load."""
     trivial = [sys.executable, "-c", "pass"]
-    figures = {"bare python -c": per_run_ms(
-        lambda: subprocess.run(trivial, check=True, env={"PATH": "/usr/bin:/bin"}), repeats)}
-    figures["one-shot sandbox.run"] = per_run_ms(lambda: sandbox.run(trivial), repeats)
     with SandboxPool(1) as pool:
-        figures["pooled run(argv)"] = per_run_ms(lambda: pool.submit(trivial).result(), repeats)
-        figures["pooled run_python"] = per_run_ms(
-            lambda: pool.submit_python("pass").result(), repeats)
-    return figures
+        ways = {
+            "bare python -c": lambda: subprocess.run(trivial, check=True,
+                                                     env={"PATH": "/usr/bin:/bin"}),
+            "one-shot sandbox.run": lambda: sandbox.run(trivial),
+            "pooled run(argv)": lambda: pool.submit(trivial).result(),
+            "pooled run_python": lambda: pool.submit_python("pass").result(),
+        }
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for attempt in range(repeats + 1):
+            for name, call in ways.items():
+                start = time.perf_counter()
+                call()
+                if attempt:   # the first round warms up
+                    times[name].append(time.perf_counter() - start)
+    return {name: median(values) * 1000 for name, values in times.items()}
 
 
 # ----------------------------------------------------------------------------- main

@@ -313,3 +313,10 @@ def test_host_pid_namespace_is_unreachable(pool):
             "print('many' if killed > 5 else 'few')")
     result = run_adversary(pool, code, tests=expect("many"))
     assert result.reward == 0 and kind(result) == "wrong_answer"
+
+
+def test_filling_the_ram_backed_tmp_counts_as_memory(pool):
+    code = ("import time\nfor i in range(6):\n    with open(f'/tmp/fill{i}', 'wb') as f:\n"
+            "        f.write(b'x' * (60 * 2 ** 20))\ntime.sleep(5)\nprint(42)")
+    result = run_adversary(pool, code, memory_mb=256, time_limit=3)
+    assert result.reward == 0 and kind(result) == "memory"

@@ -56,9 +56,10 @@ class SandboxError(RuntimeError):
 class Limits:
     """Resource limits of one run. ``cpu_s`` defaults to ``time_s + 1`` (RLIMIT_CPU, whole
     seconds); ``memory_mb`` is the address space of each process (RLIMIT_AS) and also caps the
-    resident memory of the run's whole process tree; ``processes`` caps the tree's size;
+    resident memory of the run's whole process tree plus what it stores in the RAM-backed
+    /tmp and /dev/shm; ``processes`` caps the tree's size (RLIMIT_NPROC also counts threads);
     ``output_bytes`` caps stdout and stderr each (the run is killed when one overflows);
-    ``tmp_mb`` sizes the private /tmp of a one-shot sandbox."""
+    ``tmp_mb`` sizes the private /tmp and /dev/shm of a sandbox (set when it starts)."""
 
     time_s: float = 10.0
     cpu_s: float | None = None

@@ -95,6 +95,18 @@ def resident_bytes(pids):
     return total
 
 
+def tmpfs_bytes():
+    """Bytes stored in the sandbox's private /tmp and /dev/shm (both RAM-backed)."""
+    total = 0
+    for path in ("/tmp", "/dev/shm"):
+        try:
+            info = os.statvfs(path)
+        except OSError:
+            continue
+        total += (info.f_blocks - info.f_bfree) * info.f_frsize
+    return total
+
+
 def reap_all():
     """Collect every exited child (orphans of a run are re-parented to this subreaper)."""
     while True:
@@ -511,11 +523,13 @@ class Server:
             status["returncode"] = os.WEXITSTATUS(wait_status)
 
     def over_limit(self, limits):
-        """'processes' or 'memory' when the run's process tree exceeds its budget."""
+        """'processes' or 'memory' when the run's process tree exceeds its budget (memory:
+        resident memory plus, in the sandbox, files kept in the RAM-backed /tmp and /dev/shm)."""
         pids = descendants(os.getpid())
         if len(pids) > int(limits["processes"]):
             return "processes"
-        if resident_bytes(pids) > int(limits["memory_mb"]) * MiB:
+        used = resident_bytes(pids) + (tmpfs_bytes() if self.isolated else 0)
+        if used > int(limits["memory_mb"]) * MiB:
             return "memory"
         return None
 
