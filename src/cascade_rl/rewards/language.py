@@ -39,7 +39,8 @@ from typing import Mapping, Sequence
 
 from cascade_rl.chat import last_user_text
 
-__all__ = ["MixingResult", "detect_mixing", "is_mixed", "prompt_script", "strip_ignored"]
+__all__ = ["MixingResult", "allowed_scripts", "detect_mixing", "is_mixed", "prompt_script",
+           "script_of", "strip_ignored"]
 
 # Unicode blocks of each script (inclusive code-point ranges). Non-letters inside a block (Arabic
 # comma, CJK radicals) are dropped by the letter check, so whole blocks are fine here.
@@ -168,8 +169,11 @@ def _count_scripts(text: str) -> Counter:
 def prompt_script(prompt: str | Sequence[Mapping] | None) -> str:
     """The dominant letter script of the prompt's last user turn (see the module docstring)."""
     text = last_user_text(prompt) if prompt is not None else ""
-    if text.isascii():
-        return "Latin"
+    return "Latin" if text.isascii() else _dominant_script(text)
+
+
+@lru_cache(maxsize=1024)  # the G rollouts of a prompt share it
+def _dominant_script(text: str) -> str:
     counts = _count_scripts(strip_ignored(text))
     if not counts:
         return "Latin"

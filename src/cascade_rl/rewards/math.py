@@ -9,14 +9,17 @@ Order of the checks in :func:`score`:
 3. no box in the answer after ``</think>`` -> 0 (a box only inside the reasoning does not count);
 4. the last box of the answer is compared with ``answer``: 1 if equivalent, else 0.
 
-Equivalence is decided by a fast path when it is *certain* (identical after harmless LaTeX
-normalisation -> equal; two plain numbers -> compared exactly, with math-verify's 6-decimal
-tolerance respected when a decimal is involved) and otherwise by ``math_verify.parse`` +
-``math_verify.verify``. math-verify's own timeout uses SIGALRM (main thread only), so it is
-disabled and math-verify runs instead in a persistent worker process with a hard deadline
-(:class:`cascade_rl.rewards.timeout.WorkerPool`): an answer that makes sympy hang (for example
-``9^{9^{9^{9}}}``) scores 0 with ``details["timeout"] = True`` after ``timeout`` seconds, from any
-thread, and the worker is replaced.
+Equivalence is decided by a fast path when it is *certain* (:func:`fast_verdict`: identical after
+harmless LaTeX normalisation; plain numbers compared exactly, respecting math-verify's 6-decimal
+tolerance; polynomials compared exactly; constants and sets / intervals of constants proven
+different, or equal when math-verify would prove them equal too) and otherwise by
+``math_verify.parse`` + ``math_verify.verify``, whose verdicts are memoised. math-verify's own
+timeout uses SIGALRM (main thread only), so it is disabled and math-verify runs instead in a
+persistent worker process with a hard deadline (:class:`cascade_rl.rewards.timeout.WorkerPool`):
+an answer that makes sympy hang (for example ``9^{9^{9^{9}}}``) scores 0 with
+``details["timeout"] = True`` after ``timeout`` seconds, from any thread, and the worker is
+replaced. ``benchmarks/bench_math.py`` measures both the speed-up and the agreement with
+math-verify.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.language import detect_mixing
 from cascade_rl.rewards.timeout import CallTimeout, WorkerDied, WorkerPool
 
-__all__ = ["Equivalence", "extract_boxed", "equivalent", "fast_verdict", "math_verify_equal",
-           "normalize_answer", "score"]
+__all__ = ["Equivalence", "equivalent", "extract_boxed", "fast_verdict", "math_verify_equal",
+           "normalize_answer", "score", "strip_math_delimiters", "verifier_pool"]
 
 # ----------------------------------------------------------------------------- extraction
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
@@ -710,19 +713,23 @@ def equivalent(prediction: str, reference: str, *, timeout: float = 5.0) -> Equi
     verdict = fast_verdict(prediction, reference)
     if verdict is not None:
         return Equivalence(*verdict)
+    memoised = len(prediction) + len(reference) <= _MEMO_MAX_CHARS
     try:
-        return _math_verify_verdict(prediction, reference, timeout)
+        return (_memoised_math_verify if memoised else _math_verify)(prediction, reference, timeout)
     except WorkerDied as error:  # not memoised: the next call gets a fresh worker
         return Equivalence(False, "math_verify", error=str(error))
 
 
-@lru_cache(maxsize=16384)
-def _math_verify_verdict(prediction: str, reference: str, timeout: float) -> Equivalence:
+def _math_verify(prediction: str, reference: str, timeout: float) -> Equivalence:
     try:
         equal = verifier_pool().call(math_verify_equal, prediction, reference, timeout=timeout)
     except CallTimeout:
         return Equivalence(False, "math_verify", timed_out=True)
     return Equivalence(bool(equal), "math_verify")
+
+
+_MEMO_MAX_CHARS = 2000  # keeps the memo small: 16384 entries of at most this many characters
+_memoised_math_verify = lru_cache(maxsize=16384)(_math_verify)
 
 
 # ----------------------------------------------------------------------------- the reward
