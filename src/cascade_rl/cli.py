@@ -22,6 +22,15 @@ app = typer.Typer(
 console = Console(stderr=True, soft_wrap=True)
 
 
+def _mount_swe() -> None:
+    from cascade_rl.swe.cli import app as swe_app
+
+    app.add_typer(swe_app, name="swe")
+
+
+_mount_swe()
+
+
 def _parse_options(pairs: list[str]) -> dict[str, dict]:
     """``domain.key=value`` pairs into ``{domain: {key: value}}`` (values parsed as JSON when
     they are JSON, else kept as strings)."""
