@@ -306,3 +306,16 @@ def test_cascade_score_file_with_code_lines(tmp_path):
     assert [row["reward"] for row in scored] == [1.0, 0.0, 0.0, 0.0]
     assert scored[3]["details"]["timeout"] is True
     assert report.domains["code"].count == 4 and report.domains["code"].timeouts == 1
+
+
+def test_a_sandbox_that_cannot_start_scores_zero_without_losing_the_batch(monkeypatch):
+    from cascade_rl.sandbox import pool as pool_module
+
+    class Broken:
+        def __init__(self, **_):
+            raise pool_module.core.SandboxError("bwrap exploded")
+    monkeypatch.setattr(pool_module, "SandboxServer", Broken)
+    with SandboxPool(1) as broken_pool:
+        results = score_batch(requests(2), pool=broken_pool)
+    assert [r.reward for r in results] == [0.0, 0.0]
+    assert "bwrap exploded" in results[1].details["error"]

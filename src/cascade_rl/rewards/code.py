@@ -57,7 +57,9 @@ from typing import Any, Mapping, Sequence
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.base import Score
-from cascade_rl.sandbox import Limits, RunResult, SandboxPool, isolation, shared_pool
+from cascade_rl.rewards.language import is_mixed
+from cascade_rl.sandbox import (Limits, RunResult, SandboxError, SandboxPool, isolation,
+                                shared_pool)
 
 DEFAULT_TIME_LIMIT_S = 6.0       # per test, LiveCodeBench's timeout
 DEFAULT_MEMORY_MB = 2048         # address space per process
@@ -344,11 +346,17 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
 
 
 def _run_tests(runner: Any, program: _Program) -> Score:
-    """Run a program's tests in one worker's sandbox; reward 1 only if every test passes."""
+    """Run a program's tests in one worker's sandbox; reward 1 only if every test passes.
+    A sandbox that cannot start scores 0 with the error (the batch goes on)."""
     total = len(program.suite.inputs)
     passed, seconds, first_failure, stderr, timed_out = 0, 0.0, None, "", False
     for index in range(total):
-        kind, run = _run_test(runner, program, index)
+        try:
+            kind, run = _run_test(runner, program, index)
+        except SandboxError as error:
+            return Score(0.0, {"passed": passed, "total": total, "timeout": timed_out,
+                               "first_failure": {"index": index, "kind": "runtime_error"},
+                               "error": f"SandboxError: {error}"})
         seconds += run.seconds
         timed_out = timed_out or kind == "timeout"
         if kind is None:
@@ -381,7 +389,6 @@ def _prepare(response: str, *, tests: Any, prompt: Any = None, language_penalty:
     split = split_thinking(response or "")
     if not split.finished:
         return _no_run(0.0, total, "no_code", unfinished=True)
-    from cascade_rl.rewards.language import is_mixed
     if is_mixed(response or "", prompt):
         return _no_run(float(language_penalty), total, None, language_mixed=True)
     source = extract_code(split.answer)

@@ -385,11 +385,11 @@ class SandboxServer:
 
     def _start(self, limits: Limits, writable_workdir: bool, separate: bool) -> None:
         """Start bwrap and the supervisor; wait for its hello."""
+        namespace = _UserNamespace() if separate else None   # may raise: nothing to undo yet
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host_end
         self._stderr = tempfile.TemporaryFile()
         self.separate_uids = separate
-        namespace = _UserNamespace() if separate else None
         config = json.dumps({"socket_fd": server_end.fileno(), "isolated": self.mode == "bwrap",
                              "forget": self.workdir is None,
                              "run_uid": SANDBOX_UID if separate else None})
