@@ -27,7 +27,8 @@ from typing import Callable, NamedTuple
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.language import is_mixed
-from cascade_rl.rewards.math import extract_boxed, score, strip_math_delimiters, verifier_pool
+from cascade_rl.rewards.math import (extract_boxed, score, strip_math_delimiters, verifier_pool,
+                                     warm_up)
 
 TARGET_RATIO = 10.0
 
@@ -195,7 +196,7 @@ def main() -> int:
     start = time.perf_counter()
     verifier_pool().prestart()  # start the workers (once per process)
     print(f"worker start-up (once per process, not timed below): {time.perf_counter() - start:.2f} s")
-    baseline_reward(pairs[0])  # math-verify's lazy imports, for fairness
+    warm_up()  # the same warm-up in this process as in each worker, for fairness
 
     details: list[dict] = []
 

@@ -673,9 +673,16 @@ def math_verify_equal(prediction: str, reference: str) -> bool:
     return bool(verify(gold, predicted, timeout_seconds=None))
 
 
+_WARM_UP_PAIRS = (("\\frac{1}{2}", "\\{x + 1, 2\\}"), ("x = 3", "3"), ("\\ln 6", "\\ln 2 + \\ln 3"),
+                  ("e^{2}", "\\sqrt{e^4}"), ("(-\\infty, 3]", "[-\\infty, 3]"), ("50\\%", "0.5"),
+                  ("30^\\circ", "\\frac{\\pi}{6}"), ("(x+1)^2", "x^2 + 2x + 1"))
+
+
 def warm_up() -> None:
-    """Build math-verify's parsers once (run by each new worker, outside any deadline)."""
-    math_verify_equal("\\frac{1}{2}", "\\{x + 1, 2\\}")
+    """Build math-verify's parsers and sympy's lazily loaded machinery once (run by each new
+    worker, outside any deadline), so that first calls are not slower than later ones."""
+    for prediction, reference in _WARM_UP_PAIRS:
+        math_verify_equal(prediction, reference)
 
 
 _POOL_LOCK = threading.Lock()
