@@ -5,15 +5,17 @@ math-verify directly (``verify(parse(gold), parse(prediction))`` in-process, the
 
 Generates ``--pairs`` (response, answer) pairs deterministically, shaped like a GRPO batch: groups
 of G = 8 rollouts per prompt (SPEC section 5). Ground truths mix integers, decimals, fractions,
-expressions (surds, multiples of pi, polynomials, intervals, sets, powers) and answers beyond the
-fast path (equations, e, logarithms, degrees, infinity, percentages); each prompt has its
+expressions (surds, multiples of pi, polynomials, intervals, sets, powers) and answers with
+equations, e, logarithms, degrees, infinite intervals or percentages; each prompt has its
 own solve rate; rollouts are correct in the same or another form, wrong (from the prompt's few
 likely mistakes), unfinished, without a box, boxed only in the reasoning, or language-mixed; most
 with ``<think>`` reasoning. Both sides apply the same gating (language mixing, unfinished
-thinking, last box of the answer); they differ only in how equivalence is decided. The baseline
-runs on the first ``--baseline-sample`` pairs (all by default) and its throughput is
+thinking, last box of the answer) and the same warm-up; they differ only in how equivalence is
+decided (``score``: certain fast path, else memoised math-verify in a worker process). The
+baseline runs on the first ``--baseline-sample`` pairs (all by default) and its throughput is
 extrapolated when that is fewer. Prints both throughputs, the speed ratio (target >= 10x) and
-every verdict disagreement (target 0). Exits 1 if there is any disagreement.
+the number of verdict disagreements (target 0; the first 20 are printed). Exits 1 if there is
+any disagreement.
 """
 
 from __future__ import annotations
