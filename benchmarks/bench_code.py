@@ -15,9 +15,14 @@ rest wrong, crashing or looping forever from a random test on (deterministic fro
 
 Both stop a program at its first failing test and must agree on every reward. Prints tests/s
 (the workload's tests divided by wall time) for each, the ratio (target >= 3x), and the
-per-test overhead of the sandbox over a bare ``python -c`` start (target <= 5 ms): one-shot
-``sandbox.run``, a pooled ``argv`` run, and a pooled python-mode run. Exits 1 when the
-rewards disagree.
+per-run cost of a trivial program against a bare ``python -c`` start (target <= 5 ms extra):
+one-shot ``sandbox.run`` (bwrap + supervisor start-up every time), a pooled ``argv`` run and a
+pooled python-mode run (what the code reward does per test: a fork of the sandboxed
+interpreter, no interpreter start-up). Exits 1 when the rewards disagree.
+
+``--workers`` defaults to 8 on any machine: timeouts are wall-clock, so a worker waiting out a
+program needs no CPU of its own (and a CPU-bound loop gets a smaller share before it is
+killed); the code reward's own default pool has ``os.cpu_count()`` workers.
 """
 
 from __future__ import annotations
@@ -199,8 +204,11 @@ def main() -> int:
     for name, ms in figures.items():
         extra = "" if name.startswith("bare") else f"  overhead {ms - bare:+.1f} ms"
         print(f"  {name:22s} {ms:6.1f} ms{extra}")
-    print(f"pooled overhead target <= {TARGET_OVERHEAD_MS:.0f} ms: "
-          f"{'met' if figures['pooled run(argv)'] - bare <= TARGET_OVERHEAD_MS else 'MISSED'}")
+    for name, what in (("pooled run_python", "per-test overhead of the code reward"),
+                       ("pooled run(argv)", "per-run overhead of an argv through the pool")):
+        extra = figures[name] - bare
+        verdict = "met" if extra <= TARGET_OVERHEAD_MS else "MISSED"
+        print(f"{what}: {extra:+.1f} ms (target <= {TARGET_OVERHEAD_MS:.0f} ms: {verdict})")
     return 1 if disagreements else 0
 
 
