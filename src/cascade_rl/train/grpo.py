@@ -38,6 +38,17 @@ from cascade_rl.train.filtering import MODES, FilterState, PromptSampler
 log = logging.getLogger(__name__)
 
 
+class _SkippedRolloutNotice(logging.Filter):
+    """TRL warns for every rollout that no reward function scored. Overlong filtering skips
+    truncated rollouts on purpose (counted in ``overlong/skipped``), so that warning is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "All reward functions returned None" not in record.getMessage()
+
+
+logging.getLogger("trl.trainer.grpo_trainer").addFilter(_SkippedRolloutNotice())
+
+
 class CascadeGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer drawing prompts from a :class:`PromptSampler` and timing generation."""
 
