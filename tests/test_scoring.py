@@ -1,0 +1,57 @@
+"""`cascade score`: every line written back in order, bad lines reported and kept, exit code."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "score-example.jsonl"
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "cascade_rl.cli", "score", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_bad_lines_are_reported_by_number_and_the_rest_is_scored(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join([
+        json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"}),
+        "{oops",
+        json.dumps({"domain": "astrology", "response": "x"}),
+        json.dumps({"domain": "math", "response": "\\boxed{4}"}),
+        json.dumps({"domain": "math", "response": "\\boxed{5}", "answer": "4"}),
+    ]) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli(str(source), "-o", str(out))
+    assert result.returncode == 1
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["reward"] for r in rows] == [1.0, None, None, None, 0.0]
+    assert "line 2" in result.stderr and "invalid JSON" in result.stderr
+    assert "line 3" in result.stderr and "astrology" in result.stderr
+    assert "line 4" in result.stderr and "'answer'" in result.stderr
+    assert "math" in result.stdout and "0.500" in result.stdout  # summary: mean reward of the 2 good lines
+
+
+def test_shipped_example_scores_every_domain(tmp_path):
+    out = tmp_path / "scored.jsonl"
+    result = run_cli(str(EXAMPLES), "-o", str(out), "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    by_id = {r["id"]: r["reward"] for r in rows}
+    assert {r["domain"] for r in rows} >= {"math", "ifeval", "code", "swe"}
+    assert by_id["math-correct-other-form"] == 1.0 and by_id["math-language-mixed"] == -1.0
+    assert by_id["code-sum-correct"] == 1.0 and by_id["code-sum-wrong-answer"] == 0.0
+    assert by_id["swe-identical-to-golden"] == 1.0 and by_id["swe-search-text-not-found"] == -1.0
+    for column in ("count", "mean reward", "errors", "timeouts", "lines/s"):
+        assert column in result.stdout
+
+
+def test_scorer_options_reach_the_scorer(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"domain": "math", "prompt": "What is 6 times 7?",
+                                  "response": "<think>答案是四十二</think>\\boxed{42}", "answer": "42"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert run_cli(str(source), "-o", str(out), "--option", "math.language_penalty=-0.5").returncode == 0
+    assert json.loads(out.read_text())["reward"] == -0.5
