@@ -1,0 +1,388 @@
+"""Build the toy world: every data file of the embedded default plus its tokenizer (issue 4).
+
+:func:`build_world` writes, into one directory:
+
+=========================  =====================================================================
+``sft.jsonl``              SFT rows (``messages``, optional ``tools``, ``source``): general chat in
+                           both modes, instruction following, math / code in thinking mode, tool
+                           calls, SWE localisation / repair / test generation
+``rm_pairs.jsonl``         preference pairs (``prompt``, ``chosen``, ``rejected``) for the reward model
+``rl_rlhf.jsonl``          RLHF prompts (domain ``preference``), drawn from the pairs' prompts
+``rl_ifrl.jsonl``          IF-RL prompts (domain ``ifeval``)
+``rl_math.jsonl``          math prompts (domain ``math``, ``answer``)
+``rl_code.jsonl``          code prompts (domain ``code``, ``tests``)
+``rl_swe.jsonl``           repair prompts (domain ``swe``, ``files``, ``golden_patch``)
+``bench_<name>.jsonl``     held-out benchmarks: toy-ifeval, toy-math, toy-code, toy-swe, toy-arena,
+                           tool-call
+``tokenizer/``             the byte-level BPE tokenizer trained on the training files
+``manifest.json``          seed, sizes, row counts, SHA-256 of every file, the benchmarks' domains
+                           and thinking modes, and what decontamination dropped
+=========================  =====================================================================
+
+Hygiene (SPEC section 3): test rows are drawn first; a training candidate (SFT, reward-model
+or RL) is rejected when it shares a 9-gram with any test row (:mod:`.decontam`) and when its
+prompt was already used, so benchmark prompts are unseen and SFT and RL prompts are strictly
+disjoint. Generation is seeded per file: the same seed gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from cascade_rl.chat import render
+from cascade_rl.world import arithmetic, general, instructions, programs, swe, tools
+from cascade_rl.world.decontam import Decontaminator, row_text, strip_scaffolding
+from cascade_rl.world.tasks import Task, rl_row, sft_row
+from cascade_rl.world.tokenizer import build_tokenizer
+
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WorldSizes:
+    """How many rows of each kind the world holds (SFT counts are prompts; general chat and
+    instruction-following prompts give a thinking and a non-thinking row each)."""
+
+    sft_general: int = 300
+    sft_ifeval: int = 500
+    sft_math: int = 3000
+    sft_code: int = 1200
+    sft_tool: int = 300
+    sft_swe_repair: int = 300
+    sft_swe_localization: int = 60
+    sft_swe_testgen: int = 30
+    rm_pairs: int = 1200
+    rl_rlhf: int = 256
+    rl_ifrl: int = 256
+    rl_math: int = 512
+    rl_code: int = 256
+    rl_swe: int = 128
+    bench_arena: int = 32
+    bench_ifeval: int = 64
+    bench_math: int = 64
+    bench_code: int = 64
+    bench_swe: int = 32
+    bench_tool: int = 48
+    vocab_size: int = 2048
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, int] | None) -> "WorldSizes":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides or {}) - known)
+        if unknown:
+            raise ValueError(f"unknown WorldSizes field {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        values = dict(overrides or {})
+        bad = [name for name, value in values.items() if not isinstance(value, int) or value < 0]
+        if bad:
+            raise ValueError(f"WorldSizes.{bad[0]} must be a non-negative integer, got {values[bad[0]]!r}")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    """A held-out benchmark: its file, reward domain, the thinking mode to evaluate it in, and
+    how it is scored (``verify``: reward >= 1 is correct; ``arena``: reward-model win rate)."""
+
+    name: str
+    file: str
+    domain: str
+    mode: str
+    kind: str
+    rows: int
+
+
+@dataclass
+class WorldManifest:
+    out_dir: Path
+    seed: int
+    sizes: WorldSizes
+    rows: dict[str, int] = field(default_factory=dict)
+    sha256: dict[str, str] = field(default_factory=dict)
+    benchmarks: dict[str, BenchmarkInfo] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    tokenizer_dir: str = "tokenizer"
+
+    def path(self, name: str) -> Path:
+        """The path of a world file by name (``sft.jsonl``) or benchmark name (``toy-math``)."""
+        if name in self.benchmarks:
+            return self.out_dir / self.benchmarks[name].file
+        return self.out_dir / name
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": MANIFEST_VERSION, "seed": self.seed, "sizes": asdict(self.sizes),
+                "rows": self.rows, "sha256": self.sha256, "tokenizer": self.tokenizer_dir,
+                "benchmarks": {k: asdict(v) for k, v in self.benchmarks.items()},
+                "decontamination": {"n": 9, "dropped": self.dropped}}
+
+    @classmethod
+    def load(cls, out_dir: str | Path) -> "WorldManifest":
+        out_dir = Path(out_dir)
+        data = json.loads((out_dir / "manifest.json").read_text())
+        return cls(out_dir, data["seed"], WorldSizes(**data["sizes"]), data["rows"], data["sha256"],
+                   {k: BenchmarkInfo(**v) for k, v in data["benchmarks"].items()},
+                   data["decontamination"]["dropped"], data["tokenizer"])
+
+
+#: name -> (file, domain, evaluation mode, kind)
+BENCHMARKS = {
+    "toy-arena": ("bench_toy-arena.jsonl", "preference", "no_think", "arena"),
+    "toy-ifeval": ("bench_toy-ifeval.jsonl", "ifeval", "no_think", "verify"),
+    "toy-math": ("bench_toy-math.jsonl", "math", "think", "verify"),
+    "toy-code": ("bench_toy-code.jsonl", "code", "think", "verify"),
+    "toy-swe": ("bench_toy-swe.jsonl", "swe", "think", "verify"),
+    "tool-call": ("bench_tool-call.jsonl", "tool_call", "no_think", "verify"),
+}
+
+
+def scaffolding() -> list[str]:
+    """Fixed text shared by every instance of a prompt family (see :mod:`.decontam`): the
+    Agentless prompt wrappers and the instruction descriptions of the toy world."""
+    import string
+
+    from cascade_rl.swe import prompts
+
+    pieces: list[str] = []
+    for template in (prompts.LOCALIZATION_PROMPT, prompts.REPAIR_PROMPT, prompts.REPRODUCTION_TEST_PROMPT):
+        pieces += [literal for literal, *_ in string.Formatter().parse(template) if literal.strip()]
+    pieces += instructions.all_descriptions()
+    return pieces
+
+
+class Sampler:
+    """Draws unique, decontaminated tasks from a generator: a candidate whose prompt was
+    used before (anywhere in the world's training data) or whose text shares a 9-gram with
+    a test row is rejected and counted."""
+
+    def __init__(self, index: Decontaminator, fixed: list[str]) -> None:
+        self.index, self.fixed = index, fixed
+        self.used_prompts: set[str] = set()
+        self.dropped: dict[str, int] = {}
+
+    def clean(self, row: Mapping[str, Any]) -> bool:
+        return not self.index.contaminated(strip_scaffolding(row_text(row), self.fixed))
+
+    def draw(self, name: str, generator: Callable[[random.Random], Task], rng: random.Random,
+             count: int, to_row: Callable[[Task], dict], *, unique: bool = True) -> Iterator[Task]:
+        drawn, tries = 0, 0
+        while drawn < count:
+            tries += 1
+            if tries > 50 * count + 1000:
+                raise RuntimeError(f"{name}: only {drawn} of {count} unique clean tasks after {tries} "
+                                   "draws; ask for fewer")
+            task = generator(rng)
+            key = _prompt_key(task)
+            if unique and key in self.used_prompts:
+                continue
+            if not self.clean(to_row(task)):
+                self.dropped[name] = self.dropped.get(name, 0) + 1
+                continue
+            self.used_prompts.add(key)
+            drawn += 1
+            yield task
+
+
+def _prompt_key(task: Task) -> str:
+    """What makes two prompts the same prompt: their user turns (the tools shown or a mode
+    flag do not make a request new)."""
+    return _user_turns(task.prompt)
+
+
+def _row_prompt_key(row: Mapping[str, Any]) -> str:
+    return _user_turns(row["prompt"])
+
+
+def _user_turns(messages: Iterable[Mapping[str, Any]]) -> str:
+    return json.dumps([m["content"] for m in messages if m["role"] == "user"])
+
+
+def _rng(seed: int, name: str) -> random.Random:
+    return random.Random(f"cascade-toy-world:{seed}:{name}")
+
+
+def build_world(out_dir: str | Path, *, seed: int = 0, sizes: WorldSizes | None = None) -> WorldManifest:
+    """Generate the toy world into ``out_dir`` (created if needed) and return its manifest."""
+    sizes = sizes or WorldSizes()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, list[dict]] = {}
+
+    benches = _benchmarks(seed, sizes)
+    fixed = scaffolding()
+    index = Decontaminator(strip_scaffolding(row_text(row), fixed) for rows in benches.values() for row in rows)
+    sampler = Sampler(index, fixed)
+    for rows in benches.values():
+        sampler.used_prompts.update(_row_prompt_key(row) for row in rows)
+
+    files["sft.jsonl"] = _sft_rows(seed, sizes, sampler)
+    files["rm_pairs.jsonl"], rlhf_pool = _preference_rows(seed, sizes, sampler)
+    files.update(_rl_rows(seed, sizes, sampler, rlhf_pool))
+    for name, rows in benches.items():
+        files[BENCHMARKS[name][0]] = rows
+
+    manifest = WorldManifest(out, seed, sizes, dropped=dict(sorted(sampler.dropped.items())))
+    for file_name, rows in files.items():
+        manifest.sha256[file_name] = _write_jsonl(out / file_name, rows)
+        manifest.rows[file_name] = len(rows)
+    for name, (file_name, domain, mode, kind) in BENCHMARKS.items():
+        manifest.benchmarks[name] = BenchmarkInfo(name, file_name, domain, mode, kind, len(benches[name]))
+    build_tokenizer(_tokenizer_corpus(files), out / manifest.tokenizer_dir, vocab_size=sizes.vocab_size)
+    (out / "manifest.json").write_text(json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+# ---- benchmarks ---------------------------------------------------------------------------
+
+def _unique(name: str, generator: Callable[[random.Random], Task], rng: random.Random, count: int) -> list[Task]:
+    tasks, seen = [], set()
+    for _ in range(50 * count + 1000):
+        if len(tasks) == count:
+            return tasks
+        task = generator(rng)
+        key = _prompt_key(task)
+        if key not in seen:
+            seen.add(key)
+            tasks.append(task)
+    raise RuntimeError(f"{name}: could not draw {count} distinct test prompts")
+
+
+def _benchmarks(seed: int, sizes: WorldSizes) -> dict[str, list[dict]]:
+    def repair(rng: random.Random) -> Task:
+        return swe.repair_task(rng, swe.swe_instance(rng))
+
+    generators: dict[str, tuple[Callable[[random.Random], Task], int]] = {
+        "toy-arena": (general.chat_task, sizes.bench_arena),
+        "toy-ifeval": (instructions.if_task, sizes.bench_ifeval),
+        "toy-math": (arithmetic.math_task, sizes.bench_math),
+        "toy-code": (programs.code_task, sizes.bench_code),
+        "toy-swe": (repair, sizes.bench_swe),
+        "tool-call": (tools.tool_task, sizes.bench_tool),
+    }
+    out = {}
+    for name, (generator, count) in generators.items():
+        tasks = _unique(name, generator, _rng(seed, f"bench:{name}"), count)
+        out[name] = [rl_row(task, f"{name}-{i:04d}") for i, task in enumerate(tasks)]
+    return out
+
+
+# ---- training files -----------------------------------------------------------------------
+
+def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> list[dict]:
+    """SFT rows; general chat and instruction following in both modes (parallel responses)."""
+    def both(task: Task) -> dict:
+        return sft_row(task, "think", "probe")
+
+    plan: list[tuple[str, Callable[[random.Random], Task], int, tuple[str, ...]]] = [
+        ("sft:general", general.chat_task, sizes.sft_general, ("think", "no_think")),
+        ("sft:ifeval", instructions.if_task, sizes.sft_ifeval, ("think", "no_think")),
+        ("sft:math", arithmetic.math_task, sizes.sft_math, ("think",)),
+        ("sft:code", programs.code_task, sizes.sft_code, ("think",)),
+        ("sft:tool", tools.tool_task, sizes.sft_tool, ("no_think",)),
+    ]
+    rows: list[dict] = []
+    for name, generator, count, modes in plan:
+        rng = _rng(seed, name)
+        for index, task in enumerate(sampler.draw(name, generator, rng, count, both)):
+            for mode in modes:
+                rows.append(sft_row(task, mode, f"{name.split(':')[1]}-{index:05d}-{mode}"))
+    rows += _swe_sft_rows(seed, sizes, sampler)
+    rng = _rng(seed, "sft:shuffle")
+    rng.shuffle(rows)
+    return rows
+
+
+def _swe_sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> list[dict]:
+    """Repair, localisation and test-generation samples, each from its own instance."""
+    def repair(rng: random.Random) -> Task:
+        return swe.repair_task(rng, swe.swe_instance(rng))
+
+    def localize(rng: random.Random) -> Task:
+        return swe.localization_task(swe.swe_instance(rng))
+
+    def testgen(rng: random.Random) -> Task:
+        return swe.test_generation_task(swe.swe_instance(rng))
+
+    rows = []
+    for name, generator, count in (("sft:swe_repair", repair, sizes.sft_swe_repair),
+                                   ("sft:swe_localization", localize, sizes.sft_swe_localization),
+                                   ("sft:swe_testgen", testgen, sizes.sft_swe_testgen)):
+        rng = _rng(seed, name)
+        for index, task in enumerate(sampler.draw(name, generator, rng, count,
+                                                  lambda t: sft_row(t, "think", "probe"))):
+            rows.append(sft_row(task, "think", f"{name.split(':')[1]}-{index:05d}"))
+    return rows
+
+
+def _preference_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> tuple[list[dict], list[Task]]:
+    """Reward-model pairs (a prompt may carry several pairs) and the pool of their prompts
+    not used by SFT, from which the RLHF prompts are drawn (SPEC section 6: the RM's own
+    prompt distribution)."""
+    rng = _rng(seed, "rm_pairs")
+    rows, pool, seen_pairs = [], {}, set()
+    for _ in range(50 * sizes.rm_pairs + 1000):
+        if len(rows) == sizes.rm_pairs:
+            break
+        task, kind, rejected = general.preference_pair(rng)
+        row = {"id": f"rm-{len(rows):05d}-{kind}", "prompt": [dict(m) for m in task.prompt],
+               "chosen": [{"role": "assistant", "content": task.answer}],
+               "rejected": [{"role": "assistant", "content": rejected}]}
+        key = (task.request, rejected)
+        if key in seen_pairs or rejected == task.answer:
+            continue
+        if not sampler.clean(row):
+            sampler.dropped["rm_pairs"] = sampler.dropped.get("rm_pairs", 0) + 1
+            continue
+        seen_pairs.add(key)
+        rows.append(row)
+        if _prompt_key(task) not in sampler.used_prompts:
+            pool.setdefault(_prompt_key(task), task)
+    else:
+        raise RuntimeError(f"rm_pairs: could not draw {sizes.rm_pairs} distinct pairs")
+    return rows, [pool[key] for key in sorted(pool)]
+
+
+def _rl_rows(seed: int, sizes: WorldSizes, sampler: Sampler, rlhf_pool: list[Task]) -> dict[str, list[dict]]:
+    def repair(rng: random.Random) -> Task:
+        return swe.repair_task(rng, swe.swe_instance(rng))
+
+    out: dict[str, list[dict]] = {}
+    rng = _rng(seed, "rl:rlhf")
+    rng.shuffle(rlhf_pool)
+    if len(rlhf_pool) < sizes.rl_rlhf:
+        raise RuntimeError(f"rl_rlhf: only {len(rlhf_pool)} reward-model prompts unused by SFT; "
+                           f"raise rm_pairs or lower rl_rlhf ({sizes.rl_rlhf})")
+    out["rl_rlhf.jsonl"] = [rl_row(t, f"rlhf-{i:05d}") for i, t in enumerate(rlhf_pool[:sizes.rl_rlhf])]
+    sampler.used_prompts.update(_row_prompt_key(row) for row in out["rl_rlhf.jsonl"])
+    for file_name, name, generator, count in (
+            ("rl_ifrl.jsonl", "ifrl", instructions.if_task, sizes.rl_ifrl),
+            ("rl_math.jsonl", "math", arithmetic.math_task, sizes.rl_math),
+            ("rl_code.jsonl", "code", programs.code_task, sizes.rl_code),
+            ("rl_swe.jsonl", "swe", repair, sizes.rl_swe)):
+        tasks = sampler.draw(f"rl:{name}", generator, _rng(seed, f"rl:{name}"), count,
+                             lambda t: rl_row(t, "probe"))
+        out[file_name] = [rl_row(t, f"{name}-{i:05d}") for i, t in enumerate(tasks)]
+    return out
+
+
+# ---- output -------------------------------------------------------------------------------
+
+def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> str:
+    """Write rows as JSON lines (keys in insertion order); returns the file's SHA-256."""
+    data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+    path.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _tokenizer_corpus(files: Mapping[str, list[dict]]) -> Iterator[str]:
+    """Training text for the tokenizer: rendered SFT conversations and every other training
+    row's messages (benchmarks excluded)."""
+    for row in files["sft.jsonl"]:
+        yield render(row["messages"], row.get("tools"))
+    for file_name, rows in files.items():
+        if file_name != "sft.jsonl" and not file_name.startswith("bench_"):
+            for row in rows:
+                yield row_text(row)

@@ -1,0 +1,301 @@
+"""Toy SWE: tiny multi-file Python repositories with one injected bug and an issue text
+(issue 4; SPEC sections 6 "SWE RL" and 7).
+
+A repository is a package of two or three modules of short functions plus a test file, as
+``files: {path: content}``. One function gets a bug (an operator, a constant, a comparison or a
+loop bound changed); the issue names the function by its dotted path and says what is wrong.
+From one instance the world makes the three SFT samples of the Agentless pipeline, each with
+the prompts of appendix C.2 (:mod:`cascade_rl.swe.prompts`):
+
+* **localisation**: issue + repository tree -> the buggy file's path in a fenced block;
+* **repair**: issue + file contents -> ``<think>`` + one SEARCH/REPLACE edit in ``<solution>``;
+* **test generation**: issue + golden patch + file -> a script printing "Issue reproduced" /
+  "Issue resolved" / "Other issues";
+
+and the RL repair prompt (domain ``swe``: ``files`` + ``golden_patch``), shown either the buggy
+file only or the buggy file with another module in shuffled order (the paper's ground-truth-only
+and mixed prompts). Identifiers are drawn from :mod:`.vocab` word lists so that two
+repositories rarely share a 9-gram of code.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from cascade_rl.world.tasks import Task, pick, user
+from cascade_rl.world.vocab import MODULES, NOUNS, PACKAGES, VERBS
+
+OPERATORS = {"+": "add", "-": "subtract", "*": "multiply"}
+COMPARISONS = {">": ">=", ">=": ">", "<": "<=", "<=": "<"}
+
+
+@dataclass(frozen=True)
+class Function:
+    """One generated function: its source with and without the bug, how to describe the
+    bug, and arguments on which the buggy and the fixed versions differ."""
+
+    name: str
+    fixed: str
+    buggy: str
+    issue: str           # str.format with {where} (the dotted path)
+    fix_note: str        # one line for the thinking trace
+    probe: tuple[Any, ...]
+
+
+def _identifiers(rng: random.Random, count: int) -> list[str]:
+    return rng.sample(NOUNS, count)
+
+
+def _arithmetic(rng: random.Random) -> Function:
+    x, y = _identifiers(rng, 2)
+    name = f"{pick(rng, VERBS)}_{pick(rng, NOUNS)}"
+    right, wrong = rng.sample(sorted(OPERATORS), 2)
+    body = "def {n}({x}, {y}):\n    return {x} {op} {y}\n"
+    return Function(
+        name, body.format(n=name, x=x, y=y, op=right), body.format(n=name, x=x, y=y, op=wrong),
+        f"`{{where}}` should {OPERATORS[right]} {x} and {y}, but it {OPERATORS[wrong]}s them.",
+        f"it uses {wrong} where it should use {right}", (7, 3))
+
+
+def _constant(rng: random.Random) -> Function:
+    (x,) = _identifiers(rng, 1)
+    name = f"{pick(rng, VERBS)}_{pick(rng, NOUNS)}"
+    op = pick(rng, sorted(OPERATORS))
+    right = rng.randint(2, 20)
+    wrong = right + pick(rng, (-1, 1))
+    body = "def {n}({x}):\n    return {x} {op} {k}\n"
+    return Function(
+        name, body.format(n=name, x=x, op=op, k=right), body.format(n=name, x=x, op=op, k=wrong),
+        f"`{{where}}` uses {wrong} where it should use {right}.",
+        f"the constant should be {right}, not {wrong}", (5,))
+
+
+def _threshold(rng: random.Random) -> Function:
+    (x,) = _identifiers(rng, 1)
+    name = f"{pick(rng, ('cap', 'limit', 'clamp', 'floor'))}_{pick(rng, NOUNS)}"
+    right = pick(rng, sorted(COMPARISONS))
+    wrong = COMPARISONS[right]
+    limit = rng.randint(3, 50)
+    body = "def {n}({x}):\n    if {x} {cmp} {k}:\n        return 0\n    return {x}\n"
+    return Function(
+        name, body.format(n=name, x=x, cmp=right, k=limit), body.format(n=name, x=x, cmp=wrong, k=limit),
+        f"`{{where}}` is wrong at {limit}: the check should be `{x} {right} {limit}`, not `{x} {wrong} {limit}`.",
+        f"the comparison should be {right}, not {wrong}", (limit,))
+
+
+def _loop(rng: random.Random) -> Function:
+    x, n = _identifiers(rng, 2)
+    name = f"sum_{pick(rng, NOUNS)}"
+    factor, index = rng.randint(2, 9), pick(rng, ("i", "j", "k", "m"))
+    body = ("def {name}({n}):\n    {x} = 0\n    for {i} in range(1, {stop}):\n"
+            "        {x} += {i} * {f}\n    return {x}\n")
+    fixed = body.format(name=name, n=n, x=x, i=index, f=factor, stop=f"{n} + 1")
+    buggy = body.format(name=name, n=n, x=x, i=index, f=factor, stop=n)
+    return Function(name, fixed, buggy, f"`{{where}}` leaves out {n} itself: {x} should include {n} * {factor}.",
+                    f"the range should stop at {n} + 1", (4,))
+
+
+def _start(rng: random.Random) -> Function:
+    x, item = _identifiers(rng, 2)
+    name = f"total_{pick(rng, NOUNS)}"
+    body = ("def {n}({items}):\n    {x} = {start}\n    for {item} in {items}:\n"
+            "        {x} += {item}\n    return {x}\n")
+    fields = {"n": name, "x": x, "item": item, "items": f"{item}s"}
+    return Function(name, body.format(start=0, **fields), body.format(start=1, **fields),
+                    f"`{{where}}` starts {x} at 1 instead of 0.", f"{x} should start at 0", ([2, 3],))
+
+
+BUG_KINDS: dict[str, Callable[[random.Random], Function]] = {
+    "operator": _arithmetic, "constant": _constant, "comparison": _threshold,
+    "loop": _loop, "start": _start,
+}
+
+
+def _healthy(rng: random.Random) -> str:
+    """The source of a correct filler function (one of the bug kinds, fixed version)."""
+    return BUG_KINDS[pick(rng, sorted(BUG_KINDS))](rng).fixed
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A repository with one bug, its issue and its fix."""
+
+    files: dict[str, str]          # the buggy repository
+    fixed_files: dict[str, str]    # the same repository with the bug fixed
+    path: str                      # the buggy file
+    function: Function
+    kind: str
+    problem_statement: str
+
+    @property
+    def other_modules(self) -> list[str]:
+        return sorted(p for p in self.files if p.endswith(".py") and p != self.path
+                      and "__init__" not in p and not p.startswith("tests/"))
+
+    @property
+    def search(self) -> str:
+        return _changed_lines(self.files[self.path], self.fixed_files[self.path])[0]
+
+    @property
+    def replace(self) -> str:
+        return _changed_lines(self.files[self.path], self.fixed_files[self.path])[1]
+
+    @property
+    def dotted(self) -> str:
+        return self.path.removesuffix(".py").replace("/", ".") + "." + self.function.name
+
+
+def _changed_lines(before: str, after: str) -> tuple[str, str]:
+    """The lines that differ between two versions of a file (the SEARCH and REPLACE texts)."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    start = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
+    end = 0
+    while end < min(len(old), len(new)) - start - 1 and old[-1 - end] == new[-1 - end]:
+        end += 1
+    return "".join(old[start:len(old) - end]), "".join(new[start:len(new) - end])
+
+
+def random_instance(rng: random.Random) -> Instance:
+    """A package ``<pkg>/`` of two or three modules, a test file and one injected bug."""
+    package = f"{pick(rng, PACKAGES)}_{pick(rng, NOUNS)}"
+    modules = rng.sample(MODULES, rng.randint(2, 3))
+    kind = pick(rng, sorted(BUG_KINDS))
+    target = BUG_KINDS[kind](rng)
+    buggy_module = pick(rng, modules)
+    files, fixed = {f"{package}/__init__.py": ""}, {f"{package}/__init__.py": ""}
+    for module in modules:
+        functions = [_healthy(rng) for _ in range(rng.randint(1, 2))]
+        path = f"{package}/{module}.py"
+        if module == buggy_module:
+            slot = rng.randint(0, len(functions))
+            files[path] = "\n\n".join(functions[:slot] + [target.buggy] + functions[slot:])
+            fixed[path] = "\n\n".join(functions[:slot] + [target.fixed] + functions[slot:])
+        else:
+            files[path] = fixed[path] = "\n\n".join(functions)
+    test_path = f"tests/test_{buggy_module}.py"
+    files[test_path] = fixed[test_path] = f"from {package}.{buggy_module} import {target.name}\n"
+    path = f"{package}/{buggy_module}.py"
+    where = f"{package}.{buggy_module}.{target.name}"
+    return Instance(files, fixed, path, target, kind, target.issue.format(where=where))
+
+
+def structure(files: dict[str, str]) -> str:
+    """The repository tree as the localisation prompt shows it."""
+    lines, seen = [], set()
+    for path in sorted(files):
+        parts = path.split("/")
+        for depth in range(len(parts) - 1):
+            folder = "/".join(parts[:depth + 1])
+            if folder not in seen:
+                seen.add(folder)
+                lines.append("    " * depth + parts[depth] + "/")
+        lines.append("    " * (len(parts) - 1) + parts[-1])
+    return "\n".join(lines)
+
+
+def golden_patch(instance: Instance) -> str:
+    from cascade_rl.swe.edits import unified_diff
+
+    return unified_diff(instance.files, instance.fixed_files)
+
+
+def shown_files(rng: random.Random, instance: Instance, *, mixed: bool) -> dict[str, str]:
+    """The files a repair prompt shows: the buggy file, plus another module when ``mixed``
+    (in random order)."""
+    paths = [instance.path]
+    if mixed and instance.other_modules:
+        paths.append(pick(rng, instance.other_modules))
+        rng.shuffle(paths)
+    return {path: instance.files[path] for path in paths}
+
+
+def repair_answer(instance: Instance) -> tuple[str, str]:
+    """The gold (reasoning, answer) of the repair step."""
+    reasoning = f"The bug is in {instance.path}, in {instance.function.name}: {instance.function.fix_note}."
+    edit = (f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{instance.search}=======\n"
+            f"{instance.replace}>>>>>>> REPLACE\n```")
+    return reasoning, f"<solution>\n{edit}\n</solution>"
+
+
+def repair_task(rng: random.Random, instance: Instance, *, mixed: bool | None = None) -> Task:
+    """The repair prompt (appendix C.2) with its gold answer and the RL reference fields."""
+    from cascade_rl.swe.prompts import format_files, repair_prompt
+
+    mixed = rng.random() < 0.5 if mixed is None else mixed
+    content = format_files(shown_files(rng, instance, mixed=mixed))
+    reasoning, answer = repair_answer(instance)
+    return Task(domain="swe", kind=f"repair_{instance.kind}",
+                prompt=user(repair_prompt(instance.problem_statement, content)),
+                reasoning=reasoning, answer=answer, source="swe",
+                reference={"files": dict(instance.files), "golden_patch": golden_patch(instance),
+                           "problem_statement": instance.problem_statement})
+
+
+def localization_task(instance: Instance) -> Task:
+    from cascade_rl.swe.prompts import localization_messages
+
+    messages = localization_messages(instance.problem_statement, structure(instance.files), n=3)
+    reasoning = f"The issue names {instance.dotted}, which lives in {instance.path}."
+    return Task(domain="swe_localization", kind=f"localize_{instance.kind}", prompt=tuple(messages),
+                reasoning=reasoning, answer=f"```\n{instance.path}\n```", source="swe",
+                reference={"gold_files": [instance.path]})
+
+
+def reproduction_test(instance: Instance) -> str:
+    """A test script that prints "Issue reproduced" on the buggy code and "Issue resolved"
+    on the fixed code (checked by running both versions)."""
+    function = instance.function
+    arguments = ", ".join(repr(a) for a in function.probe)
+    expected = _call(instance.fixed_files[instance.path], function.name, function.probe)
+    module = instance.path.removesuffix(".py").replace("/", ".")
+    return (f"from {module} import {function.name}\n\n\ndef test_{function.name}():\n"
+            f"    try:\n        result = {function.name}({arguments})\n    except Exception:\n"
+            f"        print(\"Other issues\")\n        return\n"
+            f"    if result == {expected!r}:\n        print(\"Issue resolved\")\n"
+            f"    else:\n        print(\"Issue reproduced\")\n\n\ntest_{function.name}()\n")
+
+
+def _call(source: str, name: str, arguments: tuple[Any, ...]) -> Any:
+    """Call function ``name`` of a generated (trusted) module source."""
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<toy>", "exec"), namespace)
+    return namespace[name](*arguments)
+
+
+def test_generation_task(instance: Instance) -> Task:
+    from cascade_rl.swe.prompts import format_files, reproduction_test_messages
+
+    messages = reproduction_test_messages(
+        instance.problem_statement, golden_patch(instance),
+        format_files({instance.path: instance.files[instance.path]}))
+    reasoning = (f"Call {instance.function.name}{instance.function.probe!r} and compare with the "
+                 "fixed result.").replace(",)", ")")
+    return Task(domain="swe_testgen", kind=f"testgen_{instance.kind}", prompt=tuple(messages),
+                reasoning=reasoning, answer=f"```python\n{reproduction_test(instance)}```", source="swe")
+
+
+def probe_differs(instance: Instance) -> bool:
+    """Whether the probe arguments tell the buggy function from the fixed one."""
+    function = instance.function
+    return (_call(instance.files[instance.path], function.name, function.probe)
+            != _call(instance.fixed_files[instance.path], function.name, function.probe))
+
+
+def well_formed(instance: Instance) -> bool:
+    """Function names unique in the repository, the SEARCH text unique in its file and the
+    bug visible to the reproduction test's probe."""
+    names = [line.split("(")[0] for text in instance.files.values()
+             for line in text.splitlines() if line.startswith("def ")]
+    return (len(names) == len(set(names)) and instance.files[instance.path].count(instance.search) == 1
+            and probe_differs(instance))
+
+
+def swe_instance(rng: random.Random) -> Instance:
+    """A well-formed repository with one bug (redrawn otherwise)."""
+    for _ in range(100):
+        instance = random_instance(rng)
+        if well_formed(instance):
+            return instance
+    raise RuntimeError("could not draw an SWE instance whose bug a test can observe")

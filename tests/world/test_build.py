@@ -1,0 +1,123 @@
+"""build_world: the files of the embedded default, byte-identical for a seed, train and test
+splits disjoint (no shared prompt, no shared 9-gram), SFT and RL prompts disjoint, every
+benchmark row scorable by its domain."""
+
+import json
+
+import pytest
+from transformers import AutoTokenizer
+
+from cascade_rl.data.hygiene import words as _words
+from cascade_rl.rewards.registry import get_domain, missing_fields
+from cascade_rl.world import WorldManifest, WorldSizes, build_world
+from cascade_rl.world.build import BENCHMARKS, scaffolding
+from cascade_rl.world.decontam import row_text
+from tests.world.conftest import TOOL_CALL_DOMAIN
+
+SMALL = WorldSizes(sft_general=20, sft_ifeval=20, sft_math=40, sft_code=20, sft_tool=10, sft_swe_repair=5,
+                   sft_swe_localization=3, sft_swe_testgen=2, rm_pairs=80, rl_rlhf=10, rl_ifrl=10,
+                   rl_math=20, rl_code=10, rl_swe=5, bench_arena=8, bench_ifeval=8, bench_math=8,
+                   bench_code=8, bench_swe=4, bench_tool=8, vocab_size=600)
+TRAIN_FILES = ("sft.jsonl", "rm_pairs.jsonl", "rl_rlhf.jsonl", "rl_ifrl.jsonl", "rl_math.jsonl",
+               "rl_code.jsonl", "rl_swe.jsonl")
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The default-size world (what `make demo` trains on)."""
+    out = tmp_path_factory.mktemp("world")
+    return build_world(out, seed=0)
+
+
+def test_same_seed_gives_byte_identical_files(tmp_path):
+    first = build_world(tmp_path / "a", seed=5, sizes=SMALL)
+    second = build_world(tmp_path / "b", seed=5, sizes=SMALL)
+    for name in list(first.sha256) + ["manifest.json", "tokenizer/tokenizer.json"]:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    other = build_world(tmp_path / "c", seed=6, sizes=SMALL)
+    assert other.sha256["sft.jsonl"] != first.sha256["sft.jsonl"]
+
+
+def test_manifest_lists_every_file_with_counts_and_hashes(world):
+    loaded = WorldManifest.load(world.out_dir)
+    assert loaded.rows == world.rows and loaded.sha256 == world.sha256
+    for name, count in world.rows.items():
+        assert len(read(world.out_dir / name)) == count
+    sizes = world.sizes
+    assert world.rows["rl_math.jsonl"] == sizes.rl_math and world.rows["bench_toy-swe.jsonl"] == sizes.bench_swe
+    assert set(world.benchmarks) == set(BENCHMARKS)
+    assert world.path("toy-math").exists()
+    assert len(AutoTokenizer.from_pretrained(str(world.out_dir / "tokenizer"))) <= sizes.vocab_size
+
+
+def _texts(rows, fixed):
+    for row in rows:
+        text = row_text(row)
+        for piece in sorted(fixed, key=len, reverse=True):
+            text = text.replace(piece, "\n")
+        yield _words(text)
+
+
+def test_train_and_test_share_no_prompt_and_no_nine_gram(world):
+    fixed = scaffolding()
+    test_rows = [row for info in world.benchmarks.values() for row in read(world.out_dir / info.file)]
+    test_grams, test_short = set(), set()
+    for words in _texts(test_rows, fixed):
+        if len(words) >= 9:
+            test_grams.update(tuple(words[i:i + 9]) for i in range(len(words) - 8))
+        else:
+            test_short.add(" ".join(words))
+    test_prompts = {json.dumps(r["prompt"]) for r in test_rows}
+    for name in TRAIN_FILES:
+        rows = read(world.out_dir / name)
+        for row, words in zip(rows, _texts(rows, fixed)):
+            assert not any(tuple(words[i:i + 9]) in test_grams for i in range(len(words) - 8)), row["id"]
+            joined = f" {' '.join(words)} "
+            assert not any(f" {short} " in joined for short in test_short), row["id"]
+            prompt = row.get("prompt") or [m for m in row["messages"] if m["role"] != "assistant"]
+            assert json.dumps([{k: v for k, v in m.items() if k != "mode"} for m in prompt]) not in test_prompts
+
+
+def test_sft_and_rl_prompts_are_strictly_disjoint(world):
+    def user_turns(messages):
+        return json.dumps([m["content"] for m in messages if m["role"] == "user"])
+
+    sft = {user_turns(r["messages"]) for r in read(world.out_dir / "sft.jsonl")}
+    for name in TRAIN_FILES[2:]:
+        rl = [user_turns(r["prompt"]) for r in read(world.out_dir / name)]
+        assert len(set(rl)) == len(rl), name
+        assert not sft & set(rl), name
+
+
+def test_sft_rows_cover_every_source_and_both_modes(world):
+    rows = read(world.out_dir / "sft.jsonl")
+    assert {r["source"] for r in rows} == {"general", "math", "code", "tool", "swe"}
+    general = [r for r in rows if r["id"].startswith("general-")]
+    assert {r["messages"][0]["mode"] for r in general} == {"think", "no_think"}
+    assert all(r["tools"] for r in rows if r["source"] == "tool")
+
+
+def test_every_rl_and_benchmark_row_is_scorable_by_its_domain(world):
+    for name in TRAIN_FILES[2:] + tuple(info.file for info in world.benchmarks.values()):
+        for row in read(world.out_dir / name):
+            domain = get_domain(TOOL_CALL_DOMAIN if row["domain"] == "tool_call" else row["domain"])
+            assert not missing_fields(domain, row), (name, row["id"])
+            assert "mode" not in row["prompt"][-1]
+
+
+def test_rlhf_prompts_come_from_the_reward_model_pairs(world):
+    pair_prompts = {json.dumps(r["prompt"]) for r in read(world.out_dir / "rm_pairs.jsonl")}
+    rlhf = read(world.out_dir / "rl_rlhf.jsonl")
+    assert all(json.dumps(r["prompt"]) in pair_prompts for r in rlhf)
+    assert {r["domain"] for r in rlhf} == {"preference"}
+
+
+def test_unknown_size_field_is_an_error():
+    with pytest.raises(ValueError, match="unknown WorldSizes field 'sft_maths'"):
+        WorldSizes.from_overrides({"sft_maths": 3})
+    with pytest.raises(ValueError, match="non-negative"):
+        WorldSizes.from_overrides({"sft_math": -1})
