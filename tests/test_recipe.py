@@ -53,7 +53,7 @@ def test_14b_thinking_recipe_uses_the_thinking_model_defaults():
 
 
 def test_paper_defaults_fill_only_what_the_recipe_leaves_out():
-    recipe = parse_recipe({"name": "x", "model": {"tiny": {}}, "stages": [
+    recipe = parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [
         {"kind": "grpo", "name": "math", "data": "m.jsonl", "temperature": 0.7}]})
     stage = recipe.stages[0]
     assert stage.temperature == 0.7 and stage.learning_rate == 2e-6 and stage.domain == "math"
@@ -72,7 +72,7 @@ def test_paper_defaults_fill_only_what_the_recipe_leaves_out():
 ])
 def test_bad_recipes_name_the_field(stage, field, message):
     with pytest.raises(RecipeError) as error:
-        parse_recipe({"name": "x", "model": {"tiny": {}}, "stages": [stage]})
+        parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [stage]})
     assert field in str(error.value) and message in str(error.value)
 
 

@@ -260,6 +260,9 @@ class Recipe(Strict):
 
     @model_validator(mode="after")
     def _check_references(self) -> "Recipe":
+        if self.model.tiny is not None and self.world is None:
+            raise ValueError("model.tiny is built on the toy world's tokenizer: add a `world:` section "
+                             "(or give model.path)")
         names = [stage.name for stage in self.stages]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

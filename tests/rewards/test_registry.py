@@ -24,6 +24,9 @@ CASES = {
              "```python\na, b = map(int, input().split())\nprint(a + b)\n```",
              "```python\na, b = map(int, input().split())\nprint(a - b)\n```"),
     "swe": ({"files": FILES, "golden_patch": GOLDEN}, swe_answer("    return a + b"), swe_answer("    return b - a")),
+    "tool_call": ({"expected_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+                  '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+                  '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>'),
 }
 #: domains scored by a reward model: gold/wrong for them is chosen/rejected, tested with a
 #: trained RM in tests/train/test_reward_model.py
@@ -31,7 +34,7 @@ MODEL_DOMAINS = {"preference", "if_rm"}
 
 
 def test_every_registered_domain_is_covered_here():
-    assert set(REGISTRY) - MODEL_DOMAINS - set(CASES) <= {"tool_call"}
+    assert set(REGISTRY) - MODEL_DOMAINS == set(CASES)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

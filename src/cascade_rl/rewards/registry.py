@@ -84,6 +84,10 @@ REGISTRY: dict[str, RewardDomain] = _build([
         "else lexical (unidiff) or judged similarity",
         scorer="cascade_rl.rewards.swe:score"),
     RewardDomain(
+        "tool_call", ("expected_calls",),
+        "1 if the answer's <tool_call> blocks make exactly the expected calls (names and arguments), else 0",
+        scorer="cascade_rl.rewards.tool_call:score"),
+    RewardDomain(
         "preference", (),
         "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
         batch_scorer="cascade_rl.rewards.preference:score_batch",

@@ -121,10 +121,13 @@ class Cascade:
         marker = self.run_dir / "world" / ".done"
         if marker.exists():
             return
-        from cascade_rl.world import build_world
+        from cascade_rl.world import WorldSizes, build_world
 
         self.echo("building the toy world ...")
-        build_world(self.run_dir / "world", seed=self.recipe.world.seed, sizes=self.recipe.world.sizes)
+        manifest = build_world(self.run_dir / "world", seed=self.recipe.world.seed,
+                               sizes=WorldSizes(**self.recipe.world.sizes))
+        rows = ", ".join(f"{name.removesuffix('.jsonl')} {count}" for name, count in manifest.rows.items())
+        self.echo(f"toy world: {rows}")
         marker.write_text("done")
 
     def _base_model(self) -> Path:
@@ -138,10 +141,15 @@ class Cascade:
             return path
         target = self.run_dir / "00-base" / "model"
         if not (target / "config.json").exists():
-            from cascade_rl.world import build_base_model
+            from transformers import AutoTokenizer
 
-            self.echo("building the tiny base model ...")
-            build_base_model(self.run_dir / "world", target, spec.tiny, seed=self.recipe.seed)
+            from cascade_rl.world import WorldManifest, build_tiny_model, parameter_count
+
+            world = WorldManifest.load(self.run_dir / "world")
+            tokenizer = AutoTokenizer.from_pretrained(world.out_dir / world.tokenizer_dir, local_files_only=True)
+            model = build_tiny_model(tokenizer, seed=self.recipe.seed, out_dir=target, **spec.tiny.model_dump())
+            self.echo(f"tiny base model: Qwen3, {parameter_count(model) / 1e6:.2f}M parameters, "
+                      f"vocabulary {len(tokenizer)}")
         return target
 
     def _with_cascade_template(self, path: Path) -> Path:
