@@ -183,9 +183,11 @@ def decode_response(tokenizer: Any, ids: Sequence[int], stop_ids: set[int] | Non
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
-def token_count(tokenizer: Any, messages: Sequence[dict], *, tools: Sequence[Any] | None = None,
+def token_count(tokenizer: Any, messages: Sequence[dict], *, tools: Sequence[Any] | str | None = None,
                 add_generation_prompt: bool = False) -> int:
     """Length in tokens of a conversation rendered with the tokenizer's chat template."""
+    if isinstance(tools, str):
+        tools = json.loads(tools)
     ids = tokenizer.apply_chat_template(list(messages), tools=list(tools) if tools else None, tokenize=True,
                                         return_dict=False, add_generation_prompt=add_generation_prompt)
     return len(ids)

@@ -60,6 +60,6 @@ def test_sft_rows_keep_modes_and_serialise_tool_arguments():
         "tools": [{"name": "w"}]})
     assert row["messages"][0]["mode"] == "think"
     assert row["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"c": "P"}'
-    assert row["tools"] == ['{"name": "w"}']
+    assert json.loads(row["tools"]) == [{"name": "w"}]
     with pytest.raises(ValueError, match="no assistant"):
         normalise_sft({"messages": [{"role": "user", "content": "x"}]})

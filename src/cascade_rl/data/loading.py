@@ -173,7 +173,9 @@ def normalise_sft(row: dict) -> dict:
     if tools:
         if not isinstance(tools, list):
             raise ValueError("tools is not a list")
-        out["tools"] = [t if isinstance(t, str) else json.dumps(t) for t in tools]
+        # One JSON text per row (TRL's SFTTrainer reads it back): rows with different tools would
+        # otherwise be merged into one Arrow schema with null-filled fields.
+        out["tools"] = json.dumps([json.loads(t) if isinstance(t, str) else t for t in tools])
     return out
 
 
