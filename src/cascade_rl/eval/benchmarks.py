@@ -157,8 +157,7 @@ def evaluate(model_dir: Path, benchmarks: Sequence[Benchmark], out_dir: Path, *,
         rows = load_benchmark(bench, variables)
         prompts = [with_mode(row["prompt"], bench.mode) for row in rows]
         if bench.kind == "arena" and not reward_model:
-            results[bench.name] = asdict(BenchmarkResult(bench.name, None, "win rate", bench.k, len(rows),
-                                                         {"skipped": 1.0}))
+            log.info("%s: skipped (an arena benchmark needs a trained reward model)", bench.name)
             continue
         generate = dict(temperature=bench.temperature, top_p=bench.top_p, max_new_tokens=bench.max_new_tokens,
                         batch_size=batch_size, seed=seed)

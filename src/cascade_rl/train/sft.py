@@ -66,6 +66,7 @@ def run_sft_stage(stage: SFTStage, *, model_in: Path, stage_dir: Path, runtime: 
             weight_decay=sub.weight_decay, per_device_train_batch_size=sub.per_device_batch_size,
             gradient_accumulation_steps=accumulation(sub.batch_size, sub.per_device_batch_size),
             assistant_only_loss=True, packing=False, model_init_kwargs=model_init_kwargs(model_dtype),
+            train_sampling_strategy="group_by_length",  # batches of similar length: little padding
             remove_unused_columns=True,
         )
         trainer = SFTTrainer(model=str(model), args=SFTConfig(**args), train_dataset=Dataset.from_list(rows),

@@ -1,0 +1,59 @@
+"""The embedded default (`make demo`, recipes/tiny.yaml), shortened to a few steps per stage:
+the whole cascade runs from a fresh directory on CPU and produces the report a user reads."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_WORLD = {"sft_general": 24, "sft_ifeval": 24, "sft_math": 40, "sft_code": 24, "sft_tool": 8,
+               "sft_swe_repair": 8, "sft_swe_localization": 4, "sft_swe_testgen": 2, "rm_pairs": 32,
+               "rl_rlhf": 8, "rl_ifrl": 8, "rl_math": 8, "rl_code": 8, "rl_swe": 8, "bench_arena": 4,
+               "bench_ifeval": 4, "bench_math": 4, "bench_code": 4, "bench_swe": 2, "bench_tool": 4}
+
+
+def shortened_tiny_recipe() -> dict:
+    recipe = yaml.safe_load((ROOT / "recipes" / "tiny.yaml").read_text())
+    recipe["world"].setdefault("sizes", {}).update(SMALL_WORLD)
+    recipe["model"]["tiny"].update(hidden_size=32, num_layers=2, intermediate_size=64)
+    for bench in recipe["eval"]["benchmarks"]:
+        bench.update(k=1, max_new_tokens=24)
+    for stage in recipe["stages"]:
+        if stage["kind"] == "sft":
+            for sub in stage["substages"]:
+                sub.update(max_steps=3, batch_size=8, per_device_batch_size=8)
+        elif stage["kind"] == "reward_model":
+            stage.update(max_steps=2, batch_size=8, per_device_batch_size=8)
+        elif stage["kind"] == "grpo":
+            stage.update(prompts_per_batch=2, rollouts_per_prompt=2)
+            for step in stage["curriculum"]:
+                step.update(max_steps=1, max_response_length=min(step["max_response_length"], 24))
+    return recipe
+
+
+def test_shortened_tiny_cascade_runs_end_to_end_and_reports(tmp_path):
+    recipe = tmp_path / "tiny-short.yaml"
+    recipe.write_text(yaml.safe_dump(shortened_tiny_recipe()))
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-m", "cascade_rl.cli", "run", str(recipe), "--out", str(run_dir)],
+                            capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [s["stage"] for s in report["stages"]] == ["sft", "rm", "rlhf", "ifrl", "math", "code", "swe"]
+    assert [s["kind"] for s in report["stages"]] == ["sft", "reward_model"] + ["grpo"] * 5
+    assert report["total_wall_s"] > 0
+    benchmarks = {"toy-arena", "toy-ifeval", "toy-math", "toy-code", "toy-swe", "tool-call"}
+    for stage in report["stages"]:
+        assert stage["wall_s"] > 0
+        expected = {"toy-arena"} if stage["stage"] == "rm" else benchmarks - ({"toy-arena"} if stage["stage"] == "sft" else set())
+        assert expected <= set(stage["eval"]), stage
+        assert all(v is None or 0.0 <= v <= 100.0 for v in stage["eval"].values())
+    markdown = (run_dir / "report.md").read_text()
+    assert "toy-math" in markdown and "rlhf" in markdown
+    plots = list((run_dir / "plots").glob("*.png"))
+    assert len(plots) >= 5 and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
+    assert "report:" in result.stderr
