@@ -13,10 +13,10 @@ which the whole cascade visibly learns on a CPU in minutes.
 See docs/toy-world.md for the shapes that make a tiny model learn and the measured numbers.
 """
 
-from cascade_rl.world.build import BENCHMARKS, WorldManifest, WorldSizes, build_world
+from cascade_rl.world.build import BENCHMARKS, WorldManifest, WorldOptions, WorldSizes, build_world
 from cascade_rl.world.decontam import decontaminate
 from cascade_rl.world.model import build_tiny_model, parameter_count
 from cascade_rl.world.tokenizer import build_tokenizer
 
-__all__ = ["BENCHMARKS", "WorldManifest", "WorldSizes", "build_world", "build_tiny_model",
+__all__ = ["BENCHMARKS", "WorldManifest", "WorldOptions", "WorldSizes", "build_world", "build_tiny_model",
            "build_tokenizer", "decontaminate", "parameter_count"]

@@ -1,30 +1,51 @@
 """Toy math: arithmetic and small algebra word problems with step-by-step thinking (issue 4).
 
 The answer is ``The answer is \\boxed{n}.`` (scored by ``rewards.math``); the thinking trace
-spells out every step a tiny model can actually carry out, one digit column at a time:
+spells out steps a tiny model can actually carry out. Two trace styles:
 
-    47 + 85
-    7 + 5 = 12, so far 2, carry 1
-    4 + 8 + 1 = 13, so far 32, carry 1
-    so far 132
-    47 + 85 = 132
+* ``count`` (default): add or subtract ``b`` by counting, each step naming the next number and
+  how many steps have been taken::
 
-Each line needs one single-digit fact (from a table of ~200) and a copy of the previous
-"so far" with one digit put in front: local steps instead of the carry look-ahead that a plain
-``a+b=c`` answer demands (which a sub-million-parameter model learned to 11% only, issue 4).
+      7 + 5: count 5 up from 7. 8 is 1, 9 is 2, 10 is 3, 11 is 4, 12 is 5. So 7 + 5 = 12.
 
-Families (``kind``) and their difficulty ``level`` (1 easy .. 3 hard) let the world mix easy
-and hard problems so that a freshly fine-tuned tiny model lands in the learnable band.
+  Every step is a successor / predecessor of the number before it (a rule on the last digit,
+  not a table of facts) and a copy; the count stops when it reaches ``b``, which is written
+  next to the count. Longer counts are longer traces, which is what the math stage's length
+  curriculum acts on.
+* ``column``: digit columns with carries and borrows (``7 + 5 = 12, so far 2, carry 1``).
+  Each line needs a single-digit fact from a table of ~200; a model of a few million
+  parameters fine-tuned for minutes did not learn the table (docs/toy-world.md), a larger
+  one can.
+
+Families (``kind`` = family + level): plain sums and differences, one-operation word problems,
+two-step word problems and one-step linear equations. Level 1 counts 1-4 steps from a number
+up to 20, level 2 2-5 steps from a two-digit number, level 3 6-9 steps from a two-digit number.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Callable
+from typing import Callable, Literal
 
 from cascade_rl.world.tasks import Task, pick, user
 from cascade_rl.world.vocab import ITEMS, NAMES
 
+Style = Literal["count", "column"]
+Step = tuple[str, int, int]  # (operator, a, b)
+
+
+# ---- counting traces ----------------------------------------------------------------------
+
+def count_trace(operator: str, a: int, b: int) -> str:
+    """``a + b`` or ``a - b`` by counting ``b`` steps up or down from ``a``."""
+    if operator not in "+-" or b < 1 or (operator == "-" and b > a):
+        raise ValueError(f"count_trace needs + or - with 1 <= b (and b <= a for -), got {a} {operator} {b}")
+    direction, word = (1, "up") if operator == "+" else (-1, "down")
+    steps = ", ".join(f"{a + direction * i} is {i}" for i in range(1, b + 1))
+    return f"{a} {operator} {b}: count {b} {word} from {a}. {steps}. So {a} {operator} {b} = {a + direction * b}."
+
+
+# ---- column traces ------------------------------------------------------------------------
 
 def _digits(n: int) -> list[int]:
     """Digits of ``n`` from the ones column up."""
@@ -94,122 +115,116 @@ def mul_trace(a: int, b: int) -> str:
     return "\n".join(lines)
 
 
+COLUMN = {"+": add_trace, "-": sub_trace, "*": mul_trace}
+
+
+def trace(steps: list[Step], style: Style) -> str:
+    """The thinking trace of a chain of operations in ``style``."""
+    if style == "count":
+        return "\n".join(count_trace(*step) for step in steps)
+    if style == "column":
+        return "\n".join(COLUMN[operator](a, b) for operator, a, b in steps)
+    raise ValueError(f"style must be 'count' or 'column', got {style!r}")
+
+
+# ---- problems -----------------------------------------------------------------------------
+
 def boxed(value: int) -> str:
     return f"The answer is \\boxed{{{value}}}."
 
 
-def _task(kind: str, level: int, request: str, reasoning: str, value: int) -> Task:
-    return Task(domain="math", kind=f"{kind}{level}", prompt=user(request), reasoning=reasoning,
-                answer=boxed(value), source="math", reference={"answer": str(value)})
-
-
-def _number(rng: random.Random, level: int) -> int:
-    """A random operand: level 1 one digit, level 2 two digits, level 3 three digits."""
-    low, high = {1: (1, 9), 2: (10, 99), 3: (100, 999)}[level]
-    return rng.randint(low, high)
-
-
-def addition(rng: random.Random, level: int) -> Task:
-    a = _number(rng, level)
-    b = _number(rng, max(1, level - rng.randint(0, 1)))
-    a, b = (a, b) if rng.random() < 0.5 else (b, a)
-    request = pick(rng, ("What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}."))
-    return _task("add", level, request.format(a=a, b=b), add_trace(a, b), a + b)
-
-
-def subtraction(rng: random.Random, level: int) -> Task:
+def operands(rng: random.Random, level: int) -> tuple[int, int]:
+    """(start, steps) of a count at ``level`` (see the module docstring)."""
     if level == 1:
-        a, b = rng.randint(2, 20), rng.randint(1, 9)
-    else:
-        a, b = rng.randint(20, 99), rng.randint(2, 98)
-    a, b = max(a, b), min(a, b)
-    request = pick(rng, ("What is {a} - {b}?", "Compute {a} - {b}.", "Subtract {b} from {a}."))
-    return _task("sub", level, request.format(a=a, b=b), sub_trace(a, b), a - b)
+        return rng.randint(1, 20), rng.randint(1, 4)
+    if level == 2:
+        return rng.randint(10, 90), rng.randint(2, 5)
+    if level == 3:
+        return rng.randint(10, 90), rng.randint(6, 9)
+    raise ValueError(f"level must be 1, 2 or 3, got {level}")
 
 
-def multiplication(rng: random.Random, level: int) -> Task:
-    a, b = _number(rng, level), rng.randint(2, 9)
-    request = pick(rng, ("What is {a} * {b}?", "Compute {a} * {b}.", "Multiply {a} by {b}."))
-    return _task("mul", level, request.format(a=a, b=b), mul_trace(a, b), a * b)
+def _sum_or_difference(rng: random.Random, level: int) -> tuple[str, int, int]:
+    """An addition, or a subtraction whose result stays positive."""
+    a, b = operands(rng, level)
+    if rng.random() < 0.5:
+        return "+", a, b
+    return "-", a + b, b
 
 
-def word_problem(rng: random.Random, level: int) -> Task:
-    """One-operation story: gets more (add), gives away (subtract), bags of (multiply)."""
-    name, items = pick(rng, NAMES), pick(rng, ITEMS)
-    operation = pick(rng, ("add", "sub", "mul"))
-    if operation == "add":
-        a, b = _number(rng, level), _number(rng, max(1, level - 1))
-        text = pick(rng, ("{n} has {a} {i}. {n} gets {b} more. How many {i} does {n} have now?",
-                          "{n} had {a} {i} and found {b} more. How many {i} in total?"))
-        trace, value = add_trace(a, b), a + b
-    elif operation == "sub":
-        a = rng.randint(10, 20) if level == 1 else rng.randint(21, 99)
-        b = rng.randint(1, 9) if level == 1 else rng.randint(2, a - 1)
-        text = pick(rng, ("{n} has {a} {i}. {n} gives away {b}. How many {i} are left?",
-                          "{n} had {a} {i} and lost {b}. How many {i} remain?"))
-        trace, value = sub_trace(a, b), a - b
-    else:
-        a, b = rng.randint(2, 9) if level == 1 else _number(rng, 2), rng.randint(2, 9)
-        text = pick(rng, ("{n} buys {a} bags with {b} {i} in each. How many {i} in all?",
-                          "{n} fills {a} boxes with {b} {i} each. How many {i} is that?"))
-        trace, value = mul_trace(a, b), a * b
-    request = text.format(n=name, i=items, a=a, b=b)
-    return _task("word", level, request, trace, value)
+ASK = {"+": ("What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}."),
+       "-": ("What is {a} - {b}?", "Compute {a} - {b}.", "Subtract {b} from {a}."),
+       "*": ("What is {a} * {b}?", "Compute {a} * {b}.", "Multiply {a} by {b}.")}
+STORY = {"+": ("{n} has {a} {i}. {n} gets {b} more. How many {i} does {n} have now?",
+               "{n} had {a} {i} and found {b} more. How many {i} in total?"),
+         "-": ("{n} has {a} {i}. {n} gives away {b}. How many {i} are left?",
+               "{n} had {a} {i} and lost {b}. How many {i} remain?"),
+         "*": ("{n} buys {a} bags with {b} {i} in each. How many {i} in all?",
+               "{n} fills {a} boxes with {b} {i} each. How many {i} is that?")}
 
 
-def two_step_problem(rng: random.Random, level: int) -> Task:
+def _value(operator: str, a: int, b: int) -> int:
+    return a + b if operator == "+" else a - b if operator == "-" else a * b
+
+
+def arithmetic_problem(rng: random.Random, level: int, style: Style) -> tuple[str, str, list[Step]]:
+    operator, a, b = _sum_or_difference(rng, level)
+    if style == "column" and rng.random() < 0.3:
+        operator, a, b = "*", rng.randint(2, 9 if level == 1 else 99), rng.randint(2, 9)
+    return "arith", pick(rng, ASK[operator]).format(a=a, b=b), [(operator, a, b)]
+
+
+def word_problem(rng: random.Random, level: int, style: Style) -> tuple[str, str, list[Step]]:
+    operator, a, b = _sum_or_difference(rng, level)
+    if style == "column" and rng.random() < 0.3:
+        operator, a, b = "*", rng.randint(2, 9), rng.randint(2, 9)
+    text = pick(rng, STORY[operator]).format(n=pick(rng, NAMES), i=pick(rng, ITEMS), a=a, b=b)
+    return "word", text, [(operator, a, b)]
+
+
+def two_step_problem(rng: random.Random, level: int, style: Style) -> tuple[str, str, list[Step]]:
     """Gets some more, then gives some away: an addition then a subtraction."""
+    a, b = operands(rng, level)
+    c = rng.randint(1, min(b + a - 1, 4 if level == 1 else 5 if level == 2 else 9))
     name, items = pick(rng, NAMES), pick(rng, ITEMS)
-    a, b = (rng.randint(10, 90) if level > 1 else _number(rng, 1)), _number(rng, 1)
-    c = rng.randint(2, a + b - 1) if level > 1 else rng.randint(1, min(9, a + b - 1))
-    request = (f"{name} has {a} {items}, gets {b} more, then gives away {c}. "
-               f"How many {items} are left?")
-    reasoning = add_trace(a, b) + "\n" + sub_trace(a + b, c)
-    return _task("twostep", level, request, reasoning, a + b - c)
+    text = f"{name} has {a} {items}, gets {b} more, then gives away {c}. How many {items} are left?"
+    return "twostep", text, [("+", a, b), ("-", a + b, c)]
 
 
-def linear_equation(rng: random.Random, level: int) -> Task:
-    """``x + a = b``, ``x - a = b`` or ``k * x = b``, solved by one inverse operation."""
-    form = pick(rng, ("plus", "minus", "times"))
-    if form == "plus":
-        x, a = _number(rng, level if level < 3 else 2), _number(rng, 1 if level == 1 else 2)
-        b = x + a
-        if b >= 100:
-            return linear_equation(rng, level)
-        reasoning = f"x = {b} - {a}\n" + sub_trace(b, a)
-        request = f"Solve for x: x + {a} = {b}."
-    elif form == "minus":
-        x, a = _number(rng, level if level < 3 else 2), _number(rng, 1)
-        b = x - a
-        if b < 1:
-            return linear_equation(rng, level)
-        reasoning = f"x = {b} + {a}\n" + add_trace(b, a)
-        request = f"Solve for x: x - {a} = {b}."
-    else:
-        k, x = rng.randint(2, 9), rng.randint(2, 9)
-        b = k * x
-        reasoning = f"x = {b} / {k}\n{k} * {x} = {b}, so {b} / {k} = {x}"
-        request = f"Solve for x: {k}x = {b}."
-    return _task("linear", level, request, reasoning, x)
+def linear_equation(rng: random.Random, level: int, style: Style) -> tuple[str, str, list[Step]]:
+    """``x + b = c`` (solved as c - b) or ``x - b = c`` (solved as c + b)."""
+    operator, a, b = _sum_or_difference(rng, level)
+    if operator == "+":   # x - b = a  ->  x = a + b
+        return "linear", f"Solve for x: x - {b} = {a}.", [("+", a, b)]
+    return "linear", f"Solve for x: x + {b} = {a}.", [("-", a, b)]
 
 
-FAMILIES: dict[str, Callable[[random.Random, int], Task]] = {
-    "add": addition, "sub": subtraction, "mul": multiplication, "word": word_problem,
-    "twostep": two_step_problem, "linear": linear_equation,
+FAMILIES: dict[str, Callable[[random.Random, int, Style], tuple[str, str, list[Step]]]] = {
+    "arith": arithmetic_problem, "word": word_problem, "twostep": two_step_problem,
+    "linear": linear_equation,
 }
 
-#: (family, level) -> weight of the default mix: mostly single-digit facts inside words and
-#: equations (a tiny model learns these in its SFT budget), plus two-digit column work as the
-#: harder tier that RL can still move.
+#: (family, level) -> weight of the default mix. After enough SFT a tiny model solves plain
+#: short counts almost always; equations, two-step problems and long counts are what keeps the
+#: pass rate in the band where RL has something to learn (docs/toy-world.md).
 DEFAULT_MIX: dict[tuple[str, int], float] = {
-    ("add", 1): 3, ("sub", 1): 2, ("mul", 1): 2, ("word", 1): 3, ("linear", 1): 2,
-    ("twostep", 1): 1, ("add", 2): 2, ("word", 2): 1, ("linear", 2): 1,
+    ("arith", 1): 1, ("arith", 2): 2, ("arith", 3): 2, ("word", 1): 1, ("word", 2): 2,
+    ("word", 3): 2, ("twostep", 1): 2, ("twostep", 2): 2, ("linear", 1): 2, ("linear", 2): 2,
 }
 
 
-def math_task(rng: random.Random, mix: dict[tuple[str, int], float] | None = None) -> Task:
-    """One math task drawn from ``mix`` ((family, level) -> weight)."""
+def math_task(rng: random.Random, mix: dict[tuple[str, int], float] | None = None,
+              style: Style = "count") -> Task:
+    """One math task drawn from ``mix`` ((family, level) -> weight) with a ``style`` trace."""
     mix = mix or DEFAULT_MIX
     keys = sorted(mix)
     family, level = rng.choices(keys, weights=[mix[k] for k in keys])[0]
-    return FAMILIES[family](rng, level)
+    kind, request, steps = FAMILIES[family](rng, level, style)
+    prefix = ""
+    if kind == "linear":
+        operator, a, b = steps[0]
+        prefix = f"x = {a} {operator} {b}\n"
+    reasoning = prefix + trace(steps, style)
+    value = _value(*steps[-1])
+    return Task(domain="math", kind=f"{kind}{level}", prompt=user(request), reasoning=reasoning,
+                answer=boxed(value), source="math", reference={"answer": str(value)})

@@ -41,6 +41,8 @@ from cascade_rl.world.tasks import Task, rl_row, sft_row
 from cascade_rl.world.tokenizer import build_tokenizer
 
 MANIFEST_VERSION = 1
+#: Every n-th instruction-following SFT prompt also gets a thinking-mode row.
+IFEVAL_THINK_EVERY = 3
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,14 @@ class WorldSizes:
     """How many rows of each kind the world holds (SFT counts are prompts; general chat and
     instruction-following prompts give a thinking and a non-thinking row each)."""
 
-    sft_general: int = 300
-    sft_ifeval: int = 500
+    sft_general: int = 500
+    sft_ifeval: int = 1000
     sft_math: int = 3000
-    sft_code: int = 1200
-    sft_tool: int = 300
-    sft_swe_repair: int = 300
-    sft_swe_localization: int = 60
-    sft_swe_testgen: int = 30
+    sft_code: int = 1000
+    sft_tool: int = 600
+    sft_swe_repair: int = 1000
+    sft_swe_localization: int = 40
+    sft_swe_testgen: int = 20
     rm_pairs: int = 1200
     rl_rlhf: int = 256
     rl_ifrl: int = 256
@@ -101,6 +103,7 @@ class WorldManifest:
     out_dir: Path
     seed: int
     sizes: WorldSizes
+    options: "WorldOptions"
     rows: dict[str, int] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)
     benchmarks: dict[str, BenchmarkInfo] = field(default_factory=dict)
@@ -115,6 +118,7 @@ class WorldManifest:
 
     def to_json(self) -> dict[str, Any]:
         return {"version": MANIFEST_VERSION, "seed": self.seed, "sizes": asdict(self.sizes),
+                "options": asdict(self.options),
                 "rows": self.rows, "sha256": self.sha256, "tokenizer": self.tokenizer_dir,
                 "benchmarks": {k: asdict(v) for k, v in self.benchmarks.items()},
                 "decontamination": {"n": 9, "dropped": self.dropped}}
@@ -123,7 +127,8 @@ class WorldManifest:
     def load(cls, out_dir: str | Path) -> "WorldManifest":
         out_dir = Path(out_dir)
         data = json.loads((out_dir / "manifest.json").read_text())
-        return cls(out_dir, data["seed"], WorldSizes(**data["sizes"]), data["rows"], data["sha256"],
+        return cls(out_dir, data["seed"], WorldSizes(**data["sizes"]), WorldOptions(**data["options"]),
+                   data["rows"], data["sha256"],
                    {k: BenchmarkInfo(**v) for k, v in data["benchmarks"].items()},
                    data["decontamination"]["dropped"], data["tokenizer"])
 
@@ -141,13 +146,11 @@ BENCHMARKS = {
 
 def scaffolding() -> list[str]:
     """Fixed text shared by every instance of a prompt family (see :mod:`.decontam`): the
-    Agentless prompt wrappers and the instruction descriptions of the toy world."""
+    SWE prompt wrappers (both styles) and the instruction descriptions of the toy world."""
     import string
 
-    from cascade_rl.swe import prompts
-
     pieces: list[str] = []
-    for template in (prompts.LOCALIZATION_PROMPT, prompts.REPAIR_PROMPT, prompts.REPRODUCTION_TEST_PROMPT):
+    for template in swe.prompt_templates():
         pieces += [literal for literal, *_ in string.Formatter().parse(template) if literal.strip()]
     pieces += instructions.all_descriptions()
     return pieces
@@ -204,27 +207,70 @@ def _rng(seed: int, name: str) -> random.Random:
     return random.Random(f"cascade-toy-world:{seed}:{name}")
 
 
-def build_world(out_dir: str | Path, *, seed: int = 0, sizes: WorldSizes | None = None) -> WorldManifest:
+@dataclass(frozen=True)
+class WorldOptions:
+    """How tasks are shaped. ``swe_prompt``: ``agentless`` (the paper's appendix C.2 prompts)
+    or ``compact`` (same inputs and answer format, without the repeated instructions; what a
+    few-million-parameter model can learn in minutes); ``math_style``: ``count`` or ``column``
+    traces (:mod:`.arithmetic`)."""
+
+    swe_prompt: swe.PromptStyle = "agentless"
+    math_style: arithmetic.Style = "count"
+
+    def __post_init__(self) -> None:
+        if self.swe_prompt not in swe.PROMPT_STYLES:
+            raise ValueError(f"swe_prompt must be one of {swe.PROMPT_STYLES}, got {self.swe_prompt!r}")
+        if self.math_style not in ("count", "column"):
+            raise ValueError(f"math_style must be 'count' or 'column', got {self.math_style!r}")
+
+
+class Generators:
+    """The world's task generators, shaped by its options."""
+
+    def __init__(self, options: WorldOptions) -> None:
+        self.options = options
+
+    chat = staticmethod(general.chat_task)
+    ifeval = staticmethod(instructions.if_task)
+    code = staticmethod(programs.code_task)
+    tool = staticmethod(tools.tool_task)
+
+    def math(self, rng: random.Random) -> Task:
+        return arithmetic.math_task(rng, style=self.options.math_style)
+
+    def repair(self, rng: random.Random) -> Task:
+        return swe.repair_task(rng, swe.swe_instance(rng), prompt_style=self.options.swe_prompt)
+
+    def localize(self, rng: random.Random) -> Task:
+        return swe.localization_task(swe.swe_instance(rng), prompt_style=self.options.swe_prompt)
+
+    def testgen(self, rng: random.Random) -> Task:
+        return swe.test_generation_task(swe.swe_instance(rng), prompt_style=self.options.swe_prompt)
+
+
+def build_world(out_dir: str | Path, *, seed: int = 0, sizes: WorldSizes | None = None,
+                options: WorldOptions | None = None) -> WorldManifest:
     """Generate the toy world into ``out_dir`` (created if needed) and return its manifest."""
-    sizes = sizes or WorldSizes()
+    sizes, options = sizes or WorldSizes(), options or WorldOptions()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, list[dict]] = {}
+    generators = Generators(options)
 
-    benches = _benchmarks(seed, sizes)
+    benches = _benchmarks(seed, sizes, generators)
     fixed = scaffolding()
     index = Decontaminator(strip_scaffolding(row_text(row), fixed) for rows in benches.values() for row in rows)
     sampler = Sampler(index, fixed)
     for rows in benches.values():
         sampler.used_prompts.update(_row_prompt_key(row) for row in rows)
 
-    files["sft.jsonl"] = _sft_rows(seed, sizes, sampler)
+    files["sft.jsonl"] = _sft_rows(seed, sizes, sampler, generators)
     files["rm_pairs.jsonl"], rlhf_pool = _preference_rows(seed, sizes, sampler)
-    files.update(_rl_rows(seed, sizes, sampler, rlhf_pool))
+    files.update(_rl_rows(seed, sizes, sampler, rlhf_pool, generators))
     for name, rows in benches.items():
         files[BENCHMARKS[name][0]] = rows
 
-    manifest = WorldManifest(out, seed, sizes, dropped=dict(sorted(sampler.dropped.items())))
+    manifest = WorldManifest(out, seed, sizes, options, dropped=dict(sorted(sampler.dropped.items())))
     for file_name, rows in files.items():
         manifest.sha256[file_name] = _write_jsonl(out / file_name, rows)
         manifest.rows[file_name] = len(rows)
@@ -250,20 +296,17 @@ def _unique(name: str, generator: Callable[[random.Random], Task], rng: random.R
     raise RuntimeError(f"{name}: could not draw {count} distinct test prompts")
 
 
-def _benchmarks(seed: int, sizes: WorldSizes) -> dict[str, list[dict]]:
-    def repair(rng: random.Random) -> Task:
-        return swe.repair_task(rng, swe.swe_instance(rng))
-
-    generators: dict[str, tuple[Callable[[random.Random], Task], int]] = {
-        "toy-arena": (general.chat_task, sizes.bench_arena),
-        "toy-ifeval": (instructions.if_task, sizes.bench_ifeval),
-        "toy-math": (arithmetic.math_task, sizes.bench_math),
-        "toy-code": (programs.code_task, sizes.bench_code),
-        "toy-swe": (repair, sizes.bench_swe),
-        "tool-call": (tools.tool_task, sizes.bench_tool),
+def _benchmarks(seed: int, sizes: WorldSizes, generators: Generators) -> dict[str, list[dict]]:
+    plan: dict[str, tuple[Callable[[random.Random], Task], int]] = {
+        "toy-arena": (generators.chat, sizes.bench_arena),
+        "toy-ifeval": (generators.ifeval, sizes.bench_ifeval),
+        "toy-math": (generators.math, sizes.bench_math),
+        "toy-code": (generators.code, sizes.bench_code),
+        "toy-swe": (generators.repair, sizes.bench_swe),
+        "tool-call": (generators.tool, sizes.bench_tool),
     }
     out = {}
-    for name, (generator, count) in generators.items():
+    for name, (generator, count) in plan.items():
         tasks = _unique(name, generator, _rng(seed, f"bench:{name}"), count)
         out[name] = [rl_row(task, f"{name}-{i:04d}") for i, task in enumerate(tasks)]
     return out
@@ -271,49 +314,30 @@ def _benchmarks(seed: int, sizes: WorldSizes) -> dict[str, list[dict]]:
 
 # ---- training files -----------------------------------------------------------------------
 
-def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> list[dict]:
+def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Generators) -> list[dict]:
     """SFT rows; general chat and instruction following in both modes (parallel responses)."""
-    def both(task: Task) -> dict:
-        return sft_row(task, "think", "probe")
+    def probe_row(task: Task) -> dict:
+        return sft_row(task, "think", "probe")  # the thinking row holds every text of the task
 
     plan: list[tuple[str, Callable[[random.Random], Task], int, tuple[str, ...]]] = [
-        ("sft:general", general.chat_task, sizes.sft_general, ("think", "no_think")),
-        ("sft:ifeval", instructions.if_task, sizes.sft_ifeval, ("think", "no_think")),
-        ("sft:math", arithmetic.math_task, sizes.sft_math, ("think",)),
-        ("sft:code", programs.code_task, sizes.sft_code, ("think",)),
-        ("sft:tool", tools.tool_task, sizes.sft_tool, ("no_think",)),
+        ("sft:general", generators.chat, sizes.sft_general, ("think", "no_think")),
+        ("sft:ifeval", generators.ifeval, sizes.sft_ifeval, ("think", "no_think")),
+        ("sft:math", generators.math, sizes.sft_math, ("think",)),
+        ("sft:code", generators.code, sizes.sft_code, ("think",)),
+        ("sft:tool", generators.tool, sizes.sft_tool, ("no_think",)),
+        ("sft:swe_repair", generators.repair, sizes.sft_swe_repair, ("think",)),
+        ("sft:swe_localization", generators.localize, sizes.sft_swe_localization, ("think",)),
+        ("sft:swe_testgen", generators.testgen, sizes.sft_swe_testgen, ("think",)),
     ]
     rows: list[dict] = []
     for name, generator, count, modes in plan:
         rng = _rng(seed, name)
-        for index, task in enumerate(sampler.draw(name, generator, rng, count, both)):
-            for mode in modes:
+        for index, task in enumerate(sampler.draw(name, generator, rng, count, probe_row)):
+            thinking_twin = name != "sft:ifeval" or index % IFEVAL_THINK_EVERY == 0
+            for mode in modes if thinking_twin else ("no_think",):  # IF-RL trains non-thinking
                 rows.append(sft_row(task, mode, f"{name.split(':')[1]}-{index:05d}-{mode}"))
-    rows += _swe_sft_rows(seed, sizes, sampler)
     rng = _rng(seed, "sft:shuffle")
     rng.shuffle(rows)
-    return rows
-
-
-def _swe_sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> list[dict]:
-    """Repair, localisation and test-generation samples, each from its own instance."""
-    def repair(rng: random.Random) -> Task:
-        return swe.repair_task(rng, swe.swe_instance(rng))
-
-    def localize(rng: random.Random) -> Task:
-        return swe.localization_task(swe.swe_instance(rng))
-
-    def testgen(rng: random.Random) -> Task:
-        return swe.test_generation_task(swe.swe_instance(rng))
-
-    rows = []
-    for name, generator, count in (("sft:swe_repair", repair, sizes.sft_swe_repair),
-                                   ("sft:swe_localization", localize, sizes.sft_swe_localization),
-                                   ("sft:swe_testgen", testgen, sizes.sft_swe_testgen)):
-        rng = _rng(seed, name)
-        for index, task in enumerate(sampler.draw(name, generator, rng, count,
-                                                  lambda t: sft_row(t, "think", "probe"))):
-            rows.append(sft_row(task, "think", f"{name.split(':')[1]}-{index:05d}"))
     return rows
 
 
@@ -345,10 +369,8 @@ def _preference_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> tuple[li
     return rows, [pool[key] for key in sorted(pool)]
 
 
-def _rl_rows(seed: int, sizes: WorldSizes, sampler: Sampler, rlhf_pool: list[Task]) -> dict[str, list[dict]]:
-    def repair(rng: random.Random) -> Task:
-        return swe.repair_task(rng, swe.swe_instance(rng))
-
+def _rl_rows(seed: int, sizes: WorldSizes, sampler: Sampler, rlhf_pool: list[Task],
+             generators: Generators) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     rng = _rng(seed, "rl:rlhf")
     rng.shuffle(rlhf_pool)
@@ -358,10 +380,10 @@ def _rl_rows(seed: int, sizes: WorldSizes, sampler: Sampler, rlhf_pool: list[Tas
     out["rl_rlhf.jsonl"] = [rl_row(t, f"rlhf-{i:05d}") for i, t in enumerate(rlhf_pool[:sizes.rl_rlhf])]
     sampler.used_prompts.update(_row_prompt_key(row) for row in out["rl_rlhf.jsonl"])
     for file_name, name, generator, count in (
-            ("rl_ifrl.jsonl", "ifrl", instructions.if_task, sizes.rl_ifrl),
-            ("rl_math.jsonl", "math", arithmetic.math_task, sizes.rl_math),
-            ("rl_code.jsonl", "code", programs.code_task, sizes.rl_code),
-            ("rl_swe.jsonl", "swe", repair, sizes.rl_swe)):
+            ("rl_ifrl.jsonl", "ifrl", generators.ifeval, sizes.rl_ifrl),
+            ("rl_math.jsonl", "math", generators.math, sizes.rl_math),
+            ("rl_code.jsonl", "code", generators.code, sizes.rl_code),
+            ("rl_swe.jsonl", "swe", generators.repair, sizes.rl_swe)):
         tasks = sampler.draw(f"rl:{name}", generator, _rng(seed, f"rl:{name}"), count,
                              lambda t: rl_row(t, "probe"))
         out[file_name] = [rl_row(t, f"{name}-{i:05d}") for i, t in enumerate(tasks)]

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from cascade_rl.world.build import BENCHMARKS, WorldSizes, build_world
+from cascade_rl.world.build import BENCHMARKS, WorldOptions, WorldSizes, build_world
 
 
 def sft(model: Any, tokenizer: Any, rows: list[dict], *, out_dir: Path, learning_rate: float,
@@ -120,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--size", action="append", default=[], metavar="FIELD=N",
                         help="WorldSizes override, e.g. --size sft_math=2000")
+    parser.add_argument("--swe-prompt", default="agentless", choices=["agentless", "compact"])
+    parser.add_argument("--math-style", default="count", choices=["count", "column"])
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -141,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     sizes = WorldSizes.from_overrides({k: int(v) for k, v in (s.split("=") for s in args.size)})
     start = time.perf_counter()
-    manifest = build_world(args.out / "world", seed=args.seed, sizes=sizes)
+    options = WorldOptions(swe_prompt=args.swe_prompt, math_style=args.math_style)
+    manifest = build_world(args.out / "world", seed=args.seed, sizes=sizes, options=options)
     world_seconds = time.perf_counter() - start
     tokenizer = AutoTokenizer.from_pretrained(str(args.out / "world" / manifest.tokenizer_dir))
     model = build_tiny_model(tokenizer, seed=args.seed, hidden_size=args.hidden, num_layers=args.layers,

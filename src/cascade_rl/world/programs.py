@@ -132,9 +132,15 @@ def distinct_tests(rng: random.Random, family: Family, source: str,
     raise RuntimeError(f"family {family.name!r} keeps producing identical outputs")
 
 
+#: Families with a constant are drawn twice as often: they make the model read the statement
+#: (the others are solved from the first words once learned).
+WEIGHTS = tuple(2.0 if family.k_range else 1.0 for family in FAMILIES)
+
+
 def code_task(rng: random.Random, families: tuple[Family, ...] = FAMILIES, *, num_tests: int = 4) -> Task:
     """A code task (domain ``code``) with ``num_tests`` stdin/stdout tests."""
-    family = pick(rng, families)
+    weights = WEIGHTS if families is FAMILIES else None
+    family = rng.choices(families, weights=weights)[0]
     k = rng.randint(*family.k_range) if family.k_range else None
     source = program(family, k)
     inputs, outputs = distinct_tests(rng, family, source, num_tests)

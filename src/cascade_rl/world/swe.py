@@ -3,7 +3,8 @@
 
 A repository is a package of two or three modules of short functions plus a test file, as
 ``files: {path: content}``. One function gets a bug (an operator, a constant, a comparison or a
-loop bound changed); the issue names the function by its dotted path and says what is wrong.
+loop bound changed); the issue names the function by its dotted path, quotes the faulty line
+and says what is wrong.
 From one instance the world makes the three SFT samples of the Agentless pipeline, each with
 the prompts of appendix C.2 (:mod:`cascade_rl.swe.prompts`):
 
@@ -12,20 +13,26 @@ the prompts of appendix C.2 (:mod:`cascade_rl.swe.prompts`):
 * **test generation**: issue + golden patch + file -> a script printing "Issue reproduced" /
   "Issue resolved" / "Other issues";
 
+(``prompt_style="compact"`` keeps the inputs and the answer formats but drops the ~330 tokens
+of instructions the appendix prompts repeat in every sample, which a model of a few million
+parameters trained for minutes pays for dearly; ``"agentless"`` is the paper's wording)
+
 and the RL repair prompt (domain ``swe``: ``files`` + ``golden_patch``), shown either the buggy
 file only or the buggy file with another module in shuffled order (the paper's ground-truth-only
-and mixed prompts). Identifiers are drawn from :mod:`.vocab` word lists so that two
-repositories rarely share a 9-gram of code.
+and mixed prompts). Names are single words from small lists (:mod:`.vocab`): a tiny model
+learned to copy numbers long before it could copy multi-piece identifiers such as
+``geo_amount.find_depth`` (docs/toy-world.md); code is still varied enough that training
+repositories rarely share a 9-gram with test ones.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from cascade_rl.world.tasks import Task, pick, user
-from cascade_rl.world.vocab import MODULES, NOUNS, PACKAGES, VERBS
+from cascade_rl.world.vocab import FUNCTIONS, MODULES, PACKAGES, VARIABLES
 
 OPERATORS = {"+": "add", "-": "subtract", "*": "multiply"}
 COMPARISONS = {">": ">=", ">=": ">", "<": "<=", "<=": "<"}
@@ -39,72 +46,72 @@ class Function:
     name: str
     fixed: str
     buggy: str
-    issue: str           # str.format with {where} (the dotted path)
+    issue: str           # str.format with {where} (the dotted path) and {line} (the buggy line)
     fix_note: str        # one line for the thinking trace
     probe: tuple[Any, ...]
 
 
 def _identifiers(rng: random.Random, count: int) -> list[str]:
-    return rng.sample(NOUNS, count)
+    return rng.sample(VARIABLES, count)
 
 
 def _arithmetic(rng: random.Random) -> Function:
     x, y = _identifiers(rng, 2)
-    name = f"{pick(rng, VERBS)}_{pick(rng, NOUNS)}"
+    name = pick(rng, FUNCTIONS)
     right, wrong = rng.sample(sorted(OPERATORS), 2)
     body = "def {n}({x}, {y}):\n    return {x} {op} {y}\n"
     return Function(
         name, body.format(n=name, x=x, y=y, op=right), body.format(n=name, x=x, y=y, op=wrong),
-        f"`{{where}}` should {OPERATORS[right]} {x} and {y}, but it {OPERATORS[wrong]}s them.",
+        f"`{{where}}` should {OPERATORS[right]} {x} and {y}, but `{{line}}` {OPERATORS[wrong]}s them.",
         f"it uses {wrong} where it should use {right}", (7, 3))
 
 
 def _constant(rng: random.Random) -> Function:
     (x,) = _identifiers(rng, 1)
-    name = f"{pick(rng, VERBS)}_{pick(rng, NOUNS)}"
+    name = pick(rng, FUNCTIONS)
     op = pick(rng, sorted(OPERATORS))
     right = rng.randint(2, 20)
     wrong = right + pick(rng, (-1, 1))
     body = "def {n}({x}):\n    return {x} {op} {k}\n"
     return Function(
         name, body.format(n=name, x=x, op=op, k=right), body.format(n=name, x=x, op=op, k=wrong),
-        f"`{{where}}` uses {wrong} where it should use {right}.",
+        f"In `{{where}}`, `{{line}}` uses {wrong} where it should use {right}.",
         f"the constant should be {right}, not {wrong}", (5,))
 
 
 def _threshold(rng: random.Random) -> Function:
     (x,) = _identifiers(rng, 1)
-    name = f"{pick(rng, ('cap', 'limit', 'clamp', 'floor'))}_{pick(rng, NOUNS)}"
+    name = pick(rng, FUNCTIONS)
     right = pick(rng, sorted(COMPARISONS))
     wrong = COMPARISONS[right]
     limit = rng.randint(3, 50)
     body = "def {n}({x}):\n    if {x} {cmp} {k}:\n        return 0\n    return {x}\n"
     return Function(
         name, body.format(n=name, x=x, cmp=right, k=limit), body.format(n=name, x=x, cmp=wrong, k=limit),
-        f"`{{where}}` is wrong at {limit}: the check should be `{x} {right} {limit}`, not `{x} {wrong} {limit}`.",
+        f"In `{{where}}`, `{{line}}` is wrong at {limit}: the check should be `{x} {right} {limit}`.",
         f"the comparison should be {right}, not {wrong}", (limit,))
 
 
 def _loop(rng: random.Random) -> Function:
     x, n = _identifiers(rng, 2)
-    name = f"sum_{pick(rng, NOUNS)}"
-    factor, index = rng.randint(2, 9), pick(rng, ("i", "j", "k", "m"))
+    name = pick(rng, FUNCTIONS)
+    factor, index = rng.randint(2, 9), pick(rng, ("i", "j"))
     body = ("def {name}({n}):\n    {x} = 0\n    for {i} in range(1, {stop}):\n"
             "        {x} += {i} * {f}\n    return {x}\n")
     fixed = body.format(name=name, n=n, x=x, i=index, f=factor, stop=f"{n} + 1")
     buggy = body.format(name=name, n=n, x=x, i=index, f=factor, stop=n)
-    return Function(name, fixed, buggy, f"`{{where}}` leaves out {n} itself: {x} should include {n} * {factor}.",
+    return Function(name, fixed, buggy, f"In `{{where}}`, `{{line}}` leaves out {n} itself.",
                     f"the range should stop at {n} + 1", (4,))
 
 
 def _start(rng: random.Random) -> Function:
     x, item = _identifiers(rng, 2)
-    name = f"total_{pick(rng, NOUNS)}"
+    name = pick(rng, FUNCTIONS)
     body = ("def {n}({items}):\n    {x} = {start}\n    for {item} in {items}:\n"
             "        {x} += {item}\n    return {x}\n")
-    fields = {"n": name, "x": x, "item": item, "items": f"{item}s"}
+    fields = {"n": name, "x": x, "item": item, "items": f"{item}_list"}
     return Function(name, body.format(start=0, **fields), body.format(start=1, **fields),
-                    f"`{{where}}` starts {x} at 1 instead of 0.", f"{x} should start at 0", ([2, 3],))
+                    f"In `{{where}}`, `{{line}}` starts {x} at 1 instead of 0.", f"{x} should start at 0", ([2, 3],))
 
 
 BUG_KINDS: dict[str, Callable[[random.Random], Function]] = {
@@ -159,14 +166,14 @@ def _changed_lines(before: str, after: str) -> tuple[str, str]:
 
 def random_instance(rng: random.Random) -> Instance:
     """A package ``<pkg>/`` of two or three modules, a test file and one injected bug."""
-    package = f"{pick(rng, PACKAGES)}_{pick(rng, NOUNS)}"
+    package = pick(rng, PACKAGES)
     modules = rng.sample(MODULES, rng.randint(2, 3))
     kind = pick(rng, sorted(BUG_KINDS))
     target = BUG_KINDS[kind](rng)
     buggy_module = pick(rng, modules)
     files, fixed = {f"{package}/__init__.py": ""}, {f"{package}/__init__.py": ""}
     for module in modules:
-        functions = [_healthy(rng) for _ in range(rng.randint(1, 2))]
+        functions = [_healthy(rng) for _ in range(rng.randint(0 if module == buggy_module else 1, 1))]
         path = f"{package}/{module}.py"
         if module == buggy_module:
             slot = rng.randint(0, len(functions))
@@ -178,7 +185,8 @@ def random_instance(rng: random.Random) -> Instance:
     files[test_path] = fixed[test_path] = f"from {package}.{buggy_module} import {target.name}\n"
     path = f"{package}/{buggy_module}.py"
     where = f"{package}.{buggy_module}.{target.name}"
-    return Instance(files, fixed, path, target, kind, target.issue.format(where=where))
+    line = _changed_lines(target.buggy, target.fixed)[0].strip()
+    return Instance(files, fixed, path, target, kind, target.issue.format(where=where, line=line))
 
 
 def structure(files: dict[str, str]) -> str:
@@ -211,34 +219,97 @@ def shown_files(rng: random.Random, instance: Instance, *, mixed: bool) -> dict[
     return {path: instance.files[path] for path in paths}
 
 
+#: Share of repair prompts that show another module besides the buggy file (SPEC section 6:
+#: ground-truth-only and mixed prompts).
+MIXED_FRACTION = 0.3
+PromptStyle = Literal["agentless", "compact"]
+PROMPT_STYLES: tuple[PromptStyle, ...] = ("agentless", "compact")
+
+#: The compact prompts: the same inputs and the same answer formats as appendix C.2, without
+#: its ~330 tokens of instructions per prompt (``prompt_style="compact"``).
+COMPACT_REPAIR = """Fix the issue with *SEARCH/REPLACE* edits.
+--- BEGIN ISSUE ---
+{problem_statement}
+--- END ISSUE ---
+--- BEGIN FILE ---
+{content}
+--- END FILE ---
+Answer with <think>...</think> then the edits in ```diff blocks inside <solution>...</solution>."""
+COMPACT_LOCALIZATION = """Which files must change to fix the issue? List at most {n} paths in a ``` block.
+--- BEGIN ISSUE ---
+{problem_statement}
+--- END ISSUE ---
+--- BEGIN STRUCTURE ---
+{structure}
+--- END STRUCTURE ---"""
+COMPACT_TEST = """Write a test for the issue that prints "Issue reproduced", "Issue resolved" or "Other issues".
+--- BEGIN ISSUE ---
+{problem_statement}
+--- END ISSUE ---
+--- BEGIN PATCH ---
+{model_patch}
+--- END PATCH ---
+--- BEGIN FILE ---
+{content}
+--- END FILE ---
+Wrap the test in ```python...```."""
+
+
+def _check_style(style: str) -> None:
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {style!r}")
+
+
+def prompt_templates() -> list[str]:
+    """Every SWE prompt template of both styles (their fixed text is decontamination scaffolding)."""
+    from cascade_rl.swe import prompts
+
+    return [prompts.LOCALIZATION_PROMPT, prompts.REPAIR_PROMPT, prompts.REPRODUCTION_TEST_PROMPT,
+            COMPACT_REPAIR, COMPACT_LOCALIZATION, COMPACT_TEST]
+
+
 def repair_answer(instance: Instance) -> tuple[str, str]:
-    """The gold (reasoning, answer) of the repair step."""
-    reasoning = f"The bug is in {instance.path}, in {instance.function.name}: {instance.function.fix_note}."
+    """The gold (reasoning, answer) of the repair step: where the bug is, the line to change,
+    then one SEARCH/REPLACE edit inside ``<solution>``."""
+    reasoning = (f"The bug is in {instance.path}, in {instance.function.name}: {instance.function.fix_note}.\n"
+                 f"Change `{instance.search.strip()}` to `{instance.replace.strip()}`.")
     edit = (f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{instance.search}=======\n"
             f"{instance.replace}>>>>>>> REPLACE\n```")
     return reasoning, f"<solution>\n{edit}\n</solution>"
 
 
-def repair_task(rng: random.Random, instance: Instance, *, mixed: bool | None = None) -> Task:
-    """The repair prompt (appendix C.2) with its gold answer and the RL reference fields."""
+def repair_task(rng: random.Random, instance: Instance, *, mixed: bool | None = None,
+                prompt_style: PromptStyle = "agentless") -> Task:
+    """The repair prompt (appendix C.2, or its compact form) with its gold answer and the RL
+    reference fields."""
     from cascade_rl.swe.prompts import format_files, repair_prompt
 
-    mixed = rng.random() < 0.5 if mixed is None else mixed
+    _check_style(prompt_style)
+    mixed = rng.random() < MIXED_FRACTION if mixed is None else mixed
     content = format_files(shown_files(rng, instance, mixed=mixed))
+    if prompt_style == "agentless":
+        text = repair_prompt(instance.problem_statement, content)
+    else:
+        text = COMPACT_REPAIR.format(problem_statement=instance.problem_statement, content=content)
     reasoning, answer = repair_answer(instance)
-    return Task(domain="swe", kind=f"repair_{instance.kind}",
-                prompt=user(repair_prompt(instance.problem_statement, content)),
+    return Task(domain="swe", kind=f"repair_{instance.kind}", prompt=user(text),
                 reasoning=reasoning, answer=answer, source="swe",
                 reference={"files": dict(instance.files), "golden_patch": golden_patch(instance),
                            "problem_statement": instance.problem_statement})
 
 
-def localization_task(instance: Instance) -> Task:
+def localization_task(instance: Instance, *, prompt_style: PromptStyle = "agentless") -> Task:
     from cascade_rl.swe.prompts import localization_messages
 
-    messages = localization_messages(instance.problem_statement, structure(instance.files), n=3)
+    _check_style(prompt_style)
+    tree = structure(instance.files)
+    if prompt_style == "agentless":
+        messages = tuple(localization_messages(instance.problem_statement, tree, n=3))
+    else:
+        messages = user(COMPACT_LOCALIZATION.format(problem_statement=instance.problem_statement,
+                                                    structure=tree, n=3))
     reasoning = f"The issue names {instance.dotted}, which lives in {instance.path}."
-    return Task(domain="swe_localization", kind=f"localize_{instance.kind}", prompt=tuple(messages),
+    return Task(domain="swe_localization", kind=f"localize_{instance.kind}", prompt=messages,
                 reasoning=reasoning, answer=f"```\n{instance.path}\n```", source="swe",
                 reference={"gold_files": [instance.path]})
 
@@ -264,15 +335,19 @@ def _call(source: str, name: str, arguments: tuple[Any, ...]) -> Any:
     return namespace[name](*arguments)
 
 
-def test_generation_task(instance: Instance) -> Task:
+def test_generation_task(instance: Instance, *, prompt_style: PromptStyle = "agentless") -> Task:
     from cascade_rl.swe.prompts import format_files, reproduction_test_messages
 
-    messages = reproduction_test_messages(
-        instance.problem_statement, golden_patch(instance),
-        format_files({instance.path: instance.files[instance.path]}))
+    _check_style(prompt_style)
+    fields = {"problem_statement": instance.problem_statement, "model_patch": golden_patch(instance),
+              "content": format_files({instance.path: instance.files[instance.path]})}
+    if prompt_style == "agentless":
+        messages = tuple(reproduction_test_messages(**fields))
+    else:
+        messages = user(COMPACT_TEST.format(**fields))
     reasoning = (f"Call {instance.function.name}{instance.function.probe!r} and compare with the "
                  "fixed result.").replace(",)", ")")
-    return Task(domain="swe_testgen", kind=f"testgen_{instance.kind}", prompt=tuple(messages),
+    return Task(domain="swe_testgen", kind=f"testgen_{instance.kind}", prompt=messages,
                 reasoning=reasoning, answer=f"```python\n{reproduction_test(instance)}```", source="swe")
 
 

@@ -1,6 +1,6 @@
 """Toy tool calling: requests answered with ``<tool_call>`` blocks (issue 4; SPEC sections 2-3).
 
-Each task shows two to four tools (OpenAI-style JSON schemas, rendered into the system prompt
+Each task shows two or three tools (OpenAI-style JSON schemas, rendered into the system prompt
 by the chat template) and a user request. The gold answer calls the right tool with the
 arguments copied from the request; some requests ask for two calls at once, and some match no
 tool and are answered in words (``expected_calls == []``). Assistant turns carry their calls
@@ -31,25 +31,24 @@ def _schema(name: str, description: str, properties: dict[str, dict], required: 
         "parameters": {"type": "object", "properties": properties, "required": required}}}
 
 
-def _string(description: str, enum: tuple[str, ...] | None = None) -> dict:
-    return {"type": "string", "description": description, **({"enum": list(enum)} if enum else {})}
+def _string(enum: tuple[str, ...] | None = None) -> dict:
+    return {"type": "string", **({"enum": list(enum)} if enum else {})}
 
 
 TOOL_SCHEMAS: dict[str, dict] = {schema["function"]["name"]: schema for schema in (
     _schema("get_weather", "Get the current weather in a city.",
-            {"city": _string("City name"), "unit": _string("Temperature unit", ("celsius", "fahrenheit"))},
+            {"city": _string(), "unit": _string(("celsius", "fahrenheit"))},
             ["city"]),
-    _schema("get_time", "Get the local time in a city.", {"city": _string("City name")}, ["city"]),
+    _schema("get_time", "Get the local time in a city.", {"city": _string()}, ["city"]),
     _schema("convert_currency", "Convert an amount of money.",
-            {"amount": {"type": "number", "description": "Amount"},
-             "from_currency": _string("Currency code"), "to_currency": _string("Currency code")},
+            {"amount": {"type": "number"}, "from_currency": _string(), "to_currency": _string()},
             ["amount", "from_currency", "to_currency"]),
-    _schema("set_alarm", "Set an alarm.", {"time": _string("Time as HH:MM")}, ["time"]),
+    _schema("set_alarm", "Set an alarm (HH:MM).", {"time": _string()}, ["time"]),
     _schema("send_message", "Send a text message.",
-            {"to": _string("Contact name"), "text": _string("Message text")}, ["to", "text"]),
-    _schema("play_song", "Play a song.", {"title": _string("Song title")}, ["title"]),
+            {"to": _string(), "text": _string()}, ["to", "text"]),
+    _schema("play_song", "Play a song.", {"title": _string()}, ["title"]),
     _schema("translate_text", "Translate text into another language.",
-            {"text": _string("Text to translate"), "target_language": _string("Language name")},
+            {"text": _string(), "target_language": _string()},
             ["text", "target_language"]),
 )}
 
@@ -141,7 +140,7 @@ def tool_task(rng: random.Random) -> Task:
         plan = f"The user needs {calls[0].name}, so I call it{' twice' if len(calls) > 1 else ''}."
     needed = {call.name for call in calls}
     others = [name for name in sorted(TOOL_SCHEMAS) if name not in needed]
-    shown = sorted(needed | set(rng.sample(others, rng.randint(1, 2))))
+    shown = sorted(needed | set(rng.sample(others, 1)))
     rng.shuffle(shown)
     expected = [call.as_dict() for call in calls]
     return Task(domain="tool_call", kind=kind, prompt=user(text), reasoning=plan, answer=plain,

@@ -236,13 +236,12 @@ LANGUAGES = ("French", "Spanish", "German", "Italian", "Japanese", "Dutch")
 SONGS = ("Blue Moon", "Summer Rain", "Golden Road", "Night Train", "Paper Boats", "Old River",
          "Silver Lines", "Quiet Storm", "Morning Light", "Wild Roses")
 
-#: Identifier parts for the SWE repositories' packages, modules, functions and variables.
-NOUNS = ("price", "count", "total", "width", "height", "score", "level", "speed", "weight", "length",
-         "rate", "limit", "size", "depth", "amount", "balance", "offset", "step", "margin", "budget",
-         "tax", "fee", "bonus", "distance", "volume", "area", "radius", "age", "days", "hours",
-         "items", "points", "stock", "order", "ticket", "value", "index", "number", "base", "factor")
-VERBS = ("compute", "get", "calc", "find", "make", "apply", "scale", "clamp", "shift", "measure")
+#: Names in the SWE repositories: packages, modules, functions and variables (single words).
 PACKAGES = ("shop", "geo", "stats", "bank", "farm", "school", "store", "trip", "clinic", "game",
             "garden", "hotel", "library", "studio", "market", "park")
 MODULES = ("pricing", "utils", "rules", "core", "helpers", "metrics", "limits", "billing", "orders",
            "reports", "convert", "checks")
+FUNCTIONS = ("scale", "shift", "clamp", "limit", "total", "measure", "apply", "combine", "adjust",
+             "compute", "merge", "step", "score", "weigh", "count", "spread", "reduce", "grow")
+VARIABLES = ("a", "b", "x", "y", "n", "m", "total", "count", "value", "size", "rate", "price",
+             "width", "height", "speed", "level", "amount", "weight")
