@@ -19,7 +19,6 @@ import io
 import random
 from contextlib import redirect_stdout
 from dataclasses import dataclass
-from typing import Callable
 
 from cascade_rl.world.tasks import Task, pick, user
 
@@ -151,5 +150,3 @@ def code_task(rng: random.Random, families: tuple[Family, ...] = FAMILIES, *, nu
                 reasoning=plan, answer=f"```python\n{source}```", source="code",
                 reference={"tests": {"inputs": inputs, "outputs": outputs, "fn_name": None}})
 
-
-CodeGenerator = Callable[[random.Random], Task]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, Mode
 
@@ -103,9 +103,6 @@ def rl_row(task: Task, row_id: str) -> dict[str, Any]:
 def user(text: str) -> tuple[dict, ...]:
     """A one-turn prompt."""
     return ({"role": "user", "content": text},)
-
-
-Generator = Callable[[random.Random], Task]
 
 
 def pick(rng: random.Random, options: Sequence[Any]) -> Any:
