@@ -91,3 +91,16 @@ def test_environment_expansion(monkeypatch):
     assert expand("${UNSET_VAR_XYZ:-d}/y") == "d/y"
     with pytest.raises(RecipeError, match="UNSET_VAR_XYZ"):
         expand("${UNSET_VAR_XYZ}/y")
+
+
+@pytest.mark.parametrize("world, field, message", [
+    ({"options": {"sft_nearmiss": 0.5}}, "world.options", "unknown option 'sft_nearmiss'"),
+    ({"options": {"math_style": "abacus"}}, "world.options", "math_style"),
+    ({"options": {"sft_near_miss": 2}}, "world.options", "sft_near_miss"),
+    ({"sizes": {"sft_maths": 10}}, "world.sizes", "unknown WorldSizes field 'sft_maths'"),
+])
+def test_bad_world_sections_name_the_field(world, field, message):
+    stage = {"kind": "sft", "substages": [{"data": "a"}]}
+    with pytest.raises(RecipeError) as error:
+        parse_recipe({"name": "x", "model": {"tiny": {}}, "world": world, "stages": [stage]})
+    assert field in str(error.value) and message in str(error.value)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ThinkingMode = Literal["think", "no_think", "half"]
 ModelKind = Literal["unified", "thinking"]
@@ -246,6 +246,30 @@ class WorldSpec(Strict):
 
     seed: int = Field(0, description="Generator seed.")
     sizes: dict[str, int] = Field(default_factory=dict, description="Overrides of cascade_rl.world.WorldSizes fields.")
+    options: dict[str, Any] = Field(default_factory=dict, description="cascade_rl.world.WorldOptions fields "
+                                    "(swe_prompt, math_style, sft_near_miss).")
+
+    @field_validator("sizes")
+    @classmethod
+    def _known_sizes(cls, sizes: dict[str, int]) -> dict[str, int]:
+        from cascade_rl.world.build import WorldSizes
+
+        WorldSizes.from_overrides(sizes)
+        return sizes
+
+    @field_validator("options")
+    @classmethod
+    def _known_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        from dataclasses import fields
+
+        from cascade_rl.world.build import WorldOptions
+
+        known = {f.name for f in fields(WorldOptions)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        WorldOptions(**options)
+        return options
 
 
 class Recipe(Strict):

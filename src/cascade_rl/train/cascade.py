@@ -121,11 +121,12 @@ class Cascade:
         marker = self.run_dir / "world" / ".done"
         if marker.exists():
             return
-        from cascade_rl.world import WorldSizes, build_world
+        from cascade_rl.world import WorldOptions, WorldSizes, build_world
 
         self.echo("building the toy world ...")
-        manifest = build_world(self.run_dir / "world", seed=self.recipe.world.seed,
-                               sizes=WorldSizes(**self.recipe.world.sizes))
+        world = self.recipe.world
+        manifest = build_world(self.run_dir / "world", seed=world.seed, sizes=WorldSizes(**world.sizes),
+                               options=WorldOptions(**world.options))
         rows = ", ".join(f"{name.removesuffix('.jsonl')} {count}" for name, count in manifest.rows.items())
         self.echo(f"toy world: {rows}")
         marker.write_text("done")

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from cascade_rl.chat import render
 from cascade_rl.world import arithmetic, general, instructions, programs, swe, tools
 from cascade_rl.world.decontam import Decontaminator, row_text, strip_scaffolding
+from cascade_rl.world.near_miss import near_miss
 from cascade_rl.world.tasks import Task, rl_row, sft_row
 from cascade_rl.world.tokenizer import build_tokenizer
 
@@ -212,16 +213,21 @@ class WorldOptions:
     """How tasks are shaped. ``swe_prompt``: ``agentless`` (the paper's appendix C.2 prompts)
     or ``compact`` (same inputs and answer format, without the repeated instructions; what a
     few-million-parameter model can learn in minutes); ``math_style``: ``count`` or ``column``
-    traces (:mod:`.arithmetic`)."""
+    traces (:mod:`.arithmetic`); ``sft_near_miss``: the share of math, code, instruction-following
+    and general-chat SFT answers written in a near-miss form that loses the reward
+    (:mod:`.near_miss`; 0 = clean SFT data)."""
 
     swe_prompt: swe.PromptStyle = "agentless"
     math_style: arithmetic.Style = "count"
+    sft_near_miss: float = 0.0
 
     def __post_init__(self) -> None:
         if self.swe_prompt not in swe.PROMPT_STYLES:
             raise ValueError(f"swe_prompt must be one of {swe.PROMPT_STYLES}, got {self.swe_prompt!r}")
         if self.math_style not in ("count", "column"):
             raise ValueError(f"math_style must be 'count' or 'column', got {self.math_style!r}")
+        if not 0.0 <= self.sft_near_miss <= 1.0:
+            raise ValueError(f"sft_near_miss must be a share in [0, 1], got {self.sft_near_miss!r}")
 
 
 class Generators:
@@ -331,8 +337,10 @@ def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Genera
     ]
     rows: list[dict] = []
     for name, generator, count, modes in plan:
-        rng = _rng(seed, name)
+        rng, slips = _rng(seed, name), _rng(seed, f"{name}:near_miss")
         for index, task in enumerate(sampler.draw(name, generator, rng, count, probe_row)):
+            if slips.random() < generators.options.sft_near_miss:
+                task = near_miss(task, slips)
             thinking_twin = name != "sft:ifeval" or index % IFEVAL_THINK_EVERY == 0
             for mode in modes if thinking_twin else ("no_think",):  # IF-RL trains non-thinking
                 rows.append(sft_row(task, mode, f"{name.split(':')[1]}-{index:05d}-{mode}"))
