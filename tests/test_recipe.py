@@ -41,6 +41,11 @@ def test_8b_recipe_resolves_to_the_papers_trl_settings(tmp_path):
     assert (config["swe"].num_generations, config["swe"].learning_rate, config["swe"].max_completion_length) == (16, 2.5e-6, 16384)
     assert [c.max_prompt_length for c in stages["swe"].curriculum] == [16384, 24576]
     assert config["math"].model_init_kwargs["dtype"].__str__() == "torch.bfloat16"
+    # activation checkpointing only when the recipe asks (TRL's configs default it to on)
+    assert recipe.runtime.gradient_checkpointing is True and config["math"].gradient_checkpointing is True
+    runtime = recipe.runtime.model_copy(update={"gradient_checkpointing": False})
+    assert grpo_config(stages["math"], stages["math"].curriculum[0], runtime, tmp_path, 0,
+                       "bfloat16").gradient_checkpointing is False
 
 
 def test_14b_thinking_recipe_uses_the_thinking_model_defaults():

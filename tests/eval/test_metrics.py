@@ -100,3 +100,22 @@ def test_best_and_majority_reject_mismatched_lengths():
         best_at_k([[1], [2]], [[1]], 1)
     with pytest.raises(ValueError, match="majority@k: prompt 0 has 2 entries but 1 correctness"):
         majority_at_k([["a", "b"]], [[1]], 1)
+
+
+def test_standard_error_over_prompts():
+    from cascade_rl.eval.metrics import standard_error
+
+    assert standard_error([1.0]) == 0.0 and standard_error([]) == 0.0
+    assert standard_error([0.0, 1.0]) == pytest.approx(0.5)  # std 0.7071 / sqrt(2)
+    assert standard_error([0.25] * 10) == 0.0
+
+
+def test_verify_result_records_the_standard_error_in_points():
+    from types import SimpleNamespace
+
+    from cascade_rl.eval.benchmarks import verify_result
+
+    bench = SimpleNamespace(name="b", pass_threshold=1.0, metric="avg@k", k=2)
+    scores = [[SimpleNamespace(reward=1.0, details={})] * 2, [SimpleNamespace(reward=0.0, details={})] * 2]
+    result = verify_result(bench, scores)
+    assert result.value == 50.0 and result.extra["stderr"] == pytest.approx(50.0)

@@ -69,6 +69,7 @@ def markdown_table(markdown: str, heading: str) -> list[list[str]]:
 
 
 def test_report_json_schema_and_values(run_dir):
+    (run_dir / "00-base" / "model").mkdir(parents=True)  # the built tiny base model: not a stage
     build_report(run_dir)
     report = json.loads((run_dir / "report.json").read_text())
     assert report["total_wall_s"] == pytest.approx(395.0)
@@ -193,3 +194,15 @@ def test_an_eval_stage_reports_on_the_checkpoint_before_it(run_dir):
 def test_missing_run_directory_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere"):
         build_report(tmp_path / "nowhere")
+
+
+def test_report_states_the_sampling_noise_from_eval_stderr(run_dir):
+    stage = run_dir / "04-math"
+    evaluation = json.loads((stage / "eval.json").read_text())
+    name = next(iter(evaluation))
+    value = evaluation[name]["value"] if isinstance(evaluation[name], dict) else evaluation[name]
+    evaluation[name] = {"value": value, "metric": "avg@4", "k": 4, "extra": {"stderr": 3.25}}
+    (stage / "eval.json").write_text(json.dumps(evaluation))
+    build_report(run_dir)
+    assert f"Sampling noise: the largest standard error over prompts of any value, in points: {name} 3.2" \
+        in (run_dir / "report.md").read_text()

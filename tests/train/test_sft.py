@@ -21,7 +21,7 @@ def sft_rows():
     return rows
 
 
-def test_two_substages_train_from_each_other_and_drop_overlong_samples(tiny_checkpoint, tmp_path):
+def test_two_substages_train_from_each_other_and_drop_overlong_samples(tiny_checkpoint, tmp_path, capfd):
     data = tmp_path / "sft.jsonl"
     long_row = {"messages": [{"role": "user", "content": "x " * 400}, {"role": "assistant", "content": "y"}]}
     tool_row = {"tools": [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}],
@@ -44,6 +44,7 @@ def test_two_substages_train_from_each_other_and_drop_overlong_samples(tiny_chec
     metrics = [json.loads(l) for l in (stage_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 8)) and all("loss" in m for m in metrics)
     assert metrics[-1]["loss"] < metrics[0]["loss"]
+    assert "{'loss'" not in capfd.readouterr().err  # the bar shows the loss; no dict per step
     tuned = AutoModelForCausalLM.from_pretrained(model_dir)
     base = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     assert any(not torch.equal(a, b) for a, b in zip(tuned.parameters(), base.parameters()))

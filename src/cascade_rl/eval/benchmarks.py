@@ -117,26 +117,32 @@ def verify_result(bench: Benchmark, scores: Sequence[Sequence[Any]]) -> Benchmar
         value = sum(rewards) / max(len(rewards), 1)
     else:
         value = metrics.avg_at_k(correct, bench.k)
+    per_prompt = [sum(row) / len(row) for row in correct if row]
     extra = {"mean_reward": sum(rewards) / max(len(rewards), 1),
-             "pass@k": 100.0 * metrics.pass_at_k(correct, bench.k)}
+             "pass@k": 100.0 * metrics.pass_at_k(correct, bench.k),
+             "stderr": 100.0 * metrics.standard_error(per_prompt)}
     return BenchmarkResult(bench.name, 100.0 * value, bench.metric, bench.k, len(scores), extra)
 
 
 def arena_result(bench: Benchmark, rows: Sequence[dict], samples: Sequence[Sequence[str]], references: Sequence[str],
                  reward_model: str) -> BenchmarkResult:
+    from cascade_rl.eval.metrics import standard_error
     from cascade_rl.rewards.preference import rm_scores
 
     sample_requests = [{"messages": row["prompt"], "response": s} for row, group in zip(rows, samples) for s in group]
     reference_requests = [{"messages": row["prompt"], "response": ref} for row, ref in zip(rows, references)]
     sample_scores = rm_scores(sample_requests, reward_model)
     reference_scores = rm_scores(reference_requests, reward_model)
-    wins, cursor = [], 0
+    wins, per_prompt, cursor = [], [], 0
     for index, group in enumerate(samples):
-        for value in sample_scores[cursor:cursor + len(group)]:
-            wins.append(1.0 if value > reference_scores[index] else 0.5 if value == reference_scores[index] else 0.0)
+        group_wins = [1.0 if value > reference_scores[index] else 0.5 if value == reference_scores[index] else 0.0
+                      for value in sample_scores[cursor:cursor + len(group)]]
+        wins += group_wins
+        per_prompt += [sum(group_wins) / len(group_wins)] if group_wins else []
         cursor += len(group)
     return BenchmarkResult(bench.name, 100.0 * sum(wins) / max(len(wins), 1), "win rate", bench.k, len(rows),
-                           {"mean_rm_score": sum(sample_scores) / max(len(sample_scores), 1)})
+                           {"mean_rm_score": sum(sample_scores) / max(len(sample_scores), 1),
+                            "stderr": 100.0 * standard_error(per_prompt)})
 
 
 def evaluate(model_dir: Path, benchmarks: Sequence[Benchmark], out_dir: Path, *,

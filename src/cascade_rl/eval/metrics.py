@@ -69,6 +69,16 @@ def avg_at_k(correct: Sequence[Sequence[Correctness]], k: int | None = None) -> 
     return _mean(per_prompt)
 
 
+def standard_error(per_prompt: Sequence[float]) -> float:
+    """Standard error of a benchmark value that is the mean of per-prompt scores (sample
+    standard deviation over prompts / sqrt(prompts)); 0 with fewer than two prompts."""
+    n = len(per_prompt)
+    if n < 2:
+        return 0.0
+    mean = sum(per_prompt) / n
+    return (sum((v - mean) ** 2 for v in per_prompt) / (n - 1) / n) ** 0.5
+
+
 def pass_at_k_estimate(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one prompt with ``n`` samples of which ``c`` are correct."""
     _check_k(k)

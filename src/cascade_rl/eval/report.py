@@ -57,6 +57,7 @@ class StageRecord:
     wall_s: float
     eval: dict[str, float] = field(default_factory=dict)
     eval_labels: dict[str, str] = field(default_factory=dict)
+    eval_stderr: dict[str, float] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     bad_metric_lines: int = 0
 
@@ -181,6 +182,14 @@ def read_eval(path: Path) -> tuple[dict[str, float], dict[str, str]]:
     return values, labels
 
 
+def read_stderr(path: Path) -> dict[str, float]:
+    """Each benchmark's standard error over prompts (eval.json ``extra.stderr``), where recorded."""
+    raw = _read_json(path) if path.exists() else {}
+    return {benchmark: float(entry["extra"]["stderr"]) for benchmark, entry in raw.items()
+            if isinstance(entry, dict) and isinstance(entry.get("extra"), dict)
+            and isinstance(entry["extra"].get("stderr"), (int, float))}
+
+
 def read_metrics(path: Path) -> tuple[list[dict[str, Any]], int]:
     """metrics.jsonl rows and the number of unreadable lines (e.g. a line cut by a kill)."""
     if not path.exists():
@@ -201,6 +210,10 @@ def read_metrics(path: Path) -> tuple[list[dict[str, Any]], int]:
     return rows, bad
 
 
+#: Where ``cascade run`` builds the tiny base model: not a stage.
+BASE_DIR = "00-base"
+
+
 def load_stages(run_dir: Path) -> tuple[list[StageRecord], list[str]]:
     """Finished stages in index order, and the directory names of unfinished ones."""
     if not run_dir.is_dir():
@@ -209,7 +222,7 @@ def load_stages(run_dir: Path) -> tuple[list[StageRecord], list[str]]:
     for directory in sorted(path for path in run_dir.iterdir() if path.is_dir()):
         info_path = directory / "stage.json"
         if not info_path.exists():
-            if _STAGE_DIR.match(directory.name):
+            if _STAGE_DIR.match(directory.name) and directory.name != BASE_DIR:
                 unfinished.append(directory.name)
             continue
         info = read_stage_info(info_path)
@@ -220,6 +233,7 @@ def load_stages(run_dir: Path) -> tuple[list[StageRecord], list[str]]:
         metrics, bad = read_metrics(directory / "metrics.jsonl")
         stages.append(StageRecord(directory=directory, index=info["index"], name=str(info["name"]),
                                   kind=info["kind"], wall_s=info["wall_s"], eval=values, eval_labels=labels,
+                                  eval_stderr=read_stderr(directory / "eval.json"),
                                   metrics=metrics, bad_metric_lines=bad))
     stages.sort(key=lambda stage: stage.index)
     return stages, unfinished
@@ -464,6 +478,20 @@ def _targets_section(checks: Sequence[TargetCheck]) -> list[str]:
     return lines
 
 
+def _noise_section(summary: RunSummary) -> list[str]:
+    """The sampling noise of the values: the largest standard error over prompts per benchmark."""
+    largest: dict[str, float] = {}
+    for row in summary.rows:
+        for benchmark, stderr in row.eval_stderr.items():
+            largest[benchmark] = max(largest.get(benchmark, 0.0), stderr)
+    if not largest:
+        return []
+    noise = ", ".join(f"{name} {value:.1f}" for name, value in largest.items())
+    return ["Sampling noise: the largest standard error over prompts of any value, in points: "
+            f"{noise}. Stages are compared on the same prompts, so a change between two stages "
+            "is less noisy than that, but a change of a few points in one run is not conclusive.", ""]
+
+
 def _curves_section(summary: RunSummary, plots: Mapping[str, str]) -> list[str]:
     lines = []
     for row in summary.rows:
@@ -494,7 +522,7 @@ def _markdown(summary: RunSummary, targets: Mapping[str, str], checks: Sequence[
               "**Bold**: the RL stage's own domain.", "", _forgetting_table(summary, targets), ""]
     if forgetting_plot:
         lines += [f"![forgetting matrix]({forgetting_plot})", ""]
-    lines += ["## Targets", ""] + _targets_section(checks) + [""]
+    lines += ["## Targets", ""] + _targets_section(checks) + [""] + _noise_section(summary)
     if plots:
         lines += ["## Training curves (RL stages)", ""] + _curves_section(summary, plots)
     return "\n".join(lines).rstrip() + "\n"
@@ -556,6 +584,8 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
     if isinstance(report, (str, Path)):
         report = _read_json(Path(report))
     console = console or Console()
+    if not console.is_terminal:  # piped or logged: rich would assume 80 columns and cut names
+        console.width = max(console.width, 160)
     stages = report.get("stages", [])
     benchmarks = report.get("benchmarks") or list(dict.fromkeys(b for s in stages for b in s.get("eval", {})))
     table = Table(title=f"Cascade RL: {len(stages)} stage(s), {format_duration(report.get('total_wall_s', 0.0))}")

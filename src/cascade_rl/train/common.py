@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import ProgressCallback, TrainerCallback
 
 from cascade_rl.recipe import Runtime
 
@@ -40,9 +40,18 @@ def base_args(runtime: Runtime, output_dir: Path, seed: int) -> dict[str, Any]:
         logging_steps=runtime.logging_steps, bf16=use_bf16(runtime), fp16=False,
         dataloader_num_workers=0, disable_tqdm=False, use_cpu=not has_gpu(),
     )
-    if runtime.gradient_checkpointing:
-        args["gradient_checkpointing"] = True
+    args[_checkpointing_field()] = runtime.gradient_checkpointing  # TRL's configs default it to True
     return args
+
+
+def _checkpointing_field() -> str:
+    """transformers 5 renamed ``gradient_checkpointing`` to ``activation_checkpointing``."""
+    from dataclasses import fields
+
+    from transformers import TrainingArguments
+
+    names = {f.name for f in fields(TrainingArguments)}
+    return "activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"
 
 
 def model_init_kwargs(dtype: str) -> dict[str, Any]:
@@ -58,6 +67,30 @@ def set_threads(runtime: Runtime) -> None:
         import torch
 
         torch.set_num_threads(runtime.torch_threads)
+
+
+class CompactProgress(ProgressCallback):
+    """The trainer's progress bar with the latest loss / reward shown on the bar itself, instead
+    of one printed dictionary per logged step (the full record is ``metrics.jsonl``)."""
+
+    SHOWN = {"loss": "loss", "reward": "reward", "completions/clipped_ratio": "truncated",
+             "accuracy": "accuracy"}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs:
+            shown = {name: f"{logs[key]:.3g}" for key, name in self.SHOWN.items()
+                     if isinstance(logs.get(key), (int, float))}
+            if shown:
+                self.training_bar.set_postfix(shown, refresh=False)
+
+
+def compact_progress(trainer: Any) -> Any:
+    """Swap ``trainer``'s progress callback for :class:`CompactProgress`; returns the trainer."""
+    if trainer.args.disable_tqdm:
+        return trainer
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(CompactProgress)
+    return trainer
 
 
 class MetricsWriter(TrainerCallback):

@@ -31,7 +31,8 @@ from cascade_rl.chat import token_count, with_mode
 from cascade_rl.data.loading import LoadReport, load_sources, rl_normaliser
 from cascade_rl.recipe import CurriculumStep, GRPOStage, Runtime
 from cascade_rl.rewards.adapter import CascadeReward, ScoredBatch
-from cascade_rl.train.common import MetricsWriter, base_args, model_init_kwargs, save_checkpoint, world_size
+from cascade_rl.train.common import (MetricsWriter, base_args, compact_progress, model_init_kwargs, save_checkpoint,
+                                     world_size)
 from cascade_rl.train.curriculum import TruncationStop, merge_substage_metrics, run_substages
 from cascade_rl.train.filtering import MODES, FilterState, PromptSampler
 
@@ -174,7 +175,7 @@ def run_grpo_stage(stage: GRPOStage, *, model_in: Path, stage_dir: Path, runtime
             args=grpo_config(stage, step, runtime, substage_dir / "trainer", seed, model_dtype),
             train_dataset=Dataset.from_list(substage_data.rows), processing_class=tokenizer,
             callbacks=[writer, stop], prompt_sampler=sampler)
-        trainer.train()
+        compact_progress(trainer).train()
         save_checkpoint(trainer, tokenizer, substage_dir / "model")
         (substage_dir / "filter_state.json").write_text(json.dumps(state.to_dict()))
         return {"steps": trainer.state.global_step, "max_response_length": step.max_response_length,

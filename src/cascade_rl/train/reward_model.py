@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from cascade_rl.data.loading import load_sources, normalise_preference
 from cascade_rl.recipe import RewardModelStage, Runtime, expand
-from cascade_rl.train.common import MetricsWriter, base_args, model_init_kwargs, save_checkpoint
+from cascade_rl.train.common import MetricsWriter, base_args, compact_progress, model_init_kwargs, save_checkpoint
 from cascade_rl.train.sft import accumulation
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def run_reward_model_stage(stage: RewardModelStage, *, policy: Path, stage_dir: 
     trainer = RewardTrainer(model=str(base), args=RewardConfig(**args), train_dataset=Dataset.from_list(pairs),
                             processing_class=tokenizer, callbacks=[MetricsWriter(stage_dir / "metrics.jsonl")])
     _set_pad_token(trainer.model, tokenizer)
-    trainer.train()
+    compact_progress(trainer).train()
     return save_checkpoint(trainer, tokenizer, stage_dir / "model")
 
 

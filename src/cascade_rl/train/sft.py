@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from cascade_rl.chat import token_count
 from cascade_rl.data.loading import LoadReport, load_sources, normalise_sft
 from cascade_rl.recipe import Runtime, SFTStage, SFTSubstage
-from cascade_rl.train.common import (MetricsWriter, base_args, model_init_kwargs, save_checkpoint,
+from cascade_rl.train.common import (MetricsWriter, base_args, compact_progress, model_init_kwargs, save_checkpoint,
                                      world_size)
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
 
@@ -72,7 +72,7 @@ def run_sft_stage(stage: SFTStage, *, model_in: Path, stage_dir: Path, runtime: 
         trainer = SFTTrainer(model=str(model), args=SFTConfig(**args), train_dataset=Dataset.from_list(rows),
                              processing_class=tokenizer,
                              callbacks=[MetricsWriter(substage_dir / "metrics.jsonl", substage=sub.name)])
-        trainer.train()
+        compact_progress(trainer).train()
         save_checkpoint(trainer, tokenizer, substage_dir / "model")
         return {"rows": len(rows), "steps": trainer.state.global_step, "data": report.summary()}
 
