@@ -99,7 +99,7 @@ def test_environment_expansion(monkeypatch):
 
 
 @pytest.mark.parametrize("world, field, message", [
-    ({"options": {"sft_nearmiss": 0.5}}, "world.options", "unknown option 'sft_nearmiss'"),
+    ({"options": {"sft_nearmiss": 0.5}}, "world.options", "unknown WorldOptions field 'sft_nearmiss'"),
     ({"options": {"math_style": "abacus"}}, "world.options", "math_style"),
     ({"options": {"sft_near_miss": 2}}, "world.options", "sft_near_miss"),
     ({"sizes": {"sft_maths": 10}}, "world.sizes", "unknown WorldSizes field 'sft_maths'"),

@@ -260,15 +260,9 @@ class WorldSpec(Strict):
     @field_validator("options")
     @classmethod
     def _known_options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        from dataclasses import fields
-
         from cascade_rl.world.build import WorldOptions
 
-        known = {f.name for f in fields(WorldOptions)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        WorldOptions(**options)
+        WorldOptions.from_overrides(options)
         return options
 
 

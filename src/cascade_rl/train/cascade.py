@@ -125,8 +125,9 @@ class Cascade:
 
         self.echo("building the toy world ...")
         world = self.recipe.world
-        manifest = build_world(self.run_dir / "world", seed=world.seed, sizes=WorldSizes(**world.sizes),
-                               options=WorldOptions(**world.options))
+        manifest = build_world(self.run_dir / "world", seed=world.seed,
+                               sizes=WorldSizes.from_overrides(world.sizes),
+                               options=WorldOptions.from_overrides(world.options))
         rows = ", ".join(f"{name.removesuffix('.jsonl')} {count}" for name, count in manifest.rows.items())
         self.echo(f"toy world: {rows}")
         marker.write_text("done")

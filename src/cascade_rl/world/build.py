@@ -75,11 +75,7 @@ class WorldSizes:
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, int] | None) -> "WorldSizes":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(overrides or {}) - known)
-        if unknown:
-            raise ValueError(f"unknown WorldSizes field {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        values = dict(overrides or {})
+        values = _known_fields(cls, overrides)
         bad = [name for name, value in values.items() if not isinstance(value, int) or value < 0]
         if bad:
             raise ValueError(f"WorldSizes.{bad[0]} must be a non-negative integer, got {values[bad[0]]!r}")
@@ -228,6 +224,19 @@ class WorldOptions:
             raise ValueError(f"math_style must be 'count' or 'column', got {self.math_style!r}")
         if not 0.0 <= self.sft_near_miss <= 1.0:
             raise ValueError(f"sft_near_miss must be a share in [0, 1], got {self.sft_near_miss!r}")
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, Any] | None) -> "WorldOptions":
+        return cls(**_known_fields(cls, overrides))
+
+
+def _known_fields(cls: type, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``overrides`` as a dict, after checking that every name is a field of dataclass ``cls``."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(overrides or {}) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    return dict(overrides or {})
 
 
 class Generators:
