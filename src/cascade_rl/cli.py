@@ -132,12 +132,14 @@ def evaluate(
     benchmark: list[str] = typer.Option([], "--benchmark", "-b", help="Only these benchmarks (repeatable)."),
     out: Path = typer.Option(Path("eval-out"), "--out", help="Where eval.json and the samples go."),
     reward_model: Optional[Path] = typer.Option(None, "--reward-model", help="Reward model for arena benchmarks."),
+    run: Optional[Path] = typer.Option(None, "--run", help="Run directory for ${run} / ${world} in benchmark paths "
+                                       "[default: the recipe's output_dir or runs/<name>]."),
 ) -> None:
     """Evaluate a checkpoint on a recipe's benchmarks (avg@k, pass@k; samples written beside eval.json)."""
     import logging
 
     from cascade_rl.eval.benchmarks import evaluate as run_benchmarks
-    from cascade_rl.recipe import RecipeError, load_recipe
+    from cascade_rl.recipe import RecipeError, load_recipe, run_variables
 
     try:
         parsed = load_recipe(recipe)
@@ -151,7 +153,8 @@ def evaluate(
         raise typer.Exit(2)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     chosen = [known[name] for name in benchmark] if benchmark else list(known.values())
-    results = run_benchmarks(model, chosen, out, reward_model=str(reward_model) if reward_model else None,
+    results = run_benchmarks(model, chosen, out, variables=run_variables(run or parsed.run_dir),
+                             reward_model=str(reward_model) if reward_model else None,
                              batch_size=parsed.eval.batch_size, workers=parsed.runtime.reward_workers, seed=parsed.seed)
     table = Table(title=f"{model} -> {out / 'eval.json'}")
     for column in ("benchmark", "metric", "k", "prompts", "value"):

@@ -393,6 +393,12 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
+def run_variables(run_dir: Path) -> dict[str, str]:
+    """The variables a recipe's paths may use besides the environment: ``${run}`` (the run
+    directory) and ``${world}`` (the toy world built in it)."""
+    return {"world": str(Path(run_dir) / "world"), "run": str(run_dir)}
+
+
 def expand(text: str, extra: dict[str, str] | None = None) -> str:
     """Expand ``${VAR}`` / ``${VAR:-default}`` from ``extra`` then the environment. An unset
     variable without a default is an error naming it."""

@@ -2,10 +2,14 @@
 environment, the python fast path and the rlimits-only fallback."""
 
 import logging
-import threading
 import os
+import shutil
+import subprocess
+import sys
+import threading
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +173,23 @@ def test_root_hosts_run_programs_under_their_own_uid_or_fall_back(monkeypatch):
     monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
     with SandboxServer() as server:   # falls back to one shared uid, still isolated
         assert not server.separate_uids and server.run(["id", "-u"]).stdout == b"65534\n"
+
+
+@pytest.mark.usefixtures("bwrap_only")
+def test_an_interpreter_under_tmp_still_runs_in_the_sandbox():
+    """A checkout (and its .venv) under /tmp: the sandbox's private /tmp must not hide it."""
+    venv = Path("/tmp") / f"cascade-venv-{os.getpid()}"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+                   check=True, timeout=120)
+    try:
+        source = Path(__file__).resolve().parents[2] / "src"
+        script = ("from cascade_rl import sandbox\n"
+                  "with sandbox.SandboxServer() as server:\n"
+                  "    print(server.run_python('print(6 * 7)').stdout.decode().strip())\n"
+                  "print(sandbox.isolation())\n")
+        result = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True,
+                                timeout=120, env={**os.environ, "PYTHONPATH": str(source)})
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.split() == ["42", "bwrap"] and "does not work here" not in result.stderr
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)

@@ -63,7 +63,7 @@ def test_a_dead_sandbox_is_replaced_before_the_next_run():
         assert pool.submit_python(DOUBLE, stdin=b"4\n").result().stdout == b"8\n"
 
 
-def test_jobs_keep_one_worker_for_several_runs():
+def test_jobs_keep_one_worker_for_several_runs(bwrap_only):  # the private /tmp is bwrap's
     def two_runs(runner):
         runner.run_python("open('/tmp/note', 'w').write('kept')")
         return runner.run(["cat", "/tmp/note"])

@@ -127,3 +127,17 @@ def test_dry_run_json_prints_the_resolved_recipe(recipe_file):
     assert rlhf["temperature"] == 0.6
     plan = cascade_cli("run", str(recipe_file), "--dry-run")
     assert "rlhf" in plan.stdout and "half" in plan.stdout
+
+
+def test_eval_command_resolves_run_variables_in_benchmark_paths(recipe_file, tmp_path, tiny_checkpoint):
+    recipe = yaml.safe_load(recipe_file.read_text())
+    run_dir = tmp_path / "some-run"
+    (run_dir / "world").mkdir(parents=True)
+    (run_dir / "world" / "bench.jsonl").write_text(Path(recipe["eval"]["benchmarks"][0]["data"]).read_text())
+    recipe["eval"]["benchmarks"][0]["data"] = "${world}/bench.jsonl"
+    recipe_file.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "eval-out"
+    result = cascade_cli("eval", str(tiny_checkpoint), "--recipe", str(recipe_file), "--run", str(run_dir),
+                         "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((out / "eval.json").read_text())["toy-sum"]["prompts"] == 4

@@ -239,16 +239,17 @@ def bwrap_argv(limits: Limits, *, workdir: Path | None = None, writable_workdir:
             argv += ["--ro-bind", str(path), str(path)]
     for name in ETC_FILES:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    created: set[str] = set()
+    # the private /tmp first: an interpreter (a venv) that lives under /tmp is mounted on top of it
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/tmp",
+             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    created: set[str] = {"/tmp", "/dev", "/dev/shm", "/proc"}
     for root in _python_roots():
         for parent in reversed(Path(root).parents[:-1]):   # e.g. /root, /root/.pyenv: the
             if str(parent) not in created:                   # programs' uid must traverse them
                 argv += ["--perms", "0755", "--dir", str(parent)]
                 created.add(str(parent))
         argv += ["--ro-bind", root, root]
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/tmp",
-             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/dev/shm"]
     if workdir is not None:
         real = os.path.realpath(workdir)
         argv += ["--bind" if writable_workdir else "--ro-bind", real, real]

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from cascade_rl.recipe import (EvalStage, GRPOStage, Recipe, RecipeError, RewardModelStage, SFTStage, expand)
+from cascade_rl.recipe import (EvalStage, GRPOStage, Recipe, RecipeError, RewardModelStage, SFTStage, expand,
+                               run_variables)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class Cascade:
         self.recipe = recipe
         self.run_dir = Path(run_dir or recipe.run_dir)
         self.echo = echo
-        self.variables = {"world": str(self.run_dir / "world"), "run": str(self.run_dir)}
+        self.variables = run_variables(self.run_dir)
 
     # ----------------------------------------------------------------- entry point
     def run(self, *, resume: bool = False, only: str | None = None, start_from: str | None = None) -> Path:
