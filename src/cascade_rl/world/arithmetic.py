@@ -57,18 +57,24 @@ def add_trace(a: int, b: int) -> str:
     if a < 10 and b < 10:
         return f"{a} + {b} = {a + b}"
     top, bottom = _digits(a), _digits(b)
-    lines, carry, so_far = [f"{a} + {b}"], 0, ""
-    for column in range(max(len(top), len(bottom))):
-        x = top[column] if column < len(top) else 0
-        y = bottom[column] if column < len(bottom) else 0
-        total = x + y + carry
-        expression = f"{x} + {y} + {carry}" if carry else f"{x} + {y}"
+    width = max(len(top), len(bottom))
+    top, bottom = top + [0] * (width - len(top)), bottom + [0] * (width - len(bottom))
+    return _carry_trace(f"{a} + {b}", [(f"{x} + {y}", x + y) for x, y in zip(top, bottom)], a + b)
+
+
+def _carry_trace(head: str, columns: list[tuple[str, int]], result: int) -> str:
+    """A column trace: each column's ``(expression, value)`` plus the carry from the column
+    before, the digits so far, then ``head = result``."""
+    lines, carry, so_far = [head], 0, ""
+    for expression, value in columns:
+        total = value + carry
+        expression = f"{expression} + {carry}" if carry else expression
         carry, so_far = total // 10, f"{total % 10}{so_far}"
         line = f"{expression} = {total}, so far {so_far}"
         lines.append(line + (f", carry {carry}" if carry else ""))
     if carry:
         lines.append(f"so far {carry}{so_far}")
-    lines.append(f"{a} + {b} = {a + b}")
+    lines.append(f"{head} = {result}")
     return "\n".join(lines)
 
 
@@ -102,17 +108,7 @@ def mul_trace(a: int, b: int) -> str:
         raise ValueError(f"mul_trace needs a single-digit multiplier, got {b}")
     if a < 10:
         return f"{a} * {b} = {a * b}"
-    lines, carry, so_far = [f"{a} * {b}"], 0, ""
-    for x in _digits(a):
-        total = x * b + carry
-        expression = f"{x} * {b} + {carry}" if carry else f"{x} * {b}"
-        carry, so_far = total // 10, f"{total % 10}{so_far}"
-        line = f"{expression} = {total}, so far {so_far}"
-        lines.append(line + (f", carry {carry}" if carry else ""))
-    if carry:
-        lines.append(f"so far {carry}{so_far}")
-    lines.append(f"{a} * {b} = {a * b}")
-    return "\n".join(lines)
+    return _carry_trace(f"{a} * {b}", [(f"{x} * {b}", x * b) for x in _digits(a)], a * b)
 
 
 COLUMN = {"+": add_trace, "-": sub_trace, "*": mul_trace}
