@@ -72,7 +72,7 @@ def test_share_of_near_misses_in_sft_and_nothing_else_changes(tmp_path):
     assert 70 <= len(unboxed) <= 130  # about half of the 200 math answers
     assert not [a for a in _sft_answers(tmp_path / "clean") if "The answer is" in a and "boxed" not in a]
     for name, digest in clean.sha256.items():
-        if name != "sft.jsonl" and not name.startswith("tokenizer"):
+        if name != "sft.jsonl":
             assert noisy.sha256[name] == digest, name  # RL prompts and benchmarks untouched
     assert noisy.to_json()["options"]["sft_near_miss"] == 0.5
 

@@ -160,15 +160,17 @@ def read_stage_info(path: Path) -> dict[str, Any]:
     return info
 
 
-def read_eval(path: Path) -> tuple[dict[str, float], dict[str, str]]:
-    """eval.json as (benchmark -> percent, benchmark -> metric label such as 'avg@4')."""
+def read_eval(path: Path) -> tuple[dict[str, float], dict[str, str], dict[str, float]]:
+    """eval.json as (benchmark -> percent, benchmark -> metric label such as 'avg@4',
+    benchmark -> standard error over prompts where recorded in ``extra.stderr``)."""
     if not path.exists():
-        return {}, {}
+        return {}, {}, {}
     raw = _read_json(path)
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected an object mapping benchmark -> value")
     values: dict[str, float] = {}
     labels: dict[str, str] = {}
+    stderr: dict[str, float] = {}
     for benchmark, entry in raw.items():
         if isinstance(entry, dict):
             if "value" not in entry:
@@ -177,17 +179,12 @@ def read_eval(path: Path) -> tuple[dict[str, float], dict[str, str]]:
             label = entry.get("metric") or (f"avg@{entry['k']}" if entry.get("k") else None)
             if label:
                 labels[benchmark] = str(label)
+            extra = entry.get("extra")
+            if isinstance(extra, dict) and isinstance(extra.get("stderr"), (int, float)):
+                stderr[benchmark] = float(extra["stderr"])
         else:
             values[benchmark] = _number(entry, f"{path} {benchmark!r}")
-    return values, labels
-
-
-def read_stderr(path: Path) -> dict[str, float]:
-    """Each benchmark's standard error over prompts (eval.json ``extra.stderr``), where recorded."""
-    raw = _read_json(path) if path.exists() else {}
-    return {benchmark: float(entry["extra"]["stderr"]) for benchmark, entry in raw.items()
-            if isinstance(entry, dict) and isinstance(entry.get("extra"), dict)
-            and isinstance(entry["extra"].get("stderr"), (int, float))}
+    return values, labels, stderr
 
 
 def read_metrics(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -229,11 +226,11 @@ def load_stages(run_dir: Path) -> tuple[list[StageRecord], list[str]]:
         if info.get("status", "done") != "done":
             unfinished.append(directory.name)
             continue
-        values, labels = read_eval(directory / "eval.json")
+        values, labels, stderr = read_eval(directory / "eval.json")
         metrics, bad = read_metrics(directory / "metrics.jsonl")
         stages.append(StageRecord(directory=directory, index=info["index"], name=str(info["name"]),
                                   kind=info["kind"], wall_s=info["wall_s"], eval=values, eval_labels=labels,
-                                  eval_stderr=read_stderr(directory / "eval.json"),
+                                  eval_stderr=stderr,
                                   metrics=metrics, bad_metric_lines=bad))
     stages.sort(key=lambda stage: stage.index)
     return stages, unfinished
