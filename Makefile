@@ -2,6 +2,7 @@
 #   make demo   the embedded default: the whole cascade on a tiny model, on CPU
 #   make test   the test suite
 #   make bench  the performance benchmarks (each prints a ratio against its baseline)
+#   make lint   ruff check and format check (make test runs it first)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -39,8 +40,12 @@ install: system-deps $(STAMP)
 demo: install
 	$(BIN)/cascade run recipes/tiny.yaml
 
-test: install
+test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 bench: install
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

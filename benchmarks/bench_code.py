@@ -45,8 +45,7 @@ from cascade_rl.sandbox import SandboxPool
 
 TARGET_RATIO = 3.0
 TARGET_OVERHEAD_MS = 5.0
-CORRECT = ("n = int(input())\nvalues = list(map(int, input().split()))\n{fault}"
-           "print(sum(values) * (n + 1))\n")
+CORRECT = "n = int(input())\nvalues = list(map(int, input().split()))\n{fault}print(sum(values) * (n + 1))\n"
 FAULTS = {
     "wrong": "if n == {at}:\n    print(-1)\n    raise SystemExit\n",
     "crash": "if n == {at}:\n    raise ValueError('broken on test {at}')\n",
@@ -55,6 +54,7 @@ FAULTS = {
 
 
 # ----------------------------------------------------------------------------- workload
+
 
 def make_workload(programs: int, tests: int, seed: int) -> list[dict]:
     """Requests for the code reward: source in a ```python block, stdin tests, expected out."""
@@ -69,13 +69,19 @@ def make_workload(programs: int, tests: int, seed: int) -> list[dict]:
             inputs.append(f"{n}\n{' '.join(map(str, values))}\n")
             outputs.append(f"{sum(values) * (n + 1)}\n")
         source = CORRECT.format(fault=fault)
-        requests.append({"response": f"<think>sum it</think>\n```python\n{source}```",
-                         "tests": {"inputs": inputs, "outputs": outputs},
-                         "source": source, "kind": kind})
+        requests.append(
+            {
+                "response": f"<think>sum it</think>\n```python\n{source}```",
+                "tests": {"inputs": inputs, "outputs": outputs},
+                "source": source,
+                "kind": kind,
+            }
+        )
     return requests
 
 
 # ----------------------------------------------------------------------------- baseline
+
 
 class _Timeout(Exception):
     pass
@@ -85,8 +91,7 @@ def _on_alarm(signum, frame):
     raise _Timeout
 
 
-def _baseline_child(source: str, inputs: list[str], outputs: list[str], time_limit: float,
-                    verdict) -> None:
+def _baseline_child(source: str, inputs: list[str], outputs: list[str], time_limit: float, verdict) -> None:
     """LiveCodeBench-style: compile once, exec per test with swapped stdio and an alarm."""
     signal.signal(signal.SIGALRM, _on_alarm)
     try:
@@ -116,9 +121,10 @@ def run_baseline(requests: list[dict], time_limit: float) -> list[float]:
     rewards = []
     for request in requests:
         verdict = context.Value("i", 0)
-        process = context.Process(target=_baseline_child, args=(
-            request["source"], request["tests"]["inputs"], request["tests"]["outputs"],
-            time_limit, verdict))
+        process = context.Process(
+            target=_baseline_child,
+            args=(request["source"], request["tests"]["inputs"], request["tests"]["outputs"], time_limit, verdict),
+        )
         process.start()
         process.join(time_limit * len(request["tests"]["inputs"]) + 5)
         if process.is_alive():
@@ -130,14 +136,14 @@ def run_baseline(requests: list[dict], time_limit: float) -> list[float]:
 
 # ----------------------------------------------------------------------------- overhead
 
+
 def measure_overheads(repeats: int) -> dict[str, float]:
     """Median milliseconds per run of a trivial program, the ways interleaved so that each
     sees the same machine load."""
     trivial = [sys.executable, "-c", "pass"]
     with SandboxPool(1) as pool:
         ways = {
-            "bare python -c": lambda: subprocess.run(trivial, check=True,
-                                                     env={"PATH": "/usr/bin:/bin"}),
+            "bare python -c": lambda: subprocess.run(trivial, check=True, env={"PATH": "/usr/bin:/bin"}),
             "one-shot sandbox.run": lambda: sandbox.run(trivial),
             "pooled run(argv)": lambda: pool.submit(trivial).result(),
             "pooled run_python": lambda: pool.submit_python("pass").result(),
@@ -147,12 +153,13 @@ def measure_overheads(repeats: int) -> dict[str, float]:
             for name, call in ways.items():
                 start = time.perf_counter()
                 call()
-                if attempt:   # the first round warms up
+                if attempt:  # the first round warms up
                     times[name].append(time.perf_counter() - start)
     return {name: median(values) * 1000 for name, values in times.items()}
 
 
 # ----------------------------------------------------------------------------- main
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -167,16 +174,20 @@ def main() -> int:
     requests = make_workload(args.programs, args.tests, args.seed)
     total_tests = args.programs * args.tests
     kinds = {k: sum(r["kind"] == k for r in requests) for k in ("correct", *sorted(FAULTS))}
-    print(f"workload: {args.programs} programs x {args.tests} tests = {total_tests} tests "
-          f"({', '.join(f'{v} {k}' for k, v in kinds.items())}); time limit {args.time_limit} s; "
-          f"isolation: {sandbox.isolation()}; {os.cpu_count()} CPUs; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"workload: {args.programs} programs x {args.tests} tests = {total_tests} tests "
+        f"({', '.join(f'{v} {k}' for k, v in kinds.items())}); time limit {args.time_limit} s; "
+        f"isolation: {sandbox.isolation()}; {os.cpu_count()} CPUs; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
     start = time.perf_counter()
     baseline = run_baseline(requests, args.time_limit)
     baseline_s = time.perf_counter() - start
-    print(f"baseline (process per program, exec per test, sequential): {baseline_s:.1f} s, "
-          f"{total_tests / baseline_s:.0f} tests/s")
+    print(
+        f"baseline (process per program, exec per test, sequential): {baseline_s:.1f} s, "
+        f"{total_tests / baseline_s:.0f} tests/s"
+    )
 
     batch_args = {"time_limit": args.time_limit}
     with SandboxPool(args.workers) as pool:
@@ -185,17 +196,17 @@ def main() -> int:
         ours = [s.reward for s in score_batch(requests, pool=pool, **batch_args)]
         ours_s = time.perf_counter() - start
         start = time.perf_counter()
-        ours_async = [s.reward for s in asyncio.run(score_many(requests, pool=pool,
-                                                               **batch_args))]
+        ours_async = [s.reward for s in asyncio.run(score_many(requests, pool=pool, **batch_args))]
         async_s = time.perf_counter() - start
-    print(f"ours score_batch ({args.workers} bwrap sandboxes, fork per test): {ours_s:.1f} s, "
-          f"{total_tests / ours_s:.0f} tests/s")
+    print(
+        f"ours score_batch ({args.workers} bwrap sandboxes, fork per test): {ours_s:.1f} s, "
+        f"{total_tests / ours_s:.0f} tests/s"
+    )
     print(f"ours score_many (asyncio): {async_s:.1f} s, {total_tests / async_s:.0f} tests/s")
     ratio = baseline_s / ours_s
     print(f"ratio (ours / baseline tests/s): {ratio:.2f}x (target >= {TARGET_RATIO:.0f}x)")
 
-    disagreements = [i for i, (a, b, c) in enumerate(zip(baseline, ours, ours_async))
-                     if not a == b == c]
+    disagreements = [i for i, (a, b, c) in enumerate(zip(baseline, ours, ours_async)) if not a == b == c]
     print(f"reward disagreements: {len(disagreements)} (mean reward {sum(ours) / len(ours):.2f})")
 
     figures = measure_overheads(args.repeats)
@@ -204,8 +215,10 @@ def main() -> int:
     for name, ms in figures.items():
         extra = "" if name.startswith("bare") else f"  overhead {ms - bare:+.1f} ms"
         print(f"  {name:22s} {ms:6.1f} ms{extra}")
-    for name, what in (("pooled run_python", "per-test overhead of the code reward"),
-                       ("pooled run(argv)", "per-run overhead of an argv through the pool")):
+    for name, what in (
+        ("pooled run_python", "per-test overhead of the code reward"),
+        ("pooled run(argv)", "per-run overhead of an argv through the pool"),
+    ):
         extra = figures[name] - bare
         verdict = "met" if extra <= TARGET_OVERHEAD_MS else "MISSED"
         print(f"{what}: {extra:+.1f} ms (target <= {TARGET_OVERHEAD_MS:.0f} ms: {verdict})")

@@ -54,20 +54,51 @@ def make_data(root: Path) -> Path:
 
 def make_model(root: Path, data: Path) -> Path:
     rows = [json.loads(line) for line in data.read_text().splitlines()]
-    texts = [render([{"role": "user", "content": r["prompt"]},
-                     {"role": "assistant", "content": f"<think>add</think>\\boxed{{{r['answer']}}}"}]) for r in rows]
+    texts = [
+        render(
+            [
+                {"role": "user", "content": r["prompt"]},
+                {"role": "assistant", "content": f"<think>add</think>\\boxed{{{r['answer']}}}"},
+            ]
+        )
+        for r in rows
+    ]
     tokenizer = build_tokenizer(texts, vocab_size=512)
-    build_tiny_model(tokenizer, hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2,
-                     intermediate_size=384, out_dir=root / "model")
+    build_tiny_model(
+        tokenizer,
+        hidden_size=128,
+        num_layers=4,
+        num_heads=4,
+        num_kv_heads=2,
+        intermediate_size=384,
+        out_dir=root / "model",
+    )
     return root / "model"
 
 
 def stage_recipe(data: Path, steps: int):
-    return parse_recipe({"name": "bench", "model": {"path": "unused"}, "runtime": {"reward_workers": 1}, "stages": [{
-        "kind": "grpo", "name": "bench", "data": str(data), "domain": "math", "thinking": "think",
-        "rollouts_per_prompt": ROLLOUTS, "prompts_per_batch": PROMPTS, "learning_rate": 1e-5,
-        "temperature": 1.0, "dynamic_filter": {"enabled": True},
-        "curriculum": [{"max_response_length": MAX_TOKENS, "overlong_filter": False, "max_steps": steps}]}]})
+    return parse_recipe(
+        {
+            "name": "bench",
+            "model": {"path": "unused"},
+            "runtime": {"reward_workers": 1},
+            "stages": [
+                {
+                    "kind": "grpo",
+                    "name": "bench",
+                    "data": str(data),
+                    "domain": "math",
+                    "thinking": "think",
+                    "rollouts_per_prompt": ROLLOUTS,
+                    "prompts_per_batch": PROMPTS,
+                    "learning_rate": 1e-5,
+                    "temperature": 1.0,
+                    "dynamic_filter": {"enabled": True},
+                    "curriculum": [{"max_response_length": MAX_TOKENS, "overlong_filter": False, "max_steps": steps}],
+                }
+            ],
+        }
+    )
 
 
 class StepTimer(TrainerCallback):
@@ -86,8 +117,12 @@ def bare_trl(model: Path, data: Path, steps: int, out: Path) -> list[float]:
     recipe = stage_recipe(data, steps)
     stage = recipe.stages[0]
     rows = [json.loads(line) for line in data.read_text().splitlines()]
-    dataset = Dataset.from_list([{"prompt": with_mode([{"role": "user", "content": r["prompt"]}], "think"),
-                                  "answer": r["answer"]} for r in rows])
+    dataset = Dataset.from_list(
+        [
+            {"prompt": with_mode([{"role": "user", "content": r["prompt"]}], "think"), "answer": r["answer"]}
+            for r in rows
+        ]
+    )
 
     def reward(completions, answer, **_):
         return [math_score(c[0]["content"], answer=a).reward for c, a in zip(completions, answer)]
@@ -95,8 +130,14 @@ def bare_trl(model: Path, data: Path, steps: int, out: Path) -> list[float]:
     args = grpo_config(stage, stage.curriculum[0], recipe.runtime, out, 0)
     args.shuffle_dataset = True
     timer = StepTimer()
-    trainer = GRPOTrainer(model=str(model), reward_funcs=[reward], args=args, train_dataset=dataset,
-                          processing_class=AutoTokenizer.from_pretrained(model), callbacks=[timer])
+    trainer = GRPOTrainer(
+        model=str(model),
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=dataset,
+        processing_class=AutoTokenizer.from_pretrained(model),
+        callbacks=[timer],
+    )
     trainer.train()
     return timer.times
 
@@ -126,8 +167,10 @@ def main() -> None:
     print(f"bare TRL GRPOTrainer : {bare:.3f} s/step (median of {len(bare_steps)})")
     print(f"cascade_rl stage     : {ours:.3f} s/step (median of {len(cascade_steps)})")
     overhead = ours / bare - 1
-    print(f"ratio cascade / bare : {ours / bare:.3f} (overhead {100 * overhead:+.1f}%; target <= +10%: "
-          f"{'met' if overhead <= 0.10 else 'NOT met'})")
+    print(
+        f"ratio cascade / bare : {ours / bare:.3f} (overhead {100 * overhead:+.1f}%; target <= +10%: "
+        f"{'met' if overhead <= 0.10 else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

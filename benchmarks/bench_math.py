@@ -25,12 +25,12 @@ import random
 import sys
 import time
 from collections import Counter
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.language import is_mixed
-from cascade_rl.rewards.math import (extract_boxed, score, strip_math_delimiters, verifier_pool,
-                                     warm_up)
+from cascade_rl.rewards.math import extract_boxed, score, strip_math_delimiters, verifier_pool, warm_up
 
 TARGET_RATIO = 10.0
 
@@ -51,19 +51,27 @@ def _integer(rng: random.Random) -> tuple[str, list[str], list[str]]:
 def _decimal(rng: random.Random) -> tuple[str, list[str], list[str]]:
     numerator, denominator = rng.randint(1, 999), rng.choice([2, 4, 5, 8, 10, 20, 25, 100])
     text = f"{numerator / denominator:g}"
-    return text, [f"\\frac{{{numerator}}}{{{denominator}}}", f"{numerator}/{denominator}"], \
-        [f"{numerator / denominator + delta:g}" for delta in (0.1, 1, -0.5)]
+    return (
+        text,
+        [f"\\frac{{{numerator}}}{{{denominator}}}", f"{numerator}/{denominator}"],
+        [f"{numerator / denominator + delta:g}" for delta in (0.1, 1, -0.5)],
+    )
 
 
 def _fraction(rng: random.Random) -> tuple[str, list[str], list[str]]:
     numerator, denominator = rng.randint(1, 60), rng.randint(2, 61)
     sign = rng.choice(["", "", "-"])
     gold = rng.choice([f"{sign}\\frac{{{numerator}}}{{{denominator}}}", f"{sign}{numerator}/{denominator}"])
-    others = [f"{sign}\\dfrac{{{numerator}}}{{{denominator}}}",
-              f"{sign}\\frac{{{3 * numerator}}}{{{3 * denominator}}}",
-              f"\\frac{{{sign}{numerator}}}{{{denominator}}}"]
-    return gold, others, [f"{sign}\\frac{{{numerator + 1}}}{{{denominator}}}",
-                          f"{sign}\\frac{{{denominator}}}{{{numerator}}}"]
+    others = [
+        f"{sign}\\dfrac{{{numerator}}}{{{denominator}}}",
+        f"{sign}\\frac{{{3 * numerator}}}{{{3 * denominator}}}",
+        f"\\frac{{{sign}{numerator}}}{{{denominator}}}",
+    ]
+    return (
+        gold,
+        others,
+        [f"{sign}\\frac{{{numerator + 1}}}{{{denominator}}}", f"{sign}\\frac{{{denominator}}}{{{numerator}}}"],
+    )
 
 
 def _expression(rng: random.Random) -> tuple[str, list[str], list[str]]:
@@ -71,8 +79,11 @@ def _expression(rng: random.Random) -> tuple[str, list[str], list[str]]:
     options = [
         (f"{a}\\sqrt{{{b}}}", [f"\\sqrt{{{a * a * b}}}", f"{a} \\sqrt{{{b}}}"], [f"{a + 1}\\sqrt{{{b}}}"]),
         (f"{a}\\pi", [f"{a} \\pi", f"\\pi \\cdot {a}"], [f"{a + 1}\\pi"]),
-        (f"\\frac{{\\sqrt{{{b}}}}}{{{a}}}", [f"\\dfrac{{\\sqrt{{{b}}}}}{{{a}}}", f"\\frac{{1}}{{{a}}}\\sqrt{{{b}}}"],
-         [f"\\frac{{\\sqrt{{{b}}}}}{{{a + 1}}}"]),
+        (
+            f"\\frac{{\\sqrt{{{b}}}}}{{{a}}}",
+            [f"\\dfrac{{\\sqrt{{{b}}}}}{{{a}}}", f"\\frac{{1}}{{{a}}}\\sqrt{{{b}}}"],
+            [f"\\frac{{\\sqrt{{{b}}}}}{{{a + 1}}}"],
+        ),
         (f"x^2 + {c}", [f"x^{{2}}+{c}", f"{c} + x^2"], [f"x^2 - {c}"]),
         (f"[{c}, {c + a})", [f"[{c},{c + a})", f"\\left[{c}, {c + a}\\right)"], [f"({c}, {c + a})"]),
         (f"\\{{{c}, {c + a}\\}}", [f"\\{{{c + a}, {c}\\}}"], [f"\\{{{c}, {c + b}\\}}"]),
@@ -96,15 +107,26 @@ def _beyond_fast_path(rng: random.Random) -> tuple[str, list[str], list[str]]:
     return rng.choice(options)
 
 
-_GOLD_MAKERS: list[tuple[Callable, float]] = [(_integer, 0.45), (_decimal, 0.08), (_fraction, 0.17),
-                                              (_expression, 0.22), (_beyond_fast_path, 0.08)]
+_GOLD_MAKERS: list[tuple[Callable, float]] = [
+    (_integer, 0.45),
+    (_decimal, 0.08),
+    (_fraction, 0.17),
+    (_expression, 0.22),
+    (_beyond_fast_path, 0.08),
+]
 
 # ----------------------------------------------------------------------------- responses
-_PROSE = ["Let us compute the quantity step by step.", "We substitute $x = 2$ into the equation.",
-          "By the AM-GM inequality, $a + b \\ge 2\\sqrt{ab}$.", "So the sum telescopes nicely.",
-          "Checking small cases: 1, 2, 3 all work.", "Hence $f(n) = n^2 + 1$ for every $n$.",
-          "Wait, let me double-check the arithmetic.", "The discriminant is $b^2 - 4ac$.",
-          "Using the formula $\\binom{n}{k}$ we count the subsets."]
+_PROSE = [
+    "Let us compute the quantity step by step.",
+    "We substitute $x = 2$ into the equation.",
+    "By the AM-GM inequality, $a + b \\ge 2\\sqrt{ab}$.",
+    "So the sum telescopes nicely.",
+    "Checking small cases: 1, 2, 3 all work.",
+    "Hence $f(n) = n^2 + 1$ for every $n$.",
+    "Wait, let me double-check the arithmetic.",
+    "The discriminant is $b^2 - 4ac$.",
+    "Using the formula $\\binom{n}{k}$ we count the subsets.",
+]
 _FOREIGN = ["所以答案是", "Итак, ответ", "따라서 답은", "したがって"]
 
 
@@ -158,7 +180,8 @@ def make_pairs(count: int, seed: int) -> list[Pair]:
         for _ in range(min(ROLLOUTS_PER_PROMPT, count - len(pairs))):
             kind = _rollout_kind(rng, solve_rate)
             boxed = {"correct_other_form": rng.choice(others), "wrong": rng.choice(wrong)}.get(
-                kind, strip_math_delimiters(gold))
+                kind, strip_math_delimiters(gold)
+            )
             pairs.append(Pair(_response(rng, boxed, kind), gold, kind))
     return pairs
 
@@ -188,13 +211,17 @@ def _timed(function: Callable[[Pair], float], pairs: list[Pair]) -> tuple[list[f
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=10_000)
-    parser.add_argument("--baseline-sample", type=int, default=10_000,
-                        help="score only this many pairs with the baseline and extrapolate")
+    parser.add_argument(
+        "--baseline-sample",
+        type=int,
+        default=10_000,
+        help="score only this many pairs with the baseline and extrapolate",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     pairs = make_pairs(args.pairs, args.seed)
-    sample = pairs[:max(1, min(args.baseline_sample, len(pairs)))]
+    sample = pairs[: max(1, min(args.baseline_sample, len(pairs)))]
     start = time.perf_counter()
     verifier_pool().prestart()  # start the workers (once per process)
     print(f"worker start-up (once per process, not timed below): {time.perf_counter() - start:.2f} s")
@@ -212,22 +239,32 @@ def main() -> int:
     their_rate, our_rate = len(sample) / their_seconds, len(pairs) / our_seconds
 
     methods = Counter(d.get("method", "gated") for d in details)
-    worker_calls = len({(d["extracted"], pair.answer) for d, pair in zip(details, pairs)
-                        if d.get("method") == "math_verify"})
+    worker_calls = len(
+        {(d["extracted"], pair.answer) for d, pair in zip(details, pairs) if d.get("method") == "math_verify"}
+    )
     print(f"pairs: {len(pairs)} (seed {args.seed}); kinds: {dict(Counter(p.kind for p in pairs))}")
-    print(f"cascade score: how decided: {dict(methods)}; math-verify worker calls: {worker_calls} "
-          f"(the rest memoised); timeouts: {sum(d['timeout'] for d in details)}")
+    print(
+        f"cascade score: how decided: {dict(methods)}; math-verify worker calls: {worker_calls} "
+        f"(the rest memoised); timeouts: {sum(d['timeout'] for d in details)}"
+    )
     print(f"cascade score   : {our_rate:10.0f} pairs/s  ({our_seconds:.2f} s for {len(pairs)})")
-    extrapolated = "" if len(sample) == len(pairs) else (
-        f", extrapolated from a sample of {len(sample)}: {len(pairs) / their_rate:.1f} s for {len(pairs)}")
+    extrapolated = (
+        ""
+        if len(sample) == len(pairs)
+        else (f", extrapolated from a sample of {len(sample)}: {len(pairs) / their_rate:.1f} s for {len(pairs)}")
+    )
     print(f"math-verify     : {their_rate:10.0f} pairs/s  ({their_seconds:.2f} s for {len(sample)}{extrapolated})")
     ratio = our_rate / their_rate
-    print(f"speed ratio     : {ratio:.1f}x (target >= {TARGET_RATIO:g}x: {'met' if ratio >= TARGET_RATIO else 'MISSED'})")
+    print(
+        f"speed ratio     : {ratio:.1f}x (target >= {TARGET_RATIO:g}x: {'met' if ratio >= TARGET_RATIO else 'MISSED'})"
+    )
     disagreements = [(pair, mine, base) for pair, mine, base in zip(sample, ours, theirs) if mine != base]
     print(f"disagreements   : {len(disagreements)} of {len(sample)} (target 0)")
     for pair, mine, base in disagreements[:20]:
-        print(f"  answer={pair.answer!r} extracted={extract_boxed(split_thinking(pair.response).answer)!r}"
-              f" cascade={mine} math-verify={base}")
+        print(
+            f"  answer={pair.answer!r} extracted={extract_boxed(split_thinking(pair.response).answer)!r}"
+            f" cascade={mine} math-verify={base}"
+        )
     return 1 if disagreements else 0
 
 

@@ -23,17 +23,20 @@ from cascade_rl.swe.localize import BM25Retriever
 from cascade_rl.swe.repo import Repository
 from cascade_rl.swe.validate import Validator
 
-WORDS = ("parse load save render cache token stream buffer index query merge split route "
-         "config schema field record batch queue worker retry timeout handler session user "
-         "order price stock cart report metric sample filter group window").split()
+WORDS = (
+    "parse load save render cache token stream buffer index query merge split route "
+    "config schema field record batch queue worker retry timeout handler session user "
+    "order price stock cart report metric sample filter group window"
+).split()
 
 
 def synthetic_files(count: int, rng: random.Random) -> dict[str, str]:
     files = {}
     for i in range(count):
         names = [f"{rng.choice(WORDS)}_{rng.choice(WORDS)}_{i}_{j}" for j in range(6)]
-        body = "".join(f"def {name}(value):\n    return {rng.choice(WORDS)}(value) + {j}\n\n\n"
-                       for j, name in enumerate(names))
+        body = "".join(
+            f"def {name}(value):\n    return {rng.choice(WORDS)}(value) + {j}\n\n\n" for j, name in enumerate(names)
+        )
         files[f"pkg/{rng.choice(WORDS)}/module_{i}.py"] = f'"""{" ".join(rng.sample(WORDS, 8))}."""\n\n' + body
     return files
 
@@ -59,10 +62,15 @@ def bench_retrieval(count: int, queries: int = 50, rebuilds: int = 3) -> dict:
         BM25Retriever(files).rank(issue, 10)
         rebuild_times.append(time.perf_counter() - start)
     query_ms = statistics.mean(times) * 1000
-    return {"files": count, "build_s": build_s, "query_ms_mean": query_ms,
-            "query_ms_p95": sorted(times)[int(0.95 * len(times)) - 1] * 1000,
-            "rebuild_query_ms": statistics.mean(rebuild_times) * 1000,
-            "speedup": statistics.mean(rebuild_times) * 1000 / query_ms, "recall@1": hits / queries}
+    return {
+        "files": count,
+        "build_s": build_s,
+        "query_ms_mean": query_ms,
+        "query_ms_p95": sorted(times)[int(0.95 * len(times)) - 1] * 1000,
+        "rebuild_query_ms": statistics.mean(rebuild_times) * 1000,
+        "speedup": statistics.mean(rebuild_times) * 1000 / query_ms,
+        "recall@1": hits / queries,
+    }
 
 
 MODULE = "def scale(value, factor):\n    return value * factor\n"
@@ -104,8 +112,13 @@ def bench_validation(candidates: int, tests: int, workers: int = 2) -> dict:
                 seconds[pool_size] = time.perf_counter() - start
             passing = sum(r.regression_ok for r in results.values())
             assert passing == candidates // 2, f"expected {candidates // 2} passing candidates, got {passing}"
-    return {"candidates": candidates, "tests": tests, "sequential_s": seconds[1],
-            f"pool{workers}_s": seconds[workers], "speedup": seconds[1] / seconds[workers]}
+    return {
+        "candidates": candidates,
+        "tests": tests,
+        "sequential_s": seconds[1],
+        f"pool{workers}_s": seconds[workers],
+        "speedup": seconds[1] / seconds[workers],
+    }
 
 
 def main() -> None:
@@ -116,14 +129,18 @@ def main() -> None:
     args = parser.parse_args()
 
     retrieval = bench_retrieval(args.files)
-    print(f"retrieval: {retrieval['files']} files, index built once in {retrieval['build_s']:.2f} s; "
-          f"query {retrieval['query_ms_mean']:.1f} ms mean, {retrieval['query_ms_p95']:.1f} ms p95 "
-          f"(target < 50 ms); per-query rebuild {retrieval['rebuild_query_ms']:.0f} ms; "
-          f"ratio {retrieval['speedup']:.0f}x; recall@1 of the planted file {retrieval['recall@1']:.2f}")
+    print(
+        f"retrieval: {retrieval['files']} files, index built once in {retrieval['build_s']:.2f} s; "
+        f"query {retrieval['query_ms_mean']:.1f} ms mean, {retrieval['query_ms_p95']:.1f} ms p95 "
+        f"(target < 50 ms); per-query rebuild {retrieval['rebuild_query_ms']:.0f} ms; "
+        f"ratio {retrieval['speedup']:.0f}x; recall@1 of the planted file {retrieval['recall@1']:.2f}"
+    )
     validation = bench_validation(args.candidates, args.tests)
-    print(f"validation: {validation['candidates']} candidates x {validation['tests']} tests, "
-          f"sequential {validation['sequential_s']:.1f} s, pool of 2 {validation['pool2_s']:.1f} s; "
-          f"ratio {validation['speedup']:.2f}x (target >= 1.7x on 2 cores)")
+    print(
+        f"validation: {validation['candidates']} candidates x {validation['tests']} tests, "
+        f"sequential {validation['sequential_s']:.1f} s, pool of 2 {validation['pool2_s']:.1f} s; "
+        f"ratio {validation['speedup']:.2f}x (target >= 1.7x on 2 cores)"
+    )
     failed = retrieval["query_ms_mean"] >= 50 or validation["speedup"] < 1.7
     sys.exit(1 if failed else 0)
 

@@ -7,8 +7,8 @@ replaced by a capture of the environment it would hand to the training processes
 
 from pathlib import Path
 
-import pytest
 import accelerate.commands.launch as accelerate_launch
+import pytest
 from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
 from accelerate.utils import DeepSpeedPlugin, DistributedType, FullyShardedDataParallelPlugin
 from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
@@ -25,10 +25,12 @@ EXPECTED = {
 def launch_environment(path: Path, monkeypatch) -> tuple[object, dict[str, str]]:
     """Run accelerate's launch logic on ``path`` up to the process spawn; return (args, env)."""
     captured: dict[str, dict[str, str]] = {}
-    monkeypatch.setattr(accelerate_launch, "deepspeed_launcher",
-                        lambda args: captured.update(env=prepare_deepspeed_cmd_env(args)[1]))
-    monkeypatch.setattr(accelerate_launch, "multi_gpu_launcher",
-                        lambda args: captured.update(env=prepare_multi_gpu_env(args)))
+    monkeypatch.setattr(
+        accelerate_launch, "deepspeed_launcher", lambda args: captured.update(env=prepare_deepspeed_cmd_env(args)[1])
+    )
+    monkeypatch.setattr(
+        accelerate_launch, "multi_gpu_launcher", lambda args: captured.update(env=prepare_multi_gpu_env(args))
+    )
     args = accelerate_launch.launch_command_parser().parse_args(["--config_file", str(path), "train.py"])
     accelerate_launch.launch_command(args)
     return args, captured["env"]
@@ -69,7 +71,7 @@ def test_deepspeed_configs_launch_as_zero3_bf16(name, monkeypatch):
     for key, value in env.items():
         if key.startswith("ACCELERATE_"):
             monkeypatch.setenv(key, value)
-    plugin = DeepSpeedPlugin()              # what Accelerator builds inside each training process
+    plugin = DeepSpeedPlugin()  # what Accelerator builds inside each training process
     assert plugin.deepspeed_config["zero_optimization"]["stage"] == 3
     assert plugin.deepspeed_config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
 
@@ -79,7 +81,7 @@ def test_fsdp_config_launches_as_fsdp2_full_shard_bf16(monkeypatch):
     assert env["ACCELERATE_USE_FSDP"] == "true"
     assert env["ACCELERATE_MIXED_PRECISION"] == "bf16"
     assert env["FSDP_VERSION"] == "2"
-    assert env["FSDP_RESHARD_AFTER_FORWARD"] == "true"       # FSDP2's full shard
+    assert env["FSDP_RESHARD_AFTER_FORWARD"] == "true"  # FSDP2's full shard
     assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP"
     assert int(args.nproc_per_node) == 8
     for key, value in env.items():

@@ -1,5 +1,4 @@
-from cascade_rl.chat import (last_user_text, parse_tool_calls, prompt_mode, render, split_thinking,
-                             with_mode)
+from cascade_rl.chat import last_user_text, parse_tool_calls, prompt_mode, render, split_thinking, with_mode
 
 
 def test_split_thinking_cases():
@@ -13,11 +12,16 @@ def test_split_thinking_cases():
 
 
 def test_every_user_turn_gets_its_flag():
-    text = render([{"role": "user", "content": "a"},
-                   {"role": "assistant", "content": "<think>r</think>x"},
-                   {"role": "user", "content": "b", "mode": "no_think"},
-                   {"role": "assistant", "content": "y"},
-                   {"role": "user", "content": "c /think"}], add_generation_prompt=True)
+    text = render(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "<think>r</think>x"},
+            {"role": "user", "content": "b", "mode": "no_think"},
+            {"role": "assistant", "content": "y"},
+            {"role": "user", "content": "c /think"},
+        ],
+        add_generation_prompt=True,
+    )
     assert "<|im_start|>user\na /think<|im_end|>" in text
     assert "<|im_start|>user\nb /no_think<|im_end|>" in text
     assert "c /think /think" not in text and "c /think<|im_end|>" in text
@@ -32,11 +36,19 @@ def test_global_no_think_has_no_empty_think_block():
 
 def test_tools_in_system_prompt_and_tool_calls_round_trip():
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-    text = render([{"role": "system", "content": "You help."},
-                   {"role": "user", "content": "weather?"},
-                   {"role": "assistant", "content": "",
-                    "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
-                   {"role": "tool", "content": "sunny"}], tools=tools)
+    text = render(
+        [
+            {"role": "system", "content": "You help."},
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+            },
+            {"role": "tool", "content": "sunny"},
+        ],
+        tools=tools,
+    )
     system = text.split("<|im_end|>")[0]
     assert "You help." in system and "<tools>" in system and '"get_weather"' in system
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in text
@@ -46,8 +58,11 @@ def test_tools_in_system_prompt_and_tool_calls_round_trip():
 
 
 def test_prompt_mode_and_last_user_text():
-    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
-                {"role": "user", "content": "z /no_think"}]
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "y"},
+        {"role": "user", "content": "z /no_think"},
+    ]
     assert prompt_mode(messages) == "no_think"
     assert prompt_mode(with_mode(messages, "think")) == "think"
     assert last_user_text(messages) == "z"
@@ -69,7 +84,9 @@ def test_install_on_a_real_tokenizer_and_tokenize_round_trip(tmp_path):
     assert tokenizer.eos_token == "<|im_end|>"
     tokenizer.save_pretrained(tmp_path)
     from transformers import AutoTokenizer
+
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     messages = [{"role": "user", "content": "hi", "mode": "no_think"}]
-    assert loaded.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
-        render(messages, add_generation_prompt=True)
+    assert loaded.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == render(
+        messages, add_generation_prompt=True
+    )

@@ -10,10 +10,28 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL_WORLD = {"sft_general": 24, "sft_ifeval": 24, "sft_math": 40, "sft_code": 24, "sft_tool": 8,
-               "sft_swe_repair": 8, "sft_swe_localization": 4, "sft_swe_testgen": 2, "rm_pairs": 32,
-               "rl_rlhf": 8, "rl_ifrl": 8, "rl_math": 8, "rl_code": 8, "rl_swe": 8, "bench_arena": 4,
-               "bench_ifeval": 4, "bench_math": 4, "bench_code": 4, "bench_swe": 2, "bench_tool": 4}
+SMALL_WORLD = {
+    "sft_general": 24,
+    "sft_ifeval": 24,
+    "sft_math": 40,
+    "sft_code": 24,
+    "sft_tool": 8,
+    "sft_swe_repair": 8,
+    "sft_swe_localization": 4,
+    "sft_swe_testgen": 2,
+    "rm_pairs": 32,
+    "rl_rlhf": 8,
+    "rl_ifrl": 8,
+    "rl_math": 8,
+    "rl_code": 8,
+    "rl_swe": 8,
+    "bench_arena": 4,
+    "bench_ifeval": 4,
+    "bench_math": 4,
+    "bench_code": 4,
+    "bench_swe": 2,
+    "bench_tool": 4,
+}
 
 
 def shortened_tiny_recipe() -> dict:
@@ -39,8 +57,13 @@ def test_shortened_tiny_cascade_runs_end_to_end_and_reports(tmp_path):
     recipe = tmp_path / "tiny-short.yaml"
     recipe.write_text(yaml.safe_dump(shortened_tiny_recipe()))
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "cascade_rl.cli", "run", str(recipe), "--out", str(run_dir)],
-                            capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"})
+    result = subprocess.run(
+        [sys.executable, "-m", "cascade_rl.cli", "run", str(recipe), "--out", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((run_dir / "report.json").read_text())
     assert [s["stage"] for s in report["stages"]] == ["sft", "rm", "rlhf", "ifrl", "math", "code", "swe"]
@@ -49,7 +72,11 @@ def test_shortened_tiny_cascade_runs_end_to_end_and_reports(tmp_path):
     benchmarks = {"toy-arena", "toy-ifeval", "toy-math", "toy-code", "toy-swe", "tool-call"}
     for stage in report["stages"]:
         assert stage["wall_s"] > 0
-        expected = {"toy-arena"} if stage["stage"] == "rm" else benchmarks - ({"toy-arena"} if stage["stage"] == "sft" else set())
+        expected = (
+            {"toy-arena"}
+            if stage["stage"] == "rm"
+            else benchmarks - ({"toy-arena"} if stage["stage"] == "sft" else set())
+        )
         assert expected <= set(stage["eval"]), stage
         assert all(v is None or 0.0 <= v <= 100.0 for v in stage["eval"].values())
     markdown = (run_dir / "report.md").read_text()

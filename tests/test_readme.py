@@ -34,8 +34,9 @@ def test_the_readme_has_local_commands():
 def test_readme_command_runs(command, tmp_path):
     words = [word.replace("/tmp/", f"{tmp_path}/") for word in shlex.split(command)[1:]]
     env = {**os.environ, "COLUMNS": "160"}
-    result = subprocess.run([sys.executable, "-m", "cascade_rl.cli", *words], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "cascade_rl.cli", *words], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     outputs = [Path(w) for w in words if w.startswith(str(tmp_path))]
     assert all(path.exists() for path in outputs), outputs

@@ -21,60 +21,101 @@ def test_every_shipped_recipe_loads_and_starts_with_its_command(path):
 def test_8b_recipe_resolves_to_the_papers_trl_settings(tmp_path):
     recipe = load_recipe("recipes/nemotron-cascade-8b.yaml")
     stages = {s.name: s for s in recipe.stages}
-    config = {name: grpo_config(stages[name], stages[name].curriculum[0], recipe.runtime, tmp_path, 0, "bfloat16")
-              for name in ("rlhf", "ifrl", "math", "code", "swe")}
+    config = {
+        name: grpo_config(stages[name], stages[name].curriculum[0], recipe.runtime, tmp_path, 0, "bfloat16")
+        for name in ("rlhf", "ifrl", "math", "code", "swe")
+    }
     for name, args in config.items():
         assert args.beta == 0.0 and args.entropy_coef == 0.0 and args.num_iterations == 1, name
         assert args.loss_type == "dapo" and args.scale_rewards == "group", name
         assert args.steps_per_generation == args.gradient_accumulation_steps, name
         assert args.top_p == 0.95 and args.lr_scheduler_type == "constant", name
         assert args.generation_batch_size == 128 * args.num_generations, name
-    assert (config["rlhf"].temperature, config["rlhf"].learning_rate, config["rlhf"].max_completion_length,
-            config["rlhf"].mask_truncated_completions, config["rlhf"].max_steps) == (0.6, 2e-6, 12288, False, 800)
+    assert (
+        config["rlhf"].temperature,
+        config["rlhf"].learning_rate,
+        config["rlhf"].max_completion_length,
+        config["rlhf"].mask_truncated_completions,
+        config["rlhf"].max_steps,
+    ) == (0.6, 2e-6, 12288, False, 800)
     assert stages["rlhf"].thinking == "half" and stages["ifrl"].thinking == "no_think"
     assert (config["ifrl"].top_k, config["ifrl"].max_completion_length) == (20, 8192)
     assert stages["ifrl"].dynamic_filter.enabled and stages["math"].dynamic_filter.enabled
     assert [c.max_response_length for c in stages["math"].curriculum] == [24576, 32768, 40960]
     assert [c.overlong_filter for c in stages["math"].curriculum] == [True, False, False]
     assert config["math"].temperature == 1.0 and config["math"].mask_truncated_completions is True
-    assert (config["code"].learning_rate, config["code"].temperature, config["code"].mask_truncated_completions) == (4e-6, 1.0, False)
-    assert (config["swe"].num_generations, config["swe"].learning_rate, config["swe"].max_completion_length) == (16, 2.5e-6, 16384)
+    assert (config["code"].learning_rate, config["code"].temperature, config["code"].mask_truncated_completions) == (
+        4e-6,
+        1.0,
+        False,
+    )
+    assert (config["swe"].num_generations, config["swe"].learning_rate, config["swe"].max_completion_length) == (
+        16,
+        2.5e-6,
+        16384,
+    )
     assert [c.max_prompt_length for c in stages["swe"].curriculum] == [16384, 24576]
     assert config["math"].model_init_kwargs["dtype"].__str__() == "torch.bfloat16"
     # activation checkpointing only when the recipe asks (TRL's configs default it to on)
     assert recipe.runtime.gradient_checkpointing is True and config["math"].gradient_checkpointing is True
     runtime = recipe.runtime.model_copy(update={"gradient_checkpointing": False})
-    assert grpo_config(stages["math"], stages["math"].curriculum[0], runtime, tmp_path, 0,
-                       "bfloat16").gradient_checkpointing is False
+    assert (
+        grpo_config(
+            stages["math"], stages["math"].curriculum[0], runtime, tmp_path, 0, "bfloat16"
+        ).gradient_checkpointing
+        is False
+    )
 
 
 def test_14b_thinking_recipe_uses_the_thinking_model_defaults():
     stages = {s.name: s for s in load_recipe("recipes/nemotron-cascade-14b-thinking.yaml").stages}
     assert stages["rlhf"].thinking == "think"
     assert stages["ifrl"].domain == "if_rm" and stages["ifrl"].reward_options["if_rm"]["reward_model"] == "@rm"
-    assert [(c.max_response_length, c.overlong_filter) for c in stages["ifrl"].curriculum] == [(8192, True), (16384, True)]
+    assert [(c.max_response_length, c.overlong_filter) for c in stages["ifrl"].curriculum] == [
+        (8192, True),
+        (16384, True),
+    ]
     assert [c.max_response_length for c in stages["math"].curriculum] == [28672, 40960]
     assert stages["sft"].substages[1].learning_rate == 5e-5
 
 
 def test_paper_defaults_fill_only_what_the_recipe_leaves_out():
-    recipe = parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [
-        {"kind": "grpo", "name": "math", "data": "m.jsonl", "temperature": 0.7}]})
+    recipe = parse_recipe(
+        {
+            "name": "x",
+            "model": {"path": "base"},
+            "stages": [{"kind": "grpo", "name": "math", "data": "m.jsonl", "temperature": 0.7}],
+        }
+    )
     stage = recipe.stages[0]
     assert stage.temperature == 0.7 and stage.learning_rate == 2e-6 and stage.domain == "math"
     assert paper_defaults("custom-name") == {}
 
 
-@pytest.mark.parametrize("stage, field, message", [
-    ({"kind": "grpo", "name": "math", "data": "m", "thinking": "sometimes"}, "stages[0] (math).thinking", "allowed"),
-    ({"kind": "grpo", "name": "g", "data": "m", "curriculum": []}, "stages[0] (g).curriculum", "at least 1"),
-    ({"kind": "grpo", "name": "g", "data": "m", "curriculum": [{"max_steps": 3}]},
-     "stages[0] (g).curriculum[0].max_response_length", "required"),
-    ({"kind": "sft", "substages": [{"data": "a", "epocs": 1}]}, "stages[0] (sft).substages[0].epocs", "unknown field"),
-    ({"kind": "grpo", "name": "rlhf", "data": "m"}, "reward_model", "needs a reward model"),
-    ({"kind": "reward_model", "data": "p", "learning_rate": -1}, "stages[0] (rm).learning_rate", "greater than 0"),
-    ({"kind": "dpo", "name": "x"}, "stages[0] (x)", "does not match"),
-])
+@pytest.mark.parametrize(
+    "stage, field, message",
+    [
+        (
+            {"kind": "grpo", "name": "math", "data": "m", "thinking": "sometimes"},
+            "stages[0] (math).thinking",
+            "allowed",
+        ),
+        ({"kind": "grpo", "name": "g", "data": "m", "curriculum": []}, "stages[0] (g).curriculum", "at least 1"),
+        (
+            {"kind": "grpo", "name": "g", "data": "m", "curriculum": [{"max_steps": 3}]},
+            "stages[0] (g).curriculum[0].max_response_length",
+            "required",
+        ),
+        (
+            {"kind": "sft", "substages": [{"data": "a", "epocs": 1}]},
+            "stages[0] (sft).substages[0].epocs",
+            "unknown field",
+        ),
+        ({"kind": "grpo", "name": "rlhf", "data": "m"}, "reward_model", "needs a reward model"),
+        ({"kind": "reward_model", "data": "p", "learning_rate": -1}, "stages[0] (rm).learning_rate", "greater than 0"),
+        ({"kind": "dpo", "name": "x"}, "stages[0] (x)", "does not match"),
+    ],
+)
 def test_bad_recipes_name_the_field(stage, field, message):
     with pytest.raises(RecipeError) as error:
         parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [stage]})
@@ -83,8 +124,23 @@ def test_bad_recipes_name_the_field(stage, field, message):
 
 def test_missing_model_and_unknown_benchmark_are_reported(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump({"name": "x", "model": {}, "stages": [
-        {"kind": "grpo", "name": "g", "data": "m", "curriculum": [{"max_response_length": 8}], "eval": ["nope"]}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "x",
+                "model": {},
+                "stages": [
+                    {
+                        "kind": "grpo",
+                        "name": "g",
+                        "data": "m",
+                        "curriculum": [{"max_response_length": 8}],
+                        "eval": ["nope"],
+                    }
+                ],
+            }
+        )
+    )
     with pytest.raises(RecipeError) as error:
         load_recipe(path)
     assert "model" in str(error.value) and "exactly one of model.path" in str(error.value)
@@ -98,12 +154,15 @@ def test_environment_expansion(monkeypatch):
         expand("${UNSET_VAR_XYZ}/y")
 
 
-@pytest.mark.parametrize("world, field, message", [
-    ({"options": {"sft_nearmiss": 0.5}}, "world.options", "unknown WorldOptions field 'sft_nearmiss'"),
-    ({"options": {"math_style": "abacus"}}, "world.options", "math_style"),
-    ({"options": {"sft_near_miss": 2}}, "world.options", "sft_near_miss"),
-    ({"sizes": {"sft_maths": 10}}, "world.sizes", "unknown WorldSizes field 'sft_maths'"),
-])
+@pytest.mark.parametrize(
+    "world, field, message",
+    [
+        ({"options": {"sft_nearmiss": 0.5}}, "world.options", "unknown WorldOptions field 'sft_nearmiss'"),
+        ({"options": {"math_style": "abacus"}}, "world.options", "math_style"),
+        ({"options": {"sft_near_miss": 2}}, "world.options", "sft_near_miss"),
+        ({"sizes": {"sft_maths": 10}}, "world.sizes", "unknown WorldSizes field 'sft_maths'"),
+    ],
+)
 def test_bad_world_sections_name_the_field(world, field, message):
     stage = {"kind": "sft", "substages": [{"data": "a"}]}
     with pytest.raises(RecipeError) as error:

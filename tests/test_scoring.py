@@ -10,19 +10,29 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "score-example.jso
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "cascade_rl.cli", "score", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "cascade_rl.cli", "score", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_bad_lines_are_reported_by_number_and_the_rest_is_scored(tmp_path):
     source = tmp_path / "in.jsonl"
-    source.write_text("\n".join([
-        json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"}),
-        "{oops",
-        json.dumps({"domain": "astrology", "response": "x"}),
-        json.dumps({"domain": "math", "response": "\\boxed{4}"}),
-        json.dumps({"domain": "math", "response": "\\boxed{5}", "answer": "4"}),
-    ]) + "\n")
+    source.write_text(
+        "\n".join(
+            [
+                json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"}),
+                "{oops",
+                json.dumps({"domain": "astrology", "response": "x"}),
+                json.dumps({"domain": "math", "response": "\\boxed{4}"}),
+                json.dumps({"domain": "math", "response": "\\boxed{5}", "answer": "4"}),
+            ]
+        )
+        + "\n"
+    )
     out = tmp_path / "out.jsonl"
     result = run_cli(str(source), "-o", str(out))
     assert result.returncode == 1
@@ -50,8 +60,17 @@ def test_shipped_example_scores_every_domain(tmp_path):
 
 def test_scorer_options_reach_the_scorer(tmp_path):
     source = tmp_path / "in.jsonl"
-    source.write_text(json.dumps({"domain": "math", "prompt": "What is 6 times 7?",
-                                  "response": "<think>答案是四十二</think>\\boxed{42}", "answer": "42"}) + "\n")
+    source.write_text(
+        json.dumps(
+            {
+                "domain": "math",
+                "prompt": "What is 6 times 7?",
+                "response": "<think>答案是四十二</think>\\boxed{42}",
+                "answer": "42",
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "out.jsonl"
     assert run_cli(str(source), "-o", str(out), "--option", "math.language_penalty=-0.5").returncode == 0
     assert json.loads(out.read_text())["reward"] == -0.5

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CORPUS = [f"what is {a} plus {b}? <think>{a}+{b}={a + b}</think>The answer is \\boxed{{{a + b}}}."
-          for a in range(12) for b in range(12)] + ["hello world, how are you today? fine thanks."] * 4
+CORPUS = [
+    f"what is {a} plus {b}? <think>{a}+{b}={a + b}</think>The answer is \\boxed{{{a + b}}}."
+    for a in range(12)
+    for b in range(12)
+] + ["hello world, how are you today? fine thanks."] * 4
 
 
 def build_tokenizer(path: Path):
@@ -17,11 +20,13 @@ def build_tokenizer(path: Path):
     from cascade_rl.chat import SPECIAL_TOKENS, install_chat_template
 
     raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    raw.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
     raw.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=320, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     raw.train_from_iterator(CORPUS, trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token=None)
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
@@ -38,10 +43,20 @@ def build_checkpoint(path: Path, *, hidden: int = 32, layers: int = 2, seed: int
     path = Path(path)
     tokenizer = build_tokenizer(path)
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4,
-                         max_position_embeddings=512, tie_word_embeddings=True,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=hidden // 4,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
     Qwen3ForCausalLM(config).save_pretrained(path)
     return path
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal, NamedTuple, Sequence
+from typing import Any, Literal, NamedTuple
 
 Mode = Literal["think", "no_think"]
 MODES: tuple[Mode, ...] = ("think", "no_think")
@@ -31,8 +32,18 @@ TOOL_CALL_CLOSE = "</tool_call>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 #: Tokens a tokenizer for this format should treat as special / added tokens.
-SPECIAL_TOKENS = (IM_START, IM_END, THINK_OPEN, THINK_CLOSE, TOOL_CALL_OPEN, TOOL_CALL_CLOSE,
-                  "<tools>", "</tools>", "<tool_response>", "</tool_response>")
+SPECIAL_TOKENS = (
+    IM_START,
+    IM_END,
+    THINK_OPEN,
+    THINK_CLOSE,
+    TOOL_CALL_OPEN,
+    TOOL_CALL_CLOSE,
+    "<tools>",
+    "</tools>",
+    "<tool_response>",
+    "</tool_response>",
+)
 
 _FLAG_RE = re.compile(r"\s/(think|no_think)\s*$")
 
@@ -60,11 +71,11 @@ def split_thinking(response: str) -> ThinkingSplit:
     if close >= 0:
         head = text[:close]
         opened = head.find(THINK_OPEN)
-        reasoning = head[opened + len(THINK_OPEN):] if opened >= 0 else head
-        return ThinkingSplit(reasoning.strip(), text[close + len(THINK_CLOSE):].strip(), True)
+        reasoning = head[opened + len(THINK_OPEN) :] if opened >= 0 else head
+        return ThinkingSplit(reasoning.strip(), text[close + len(THINK_CLOSE) :].strip(), True)
     opened = text.find(THINK_OPEN)
     if opened >= 0:
-        return ThinkingSplit(text[opened + len(THINK_OPEN):].strip(), "", False)
+        return ThinkingSplit(text[opened + len(THINK_OPEN) :].strip(), "", False)
     return ThinkingSplit("", text.strip(), True)
 
 
@@ -135,15 +146,23 @@ def install_chat_template(tokenizer: Any) -> Any:
     return tokenizer
 
 
-def render(messages: Sequence[dict], tools: Sequence[dict] | None = None, *,
-           add_generation_prompt: bool = False, default_mode: Mode = "think") -> str:
+def render(
+    messages: Sequence[dict],
+    tools: Sequence[dict] | None = None,
+    *,
+    add_generation_prompt: bool = False,
+    default_mode: Mode = "think",
+) -> str:
     """Render a conversation with the Cascade template, without needing a tokenizer."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
     rendered, _ = render_jinja_template(
-        conversations=[list(messages)], tools=list(tools) if tools else None,
-        chat_template=chat_template(), add_generation_prompt=add_generation_prompt,
-        default_mode=default_mode)
+        conversations=[list(messages)],
+        tools=list(tools) if tools else None,
+        chat_template=chat_template(),
+        add_generation_prompt=add_generation_prompt,
+        default_mode=default_mode,
+    )
     return rendered[0]
 
 
@@ -183,11 +202,21 @@ def decode_response(tokenizer: Any, ids: Sequence[int], stop_ids: set[int] | Non
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
-def token_count(tokenizer: Any, messages: Sequence[dict], *, tools: Sequence[Any] | str | None = None,
-                add_generation_prompt: bool = False) -> int:
+def token_count(
+    tokenizer: Any,
+    messages: Sequence[dict],
+    *,
+    tools: Sequence[Any] | str | None = None,
+    add_generation_prompt: bool = False,
+) -> int:
     """Length in tokens of a conversation rendered with the tokenizer's chat template."""
     if isinstance(tools, str):
         tools = json.loads(tools)
-    ids = tokenizer.apply_chat_template(list(messages), tools=list(tools) if tools else None, tokenize=True,
-                                        return_dict=False, add_generation_prompt=add_generation_prompt)
+    ids = tokenizer.apply_chat_template(
+        list(messages),
+        tools=list(tools) if tools else None,
+        tokenize=True,
+        return_dict=False,
+        add_generation_prompt=add_generation_prompt,
+    )
     return len(ids)

@@ -42,20 +42,37 @@ def stage_summary(stage: Any, variables: dict[str, str]) -> tuple[str, str, str]
         rows = [count_rows(s.data, variables) for s in stage.substages]
         steps = []
         for sub, count in zip(stage.substages, rows):
-            steps.append(str(sub.max_steps) if sub.max_steps else
-                         (str(math.ceil(int(count) * sub.epochs / sub.batch_size)) if count.isdigit() else "?"))
-        settings = "; ".join(f"{s.name}: {s.max_length} tok, {s.epochs:g} ep, lr {s.learning_rate:g}" for s in stage.substages)
+            steps.append(
+                str(sub.max_steps)
+                if sub.max_steps
+                else (str(math.ceil(int(count) * sub.epochs / sub.batch_size)) if count.isdigit() else "?")
+            )
+        settings = "; ".join(
+            f"{s.name}: {s.max_length} tok, {s.epochs:g} ep, lr {s.learning_rate:g}" for s in stage.substages
+        )
         return " + ".join(rows), " + ".join(steps), settings
     if isinstance(stage, RewardModelStage):
         rows = count_rows(stage.data, variables)
-        steps = str(stage.max_steps) if stage.max_steps else (
-            str(math.ceil(int(rows) * stage.epochs / stage.batch_size)) if rows.isdigit() else "?")
-        return rows, steps, f"Bradley-Terry, base {stage.base}, {stage.epochs:g} ep, lr {stage.learning_rate:g}, batch {stage.batch_size}"
+        steps = (
+            str(stage.max_steps)
+            if stage.max_steps
+            else (str(math.ceil(int(rows) * stage.epochs / stage.batch_size)) if rows.isdigit() else "?")
+        )
+        return (
+            rows,
+            steps,
+            f"Bradley-Terry, base {stage.base}, {stage.epochs:g} ep, lr {stage.learning_rate:g}, "
+            f"batch {stage.batch_size}",
+        )
     if isinstance(stage, GRPOStage):
-        curriculum = " -> ".join(f"{c.max_response_length}{'(OF)' if c.overlong_filter else ''}" for c in stage.curriculum)
-        settings = (f"domain {stage.domain or 'per row'}, {stage.thinking}, {stage.prompts_per_batch}x"
-                    f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
-                    f"lengths {curriculum}" + (", dynamic filtering" if stage.dynamic_filter.enabled else ""))
+        curriculum = " -> ".join(
+            f"{c.max_response_length}{'(OF)' if c.overlong_filter else ''}" for c in stage.curriculum
+        )
+        settings = (
+            f"domain {stage.domain or 'per row'}, {stage.thinking}, {stage.prompts_per_batch}x"
+            f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
+            f"lengths {curriculum}" + (", dynamic filtering" if stage.dynamic_filter.enabled else "")
+        )
         return count_rows(stage.data, variables), f"<= {sum(c.max_steps for c in stage.curriculum)}", settings
     if isinstance(stage, EvalStage):
         return "-", "-", f"benchmarks: {', '.join(stage.benchmarks or ['all'])}"
@@ -65,7 +82,10 @@ def stage_summary(stage: Any, variables: dict[str, str]) -> tuple[str, str, str]
 def describe_plan(recipe: Recipe, out: Path | None = None) -> Table:
     run_dir = Path(out or recipe.run_dir)
     variables = {"world": str(run_dir / "world"), "run": str(run_dir)}
-    model = recipe.model.path or f"tiny Qwen3 (hidden {recipe.model.tiny.hidden_size}, {recipe.model.tiny.num_layers} layers)"
+    model = (
+        recipe.model.path
+        or f"tiny Qwen3 (hidden {recipe.model.tiny.hidden_size}, {recipe.model.tiny.num_layers} layers)"
+    )
     table = Table(title=f"{recipe.name}: {model} -> {run_dir}")
     for column in ("#", "kind", "stage", "rows", "steps", "settings"):
         table.add_column(column, overflow="fold")
@@ -73,5 +93,7 @@ def describe_plan(recipe: Recipe, out: Path | None = None) -> Table:
         rows, steps, settings = stage_summary(stage, variables)
         table.add_row(str(index), stage.kind, stage.name, rows, steps, settings)
     benchmarks = ", ".join(b.name for b in recipe.eval.benchmarks) or "none"
-    table.caption = f"evaluation after every stage: {benchmarks}" if recipe.eval.after_every_stage else f"benchmarks: {benchmarks}"
+    table.caption = (
+        f"evaluation after every stage: {benchmarks}" if recipe.eval.after_every_stage else f"benchmarks: {benchmarks}"
+    )
     return table

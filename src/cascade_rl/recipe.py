@@ -21,7 +21,7 @@ import copy
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -53,15 +53,22 @@ class TinyModel(Strict):
 class ModelSpec(Strict):
     path: str | None = Field(None, description="Local Hugging Face checkpoint directory of the base model.")
     tiny: TinyModel | None = Field(None, description="Build a tiny model on the toy world instead of loading one.")
-    kind: ModelKind = Field("unified", description="unified (think + no_think in one model) or dedicated thinking model.")
+    kind: ModelKind = Field(
+        "unified", description="unified (think + no_think in one model) or dedicated thinking model."
+    )
     chat_template: Literal["cascade", "keep"] = Field(
-        "cascade", description="Install the Cascade ChatML template with /think and /no_think flags, or keep the tokenizer's.")
+        "cascade",
+        description="Install the Cascade ChatML template with /think and /no_think flags, or keep the tokenizer's.",
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights dtype; auto = bfloat16 on GPUs, float32 on CPU.")
-    attn_implementation: str | None = Field(None, description="e.g. flash_attention_2, sdpa; None lets transformers choose.")
+        "auto", description="Weights dtype; auto = bfloat16 on GPUs, float32 on CPU."
+    )
+    attn_implementation: str | None = Field(
+        None, description="e.g. flash_attention_2, sdpa; None lets transformers choose."
+    )
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ModelSpec":
+    def _one_source(self) -> ModelSpec:
         if (self.path is None) == (self.tiny is None):
             raise ValueError("give exactly one of model.path (a local checkpoint) or model.tiny (build one)")
         return self
@@ -73,7 +80,9 @@ class Runtime(Strict):
     bf16: bool | None = Field(None, description="bfloat16 mixed precision; None = on when a GPU is present.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory on long sequences.")
     use_vllm: bool = Field(False, description="Generate rollouts with vLLM through TRL (needs vllm installed).")
-    vllm_mode: Literal["colocate", "server"] = Field("colocate", description="vLLM inside the trainer or a `trl vllm-serve` server.")
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate", description="vLLM inside the trainer or a `trl vllm-serve` server."
+    )
     vllm_server_base_url: str | None = Field(None, description="Server mode: base URL of `trl vllm-serve`.")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Colocate mode: GPU memory share for vLLM.")
     torch_threads: int | None = Field(None, gt=0, description="CPU threads for torch; None = torch's default.")
@@ -83,10 +92,16 @@ class Runtime(Strict):
 
 # ----------------------------------------------------------------------------- data
 class DataSource(Strict):
-    path: str = Field(..., description="Local JSONL / Parquet file (see docs/data-formats.md); ${VAR} and ${world} expand.")
-    upsample: float = Field(1.0, gt=0, description="Repeat factor (2.0 = every row twice; 1.5 = all rows + a seeded half).")
+    path: str = Field(
+        ..., description="Local JSONL / Parquet file (see docs/data-formats.md); ${VAR} and ${world} expand."
+    )
+    upsample: float = Field(
+        1.0, gt=0, description="Repeat factor (2.0 = every row twice; 1.5 = all rows + a seeded half)."
+    )
     limit: int | None = Field(None, gt=0, description="Use at most this many rows (after reading, before upsampling).")
-    fields: dict[str, str] = Field(default_factory=dict, description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}.")
+    fields: dict[str, str] = Field(
+        default_factory=dict, description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}."
+    )
 
 
 def _sources(value: Any) -> Any:
@@ -105,9 +120,14 @@ class Benchmark(Strict):
     name: str = Field(..., description="Benchmark name shown in the report (e.g. toy-math, aime24).")
     data: str = Field(..., description="Local JSONL of RL-prompt rows (domain + reference fields).")
     kind: Literal["verify", "arena"] = Field(
-        "verify", description="verify: reward of each sample >= pass_threshold counts as correct; arena: reward-model win rate against reference answers.")
+        "verify",
+        description="verify: reward of each sample >= pass_threshold counts as correct; "
+        "arena: reward-model win rate against reference answers.",
+    )
     domain: str | None = Field(None, description="Reward domain for every row; None = each row's `domain` column.")
-    metric: Literal["avg@k", "pass@k", "majority@k", "mean_reward"] = Field("avg@k", description="What the report shows (percent).")
+    metric: Literal["avg@k", "pass@k", "majority@k", "mean_reward"] = Field(
+        "avg@k", description="What the report shows (percent)."
+    )
     k: int = Field(4, gt=0, description="Samples per prompt.")
     temperature: float = Field(0.6, ge=0, description="Sampling temperature (paper: 0.6).")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling (paper: 0.95).")
@@ -129,11 +149,17 @@ class EvalSpec(Strict):
 class SFTSubstage(Strict):
     name: str = Field("stage1", description="Sub-stage name.")
     data: list[DataSource] = Field(..., description="Data sources with upsampling factors.")
-    max_length: int = Field(16384, gt=0, description="Max tokens per sample; longer samples are dropped (paper: 16K, then 32K).")
+    max_length: int = Field(
+        16384, gt=0, description="Max tokens per sample; longer samples are dropped (paper: 16K, then 32K)."
+    )
     epochs: float = Field(1.0, gt=0, description="Epochs over the mix (paper: one).")
-    learning_rate: float = Field(2e-5, gt=0, description="Peak learning rate (paper stage 2: 2e-5 for 8B, 5e-5 for 14B).")
+    learning_rate: float = Field(
+        2e-5, gt=0, description="Peak learning rate (paper stage 2: 2e-5 for 8B, 5e-5 for 14B)."
+    )
     batch_size: int = Field(64, gt=0, description="Global batch size in sequences.")
-    per_device_batch_size: int = Field(4, gt=0, description="Micro-batch per device (gradient accumulation fills the rest).")
+    per_device_batch_size: int = Field(
+        4, gt=0, description="Micro-batch per device (gradient accumulation fills the rest)."
+    )
     warmup_ratio: float = Field(0.03, ge=0, lt=1, description="Linear warm-up share of the steps.")
     lr_scheduler: str = Field("cosine", description="transformers scheduler name.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
@@ -148,14 +174,18 @@ class SFTSubstage(Strict):
 class SFTStage(Strict):
     kind: Literal["sft"] = "sft"
     name: str = Field("sft", description="Stage name (directory and report row).")
-    substages: list[SFTSubstage] = Field(..., min_length=1, description="Run in order, each from the previous checkpoint.")
+    substages: list[SFTSubstage] = Field(
+        ..., min_length=1, description="Run in order, each from the previous checkpoint."
+    )
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
 
 class RewardModelStage(Strict):
     kind: Literal["reward_model"] = "reward_model"
     name: str = Field("rm", description="Stage name; GRPO stages refer to the model as '@<name>'.")
-    base: str = Field("policy", description="'policy' = start from the current policy checkpoint, or a local checkpoint path.")
+    base: str = Field(
+        "policy", description="'policy' = start from the current policy checkpoint, or a local checkpoint path."
+    )
     data: list[DataSource] = Field(..., description="Preference pairs (prompt, chosen, rejected).")
     epochs: float = Field(1.0, gt=0, description="Paper: one epoch (longer was worse).")
     learning_rate: float = Field(2e-6, gt=0, description="Paper: 2e-6, AdamW.")
@@ -175,48 +205,82 @@ class CurriculumStep(Strict):
     """One sub-stage of the response-length (or input-context) curriculum (SPEC 5)."""
 
     max_response_length: int = Field(..., gt=0, description="Rollouts longer than this are truncated.")
-    overlong_filter: bool = Field(False, description="Skip truncated rollouts (no gradient, not in group statistics) instead of scoring them.")
+    overlong_filter: bool = Field(
+        False, description="Skip truncated rollouts (no gradient, not in group statistics) instead of scoring them."
+    )
     max_steps: int = Field(200, gt=0, description="End the sub-stage after this many RL steps.")
     stop_truncation_ratio: float | None = Field(
-        None, gt=0, le=1, description="End the sub-stage early once the truncation (clip) ratio reaches this (paper: ~0.10).")
-    max_prompt_length: int | None = Field(None, gt=0, description="Input-context budget (SWE RL: 16K -> 24K); longer prompts are dropped.")
+        None,
+        gt=0,
+        le=1,
+        description="End the sub-stage early once the truncation (clip) ratio reaches this (paper: ~0.10).",
+    )
+    max_prompt_length: int | None = Field(
+        None, gt=0, description="Input-context budget (SWE RL: 16K -> 24K); longer prompts are dropped."
+    )
 
 
 class DynamicFilter(Strict):
     """Epoch-level dynamic filtering (SPEC 5)."""
 
-    enabled: bool = Field(False, description="Drop prompts whose rollouts were all correct or all wrong in the last epoch.")
-    readd_hard: float = Field(0.10, ge=0, le=1, description="Probability a dropped all-wrong prompt comes back next epoch.")
-    readd_easy: float = Field(0.01, ge=0, le=1, description="Probability a dropped all-correct prompt comes back next epoch.")
+    enabled: bool = Field(
+        False, description="Drop prompts whose rollouts were all correct or all wrong in the last epoch."
+    )
+    readd_hard: float = Field(
+        0.10, ge=0, le=1, description="Probability a dropped all-wrong prompt comes back next epoch."
+    )
+    readd_easy: float = Field(
+        0.01, ge=0, le=1, description="Probability a dropped all-correct prompt comes back next epoch."
+    )
     pass_threshold: float = Field(1.0, description="A rollout is correct when its reward is at least this.")
 
 
 class Stabilisers(Strict):
     """The unstable-RLHF toolbox (SPEC 5): off by default, as in the paper's main runs."""
 
-    kl_coef: float = Field(0.0, ge=0, description="KL penalty to the stage's initial policy (paper default 0: no KL, no reference model).")
-    loss: Literal["token", "sequence"] = Field("token", description="token: sum over tokens / total tokens (paper); sequence: per-sequence mean.")
-    reward_shaping: Literal["none", "tanh_z"] = Field("none", description="tanh_z: group z-score then tanh into [-1, 1].")
+    kl_coef: float = Field(
+        0.0, ge=0, description="KL penalty to the stage's initial policy (paper default 0: no KL, no reference model)."
+    )
+    loss: Literal["token", "sequence"] = Field(
+        "token", description="token: sum over tokens / total tokens (paper); sequence: per-sequence mean."
+    )
+    reward_shaping: Literal["none", "tanh_z"] = Field(
+        "none", description="tanh_z: group z-score then tanh into [-1, 1]."
+    )
 
 
 class GRPOStage(Strict):
     kind: Literal["grpo"] = "grpo"
-    name: str = Field(..., description="rlhf, ifrl, math, code, swe take the paper's settings; any other name is generic GRPO.")
+    name: str = Field(
+        ..., description="rlhf, ifrl, math, code, swe take the paper's settings; any other name is generic GRPO."
+    )
     data: list[DataSource] = Field(..., description="RL prompt rows (see docs/data-formats.md).")
-    domain: str | None = Field(None, description="Reward domain for every row (math, ifeval, code, swe, preference, if_rm); None = each row's `domain` column.")
+    domain: str | None = Field(
+        None,
+        description="Reward domain for every row (math, ifeval, code, swe, preference, if_rm); "
+        "None = each row's `domain` column.",
+    )
     reward_options: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="Per-domain scorer options, e.g. {math: {language_penalty: -1}}; '@rm' names a reward_model stage.")
-    thinking: ThinkingMode = Field("think", description="think, no_think, or half (every batch half /think, half /no_think).")
+        default_factory=dict,
+        description="Per-domain scorer options, e.g. {math: {language_penalty: -1}}; '@rm' names a reward_model stage.",
+    )
+    thinking: ThinkingMode = Field(
+        "think", description="think, no_think, or half (every batch half /think, half /no_think)."
+    )
     rollouts_per_prompt: int = Field(8, ge=2, description="G, the group size (paper: 8; SWE: 16).")
     prompts_per_batch: int = Field(128, gt=0, description="Prompts per RL step (paper: 128).")
-    per_device_batch_size: int | None = Field(None, gt=0, description="Completions per forward/backward micro-batch (None = the whole step).")
+    per_device_batch_size: int | None = Field(
+        None, gt=0, description="Completions per forward/backward micro-batch (None = the whole step)."
+    )
     temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature.")
     top_p: float = Field(0.95, gt=0, le=1, description="Rollout nucleus sampling.")
     top_k: int | None = Field(None, gt=0, description="Rollout top-k (IF-RL: 20); None = off.")
     learning_rate: float = Field(2e-6, gt=0, description="AdamW learning rate (constant).")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
-    curriculum: list[CurriculumStep] = Field(..., min_length=1, description="Sub-stages, each from the previous sub-stage's checkpoint.")
+    curriculum: list[CurriculumStep] = Field(
+        ..., min_length=1, description="Sub-stages, each from the previous sub-stage's checkpoint."
+    )
     dynamic_filter: DynamicFilter = Field(default_factory=DynamicFilter, description="Epoch-level dynamic filtering.")
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
@@ -238,7 +302,7 @@ class EvalStage(Strict):
     benchmarks: list[str] | None = Field(None, description="Benchmark names (None = all of the recipe's).")
 
 
-Stage = Annotated[Union[SFTStage, RewardModelStage, GRPOStage, EvalStage], Field(discriminator="kind")]
+Stage = Annotated[SFTStage | RewardModelStage | GRPOStage | EvalStage, Field(discriminator="kind")]
 
 
 class WorldSpec(Strict):
@@ -246,8 +310,10 @@ class WorldSpec(Strict):
 
     seed: int = Field(0, description="Generator seed.")
     sizes: dict[str, int] = Field(default_factory=dict, description="Overrides of cascade_rl.world.WorldSizes fields.")
-    options: dict[str, Any] = Field(default_factory=dict, description="cascade_rl.world.WorldOptions fields "
-                                    "(swe_prompt, math_style, sft_near_miss).")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="cascade_rl.world.WorldOptions fields (swe_prompt, math_style, sft_near_miss).",
+    )
 
     @field_validator("sizes")
     @classmethod
@@ -274,13 +340,16 @@ class Recipe(Strict):
     world: WorldSpec | None = Field(None, description="Build the toy world first (the embedded default).")
     runtime: Runtime = Field(default_factory=Runtime, description="Devices, precision, vLLM.")
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Benchmarks and when to run them.")
-    stages: list[Stage] = Field(..., min_length=1, description="Stages in order; each starts from the previous checkpoint.")
+    stages: list[Stage] = Field(
+        ..., min_length=1, description="Stages in order; each starts from the previous checkpoint."
+    )
 
     @model_validator(mode="after")
-    def _check_references(self) -> "Recipe":
+    def _check_references(self) -> Recipe:
         if self.model.tiny is not None and self.world is None:
-            raise ValueError("model.tiny is built on the toy world's tokenizer: add a `world:` section "
-                             "(or give model.path)")
+            raise ValueError(
+                "model.tiny is built on the toy world's tokenizer: add a `world:` section (or give model.path)"
+            )
         names = [stage.name for stage in self.stages]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -290,8 +359,10 @@ class Recipe(Strict):
         for index, stage in enumerate(self.stages):
             for name in getattr(stage, "eval", None) or getattr(stage, "benchmarks", None) or []:
                 if name not in benchmarks:
-                    raise ValueError(f"stages[{index}] ({stage.name}): unknown benchmark {name!r}; "
-                                     f"defined in eval.benchmarks: {sorted(benchmarks) or 'none'}")
+                    raise ValueError(
+                        f"stages[{index}] ({stage.name}): unknown benchmark {name!r}; "
+                        f"defined in eval.benchmarks: {sorted(benchmarks) or 'none'}"
+                    )
             if isinstance(stage, RewardModelStage):
                 rm_stages.append(stage.name)
             if isinstance(stage, GRPOStage):
@@ -301,7 +372,8 @@ class Recipe(Strict):
                         if isinstance(ref, str) and ref.startswith("@") and ref[1:] not in rm_stages:
                             raise ValueError(
                                 f"stages[{index}] ({stage.name}).reward_options.{domain}.{key}: {ref!r} names no "
-                                f"earlier reward_model stage; earlier ones: {rm_stages or 'none'}")
+                                f"earlier reward_model stage; earlier ones: {rm_stages or 'none'}"
+                            )
         return self
 
     @property
@@ -318,8 +390,10 @@ def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) ->
     if "reward_model" in options:
         return
     if not rm_stages:
-        raise ValueError(f"stages[{index}] ({stage.name}).reward_options.{stage.domain}.reward_model: domain "
-                         f"{stage.domain!r} needs a reward model; add a reward_model stage before it or give a path")
+        raise ValueError(
+            f"stages[{index}] ({stage.name}).reward_options.{stage.domain}.reward_model: domain "
+            f"{stage.domain!r} needs a reward model; add a reward_model stage before it or give a path"
+        )
     options["reward_model"] = f"@{rm_stages[-1]}"
 
 
@@ -337,41 +411,91 @@ def paper_defaults(name: str, model_kind: ModelKind = "unified") -> dict[str, An
     thinking_model = model_kind == "thinking"
     presets: dict[str, dict[str, Any]] = {
         "rlhf": {
-            "domain": "preference", "thinking": "think" if thinking_model else "half",
-            "temperature": 0.6, "learning_rate": 2e-6,
+            "domain": "preference",
+            "thinking": "think" if thinking_model else "half",
+            "temperature": 0.6,
+            "learning_rate": 2e-6,
             "curriculum": [{"max_response_length": 12288, "overlong_filter": False, "max_steps": 800}],
         },
         "ifrl": {
             "domain": "if_rm" if thinking_model else "ifeval",
             "thinking": "think" if thinking_model else "no_think",
-            "temperature": 0.6, "top_k": 20, "learning_rate": 2e-6,
+            "temperature": 0.6,
+            "top_k": 20,
+            "learning_rate": 2e-6,
             "dynamic_filter": {"enabled": True},
-            "curriculum": ([{"max_response_length": 8192, "overlong_filter": True, "max_steps": 500},
-                            {"max_response_length": 16384, "overlong_filter": True, "max_steps": 300}]
-                           if thinking_model else
-                           [{"max_response_length": 8192, "overlong_filter": False, "max_steps": 2000}]),
+            "curriculum": (
+                [
+                    {"max_response_length": 8192, "overlong_filter": True, "max_steps": 500},
+                    {"max_response_length": 16384, "overlong_filter": True, "max_steps": 300},
+                ]
+                if thinking_model
+                else [{"max_response_length": 8192, "overlong_filter": False, "max_steps": 2000}]
+            ),
         },
         "math": {
-            "domain": "math", "thinking": "think", "temperature": 1.0, "learning_rate": 2e-6,
+            "domain": "math",
+            "thinking": "think",
+            "temperature": 1.0,
+            "learning_rate": 2e-6,
             "dynamic_filter": {"enabled": True},
             "reward_options": {"math": {"language_penalty": -1.0}},
-            "curriculum": ([{"max_response_length": 28672, "overlong_filter": True, "max_steps": 200, "stop_truncation_ratio": 0.1},
-                            {"max_response_length": 40960, "overlong_filter": False, "max_steps": 200, "stop_truncation_ratio": 0.1}]
-                           if thinking_model else
-                           [{"max_response_length": 24576, "overlong_filter": True, "max_steps": 200, "stop_truncation_ratio": 0.1},
-                            {"max_response_length": 32768, "overlong_filter": False, "max_steps": 200, "stop_truncation_ratio": 0.1},
-                            {"max_response_length": 40960, "overlong_filter": False, "max_steps": 200, "stop_truncation_ratio": 0.1}]),
+            "curriculum": (
+                [
+                    {
+                        "max_response_length": 28672,
+                        "overlong_filter": True,
+                        "max_steps": 200,
+                        "stop_truncation_ratio": 0.1,
+                    },
+                    {
+                        "max_response_length": 40960,
+                        "overlong_filter": False,
+                        "max_steps": 200,
+                        "stop_truncation_ratio": 0.1,
+                    },
+                ]
+                if thinking_model
+                else [
+                    {
+                        "max_response_length": 24576,
+                        "overlong_filter": True,
+                        "max_steps": 200,
+                        "stop_truncation_ratio": 0.1,
+                    },
+                    {
+                        "max_response_length": 32768,
+                        "overlong_filter": False,
+                        "max_steps": 200,
+                        "stop_truncation_ratio": 0.1,
+                    },
+                    {
+                        "max_response_length": 40960,
+                        "overlong_filter": False,
+                        "max_steps": 200,
+                        "stop_truncation_ratio": 0.1,
+                    },
+                ]
+            ),
         },
         "code": {
-            "domain": "code", "thinking": "think", "temperature": 1.0, "learning_rate": 4e-6,
+            "domain": "code",
+            "thinking": "think",
+            "temperature": 1.0,
+            "learning_rate": 4e-6,
             "reward_options": {"code": {"language_penalty": 0.0}},
             "curriculum": [{"max_response_length": 45056, "overlong_filter": False, "max_steps": 400}],
         },
         "swe": {
-            "domain": "swe", "thinking": "think", "temperature": 1.0, "learning_rate": 2.5e-6,
+            "domain": "swe",
+            "thinking": "think",
+            "temperature": 1.0,
+            "learning_rate": 2.5e-6,
             "rollouts_per_prompt": 16,
-            "curriculum": [{"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 16384},
-                           {"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 24576}],
+            "curriculum": [
+                {"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 16384},
+                {"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 24576},
+            ],
         },
     }
     if name not in presets:
@@ -402,12 +526,14 @@ def run_variables(run_dir: Path) -> dict[str, str]:
 def expand(text: str, extra: dict[str, str] | None = None) -> str:
     """Expand ``${VAR}`` / ``${VAR:-default}`` from ``extra`` then the environment. An unset
     variable without a default is an error naming it."""
+
     def replace(match: re.Match) -> str:
         name, default = match.group(1), match.group(2)
         value = (extra or {}).get(name, os.environ.get(name, default))
         if value is None:
             raise RecipeError(f"{text!r}: environment variable ${{{name}}} is not set (and has no :-default)")
         return value
+
     return _VAR.sub(replace, text)
 
 
@@ -473,10 +599,24 @@ def _location(loc: tuple, data: dict[str, Any]) -> str:
 
 def field_help() -> dict[str, dict[str, str]]:
     """Every recipe section's fields with their one-line help (for `cascade recipe-help`)."""
-    sections = {"recipe": Recipe, "model": ModelSpec, "model.tiny": TinyModel, "runtime": Runtime,
-                "data source": DataSource, "eval": EvalSpec, "eval.benchmarks[]": Benchmark,
-                "sft stage": SFTStage, "sft substage": SFTSubstage, "reward_model stage": RewardModelStage,
-                "grpo stage": GRPOStage, "grpo curriculum[]": CurriculumStep,
-                "grpo dynamic_filter": DynamicFilter, "grpo stabilisers": Stabilisers, "eval stage": EvalStage}
-    return {title: {name: (field.description or "") for name, field in model.model_fields.items()}
-            for title, model in sections.items()}
+    sections = {
+        "recipe": Recipe,
+        "model": ModelSpec,
+        "model.tiny": TinyModel,
+        "runtime": Runtime,
+        "data source": DataSource,
+        "eval": EvalSpec,
+        "eval.benchmarks[]": Benchmark,
+        "sft stage": SFTStage,
+        "sft substage": SFTSubstage,
+        "reward_model stage": RewardModelStage,
+        "grpo stage": GRPOStage,
+        "grpo curriculum[]": CurriculumStep,
+        "grpo dynamic_filter": DynamicFilter,
+        "grpo stabilisers": Stabilisers,
+        "eval stage": EvalStage,
+    }
+    return {
+        title: {name: (field.description or "") for name, field in model.model_fields.items()}
+        for title, model in sections.items()
+    }

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from cascade_rl.rewards.registry import get_domain, missing_fields, score_batch
 
@@ -67,8 +68,9 @@ def _validate(row: Any) -> str | None:
     return None
 
 
-def score_file(source: Path, target: Path, *, workers: int = 4,
-               options: Mapping[str, Mapping[str, Any]] | None = None) -> ScoreReport:
+def score_file(
+    source: Path, target: Path, *, workers: int = 4, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> ScoreReport:
     """Score every line of ``source`` into ``target``; see the module docstring."""
     report = ScoreReport()
     outputs: list[dict] = []
@@ -91,8 +93,7 @@ def score_file(source: Path, target: Path, *, workers: int = 4,
     for name, indices in by_domain.items():
         summary = report.domains.setdefault(name, DomainSummary())
         start = time.perf_counter()
-        scores = score_batch(name, [_request(outputs[i]) for i in indices],
-                             (options or {}).get(name), workers=workers)
+        scores = score_batch(name, [_request(outputs[i]) for i in indices], (options or {}).get(name), workers=workers)
         summary.seconds += time.perf_counter() - start
         for index, score in zip(indices, scores):
             outputs[index] = {**outputs[index], "reward": score.reward, "details": score.details}

@@ -2,25 +2,27 @@ import json
 
 import pytest
 
-from cascade_rl.data.loading import (load_sources, normalise_preference, normalise_sft, rl_normaliser,
-                                     upsample)
+from cascade_rl.data.loading import load_sources, normalise_preference, normalise_sft, rl_normaliser, upsample
 from cascade_rl.recipe import DataSource
 
 
 def write(path, lines):
-    path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
     return str(path)
 
 
 def test_malformed_rows_are_counted_and_skipped_with_reasons(tmp_path):
-    path = write(tmp_path / "rl.jsonl", [
-        {"prompt": "1+1?", "domain": "math", "answer": "2"},
-        "{not json",
-        {"prompt": "x", "domain": "nope"},
-        {"prompt": "2+2?", "domain": "math"},
-        {"prompt": [{"role": "user", "content": "q"}], "domain": "code", "tests": {"inputs": [], "outputs": []}},
-        [1, 2],
-    ])
+    path = write(
+        tmp_path / "rl.jsonl",
+        [
+            {"prompt": "1+1?", "domain": "math", "answer": "2"},
+            "{not json",
+            {"prompt": "x", "domain": "nope"},
+            {"prompt": "2+2?", "domain": "math"},
+            {"prompt": [{"role": "user", "content": "q"}], "domain": "code", "tests": {"inputs": [], "outputs": []}},
+            [1, 2],
+        ],
+    )
     rows, report = load_sources([DataSource(path=path)], rl_normaliser(None))
     assert [r["domain"] for r in rows] == ["math", "code"]
     assert report.read == 6 and report.kept == 2
@@ -46,18 +48,28 @@ def test_upsampling_whole_and_fractional_factors():
 
 
 def test_helpsteer3_rows_become_pairs_and_ties_are_dropped():
-    pair = normalise_preference({"context": [{"role": "user", "content": "q"}], "response1": "a",
-                                 "response2": "b", "overall_preference": 2})
+    pair = normalise_preference(
+        {"context": [{"role": "user", "content": "q"}], "response1": "a", "response2": "b", "overall_preference": 2}
+    )
     assert pair["chosen"][0]["content"] == "b" and pair["rejected"][0]["content"] == "a"
     with pytest.raises(ValueError, match="tie"):
         normalise_preference({"context": "q", "response1": "a", "response2": "b", "overall_preference": 0})
 
 
 def test_sft_rows_keep_modes_and_serialise_tool_arguments():
-    row = normalise_sft({"messages": [
-        {"role": "user", "content": "weather", "mode": "think"},
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "w", "arguments": {"c": "P"}}}]}],
-        "tools": [{"name": "w"}]})
+    row = normalise_sft(
+        {
+            "messages": [
+                {"role": "user", "content": "weather", "mode": "think"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"function": {"name": "w", "arguments": {"c": "P"}}}],
+                },
+            ],
+            "tools": [{"name": "w"}],
+        }
+    )
     assert row["messages"][0]["mode"] == "think"
     assert row["messages"][1]["tool_calls"][0]["function"]["arguments"] == '{"c": "P"}'
     assert json.loads(row["tools"]) == [{"name": "w"}]

@@ -5,25 +5,41 @@ from itertools import combinations
 
 import pytest
 
-from cascade_rl.eval.elo import (Contest, Contestant, ContestResult, Problem, codeforces_elo, contest_rating,
-                                 expected_penalties, expected_rank, model_rank, model_standing,
-                                 performance_rating)
+from cascade_rl.eval.elo import (
+    Contest,
+    Contestant,
+    ContestResult,
+    Problem,
+    codeforces_elo,
+    contest_rating,
+    expected_penalties,
+    expected_rank,
+    model_rank,
+    model_standing,
+    performance_rating,
+)
 
 
 def regular_contest(points_and_ratings, name="Round 1", max_points=(500, 1000, 1500)):
-    return Contest(name=name, style="regular",
-                   problems=tuple(Problem(chr(65 + i), p) for i, p in enumerate(max_points)),
-                   contestants=tuple(Contestant(rating=r, points=p) for p, r in points_and_ratings))
+    return Contest(
+        name=name,
+        style="regular",
+        problems=tuple(Problem(chr(65 + i), p) for i, p in enumerate(max_points)),
+        contestants=tuple(Contestant(rating=r, points=p) for p, r in points_and_ratings),
+    )
 
 
-@pytest.mark.parametrize("n, k, expected", [
-    (8, 0, 0.0),        # unsolved: no penalty
-    (8, 1, 3.5),        # 7 / 2
-    (8, 3, 1.25),       # 5 / 4
-    (8, 7, 0.125),      # 1 / 8
-    (8, 8, 0.0),
-    (1, 1, 0.0),
-])
+@pytest.mark.parametrize(
+    "n, k, expected",
+    [
+        (8, 0, 0.0),  # unsolved: no penalty
+        (8, 1, 3.5),  # 7 / 2
+        (8, 3, 1.25),  # 5 / 4
+        (8, 7, 0.125),  # 1 / 8
+        (8, 8, 0.0),
+        (1, 1, 0.0),
+    ],
+)
 def test_expected_penalties_table(n, k, expected):
     assert expected_penalties(n, k) == pytest.approx(expected)
 
@@ -31,7 +47,7 @@ def test_expected_penalties_table(n, k, expected):
 @pytest.mark.parametrize("k", range(1, 9))
 def test_expected_penalties_equal_the_average_over_all_submission_orders(k):
     n = 8
-    orders = list(combinations(range(n), k))            # positions of the correct submissions
+    orders = list(combinations(range(n), k))  # positions of the correct submissions
     wrong_before_first = [min(positions) for positions in orders]
     assert expected_penalties(n, k) == pytest.approx(sum(wrong_before_first) / len(orders))
 
@@ -46,30 +62,35 @@ def test_regular_round_points_minus_50_per_expected_penalty():
 
 def test_regular_round_keeps_the_codeforces_30_percent_floor():
     contest = regular_contest([(0, 1500)], max_points=(200,))
-    assert model_standing(ContestResult(contest, correct=(1,))).points == pytest.approx(60.0)     # not 25
+    assert model_standing(ContestResult(contest, correct=(1,))).points == pytest.approx(60.0)  # not 25
     assert model_standing(ContestResult(contest, correct=(1,)), min_points_fraction=0).points == pytest.approx(25.0)
 
 
 def test_icpc_round_adds_10_minutes_per_expected_wrong_submission_on_solved_problems():
-    contest = Contest("Educational 1", "icpc", (Problem("A"), Problem("B"), Problem("C")),
-                      (Contestant(rating=1500, solved=1),))
+    contest = Contest(
+        "Educational 1", "icpc", (Problem("A"), Problem("B"), Problem("C")), (Contestant(rating=1500, solved=1),)
+    )
     standing = model_standing(ContestResult(contest, correct=(2, 8, 0)))
     assert standing.solved == 2
-    assert standing.penalty_minutes == pytest.approx(20.0)   # (8-2)/(2+1) = 2 wrong -> 20 min; C: none
+    assert standing.penalty_minutes == pytest.approx(20.0)  # (8-2)/(2+1) = 2 wrong -> 20 min; C: none
 
 
 def test_rank_counts_better_humans_and_splits_ties():
     contest = regular_contest([(2000, 1500), (1325, 1500), (1325, 1500), (500, 1500)])
-    standing = model_standing(ContestResult(contest, correct=(8, 1, 0)))   # 1325 points
-    assert model_rank(contest, standing) == pytest.approx(3.0)   # 1 + 1 better + 2 tied / 2
+    standing = model_standing(ContestResult(contest, correct=(8, 1, 0)))  # 1325 points
+    assert model_rank(contest, standing) == pytest.approx(3.0)  # 1 + 1 better + 2 tied / 2
 
 
 def test_icpc_rank_orders_by_solved_then_penalty():
     humans = [(3, 100), (2, 10), (2, 20), (2, 30), (1, 0)]
-    contest = Contest("Div3", "icpc", (Problem("A"), Problem("B")),
-                      tuple(Contestant(rating=1500, solved=s, penalty_minutes=p) for s, p in humans))
-    standing = model_standing(ContestResult(contest, correct=(2, 8)))    # 2 solved, 20 minutes
-    assert model_rank(contest, standing) == pytest.approx(3.5)           # 1 + 2 better + 1 tie / 2
+    contest = Contest(
+        "Div3",
+        "icpc",
+        (Problem("A"), Problem("B")),
+        tuple(Contestant(rating=1500, solved=s, penalty_minutes=p) for s, p in humans),
+    )
+    standing = model_standing(ContestResult(contest, correct=(2, 8)))  # 2 solved, 20 minutes
+    assert model_rank(contest, standing) == pytest.approx(3.5)  # 1 + 2 better + 1 tie / 2
 
 
 def test_middle_of_two_equally_rated_humans_gets_their_rating():
@@ -91,8 +112,9 @@ def test_rating_falls_strictly_as_rank_worsens():
     ratings = [800, 1200, 1500, 1900, 2400, 3000]
     performances = [performance_rating(m, ratings) for m in (1.2, 2, 3, 4.5, 6, 6.8)]
     assert all(a > b for a, b in zip(performances, performances[1:]))
-    assert all(expected_rank(p, ratings) == pytest.approx(m, abs=1e-6)
-               for p, m in zip(performances, (1.2, 2, 3, 4.5, 6, 6.8)))
+    assert all(
+        expected_rank(p, ratings) == pytest.approx(m, abs=1e-6) for p, m in zip(performances, (1.2, 2, 3, 4.5, 6, 6.8))
+    )
 
 
 def test_as_written_equation_and_unreachable_ranks():
@@ -125,18 +147,20 @@ def test_codeforces_elo_is_the_mean_over_contests():
 def test_solving_nothing_ties_the_humans_who_scored_nothing():
     contest = regular_contest([(500, 1500), (0, 1500), (0, 1500)], max_points=(500,))
     # rank 1 + 1 + 2/2 = 3 among three equals: 2 = 3 / (1 + 10^x) -> 10^x = 1/2
-    assert contest_rating(ContestResult(contest, correct=(0,))) == pytest.approx(
-        1500 + 400 * math.log10(0.5), abs=1e-3)
+    assert contest_rating(ContestResult(contest, correct=(0,))) == pytest.approx(1500 + 400 * math.log10(0.5), abs=1e-3)
 
 
-@pytest.mark.parametrize("build, message", [
-    (lambda: ContestResult(regular_contest([(0, 1500)]), correct=(1, 2)), "2 correct counts for 3 problems"),
-    (lambda: ContestResult(regular_contest([(0, 1500)]), correct=(9, 0, 0)), "outside 0..8"),
-    (lambda: regular_contest([(0, 1500)], max_points=(500, None)), "need positive max_points"),
-    (lambda: Contest("X", "marathon", (Problem("A", 1),), (Contestant(rating=1500),)), "style must be"),
-    (lambda: Contest("X", "icpc", (Problem("A"),), ()), "no human contestants"),
-    (lambda: codeforces_elo([]), "at least one contest"),
-])
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: ContestResult(regular_contest([(0, 1500)]), correct=(1, 2)), "2 correct counts for 3 problems"),
+        (lambda: ContestResult(regular_contest([(0, 1500)]), correct=(9, 0, 0)), "outside 0..8"),
+        (lambda: regular_contest([(0, 1500)], max_points=(500, None)), "need positive max_points"),
+        (lambda: Contest("X", "marathon", (Problem("A", 1),), (Contestant(rating=1500),)), "style must be"),
+        (lambda: Contest("X", "icpc", (Problem("A"),), ()), "no human contestants"),
+        (lambda: codeforces_elo([]), "at least one contest"),
+    ],
+)
 def test_bad_input_is_named(build, message):
     with pytest.raises(ValueError, match=message):
         build()

@@ -14,13 +14,27 @@ BENCHMARKS = ["toy-math", "toy-code", "toy-arena"]
 #   rlhf raises arena 30 -> 45 (+15);  math raises math 21 -> 40 (+19), later falls to 33 in code (-7);
 #   code raises code 11 -> 15 (+4, short of +10 by 6).
 STAGES = {
-    "00-base": ({"index": 0, "name": "base", "kind": "eval", "wall_s": 5.0}, {"toy-math": 5, "toy-code": 2, "toy-arena": 10}),
-    "01-sft": ({"index": 1, "name": "sft", "kind": "sft", "wall_s": 60.0}, {"toy-math": 20, "toy-code": 10, "toy-arena": 30}),
+    "00-base": (
+        {"index": 0, "name": "base", "kind": "eval", "wall_s": 5.0},
+        {"toy-math": 5, "toy-code": 2, "toy-arena": 10},
+    ),
+    "01-sft": (
+        {"index": 1, "name": "sft", "kind": "sft", "wall_s": 60.0},
+        {"toy-math": 20, "toy-code": 10, "toy-arena": 30},
+    ),
     "02-rm": ({"index": 2, "name": "rm", "kind": "reward_model", "wall_s": 20.0}, None),
-    "03-rlhf": ({"index": 3, "name": "rlhf", "kind": "grpo", "wall_s": 100.0}, {"toy-math": 21, "toy-code": 10, "toy-arena": 45}),
-    "04-math": ({"index": 4, "name": "math", "kind": "grpo", "wall_s": 120.0},
-                {"toy-math": {"value": 40, "k": 4, "metric": "avg@4"}, "toy-code": {"value": 11, "k": 4}, "toy-arena": 44}),
-    "05-code": ({"index": 5, "name": "code", "kind": "grpo", "wall_s": 90.0}, {"toy-math": 33, "toy-code": 15, "toy-arena": 45}),
+    "03-rlhf": (
+        {"index": 3, "name": "rlhf", "kind": "grpo", "wall_s": 100.0},
+        {"toy-math": 21, "toy-code": 10, "toy-arena": 45},
+    ),
+    "04-math": (
+        {"index": 4, "name": "math", "kind": "grpo", "wall_s": 120.0},
+        {"toy-math": {"value": 40, "k": 4, "metric": "avg@4"}, "toy-code": {"value": 11, "k": 4}, "toy-arena": 44},
+    ),
+    "05-code": (
+        {"index": 5, "name": "code", "kind": "grpo", "wall_s": 90.0},
+        {"toy-math": 33, "toy-code": 15, "toy-arena": 45},
+    ),
 }
 
 
@@ -28,10 +42,20 @@ def metrics_rows(steps, substages=1):
     rows = []
     for sub in range(substages):
         for step in range(1, steps + 1):
-            rows.append({"step": step, "substage": sub, "reward/mean": 0.1 * step + sub, "reward/std": 0.05,
-                         "response_length/mean": 100 + 10 * step, "response_length/think": 150 + step,
-                         "response_length/no_think": 50, "truncation_ratio": 0.01 * step,
-                         "reward/math/mean": 0.1 * step, "time/generation": 1.0})
+            rows.append(
+                {
+                    "step": step,
+                    "substage": sub,
+                    "reward/mean": 0.1 * step + sub,
+                    "reward/std": 0.05,
+                    "response_length/mean": 100 + 10 * step,
+                    "response_length/think": 150 + step,
+                    "response_length/no_think": 50,
+                    "truncation_ratio": 0.01 * step,
+                    "reward/math/mean": 0.1 * step,
+                    "time/generation": 1.0,
+                }
+            )
     return rows
 
 
@@ -47,12 +71,12 @@ def run_dir(tmp_path: Path) -> Path:
             substages = 2 if info["name"] == "math" else 1
             lines = [json.dumps(row) for row in metrics_rows(5, substages)]
             if info["name"] == "code":
-                lines.append('{"step": 6, "reward/me')          # cut by a kill -9
-                lines.append(json.dumps({"step": 7}))          # every optional key missing
+                lines.append('{"step": 6, "reward/me')  # cut by a kill -9
+                lines.append(json.dumps({"step": 7}))  # every optional key missing
             (stage / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-    half = tmp_path / "06-swe"                                 # half-written: no stage.json yet
+    half = tmp_path / "06-swe"  # half-written: no stage.json yet
     half.mkdir()
-    (half / "substage-1").mkdir()                             # killed inside its first sub-stage
+    (half / "substage-1").mkdir()  # killed inside its first sub-stage
     return tmp_path
 
 
@@ -75,8 +99,12 @@ def test_report_json_schema_and_values(run_dir):
     assert report["total_wall_s"] == pytest.approx(395.0)
     assert [set(stage) for stage in report["stages"]] == [{"stage", "kind", "wall_s", "eval"}] * 5
     assert [(s["stage"], s["kind"], s["wall_s"]) for s in report["stages"]] == [
-        ("sft", "sft", 60.0), ("rm", "reward_model", 20.0), ("rlhf", "grpo", 100.0),
-        ("math", "grpo", 120.0), ("code", "grpo", 90.0)]
+        ("sft", "sft", 60.0),
+        ("rm", "reward_model", 20.0),
+        ("rlhf", "grpo", 100.0),
+        ("math", "grpo", 120.0),
+        ("code", "grpo", 90.0),
+    ]
     assert report["stages"][3]["eval"] == {"toy-math": 40.0, "toy-code": 11.0, "toy-arena": 44.0}
     assert report["stages"][1]["eval"] == {}
     assert report["baseline"] == {"toy-math": 5.0, "toy-code": 2.0, "toy-arena": 10.0}
@@ -88,9 +116,14 @@ def test_stage_table_rows_are_after_each_stage(run_dir):
     table = markdown_table(markdown, "## Evaluation after each stage")
     assert table[0] == ["after stage", "kind", "wall", "toy-math (avg@4)", "toy-code (avg@4)", "toy-arena"]
     values = {row[0]: row[3:] for row in table[1:]}
-    assert values == {"base model": ["5.0", "2.0", "10.0"], "sft": ["20.0", "10.0", "30.0"],
-                      "rm": ["—", "—", "—"], "rlhf": ["21.0", "10.0", "45.0"],
-                      "math": ["40.0", "11.0", "44.0"], "code": ["33.0", "15.0", "45.0"]}
+    assert values == {
+        "base model": ["5.0", "2.0", "10.0"],
+        "sft": ["20.0", "10.0", "30.0"],
+        "rm": ["—", "—", "—"],
+        "rlhf": ["21.0", "10.0", "45.0"],
+        "math": ["40.0", "11.0", "44.0"],
+        "code": ["33.0", "15.0", "45.0"],
+    }
     assert "Unfinished stage(s), not reported: 06-swe" in markdown
 
 
@@ -102,7 +135,8 @@ def test_forgetting_matrix_numbers_and_own_domain_highlight(run_dir):
         "sft": ["+15.0", "+8.0", "+20.0"],
         "rlhf": ["+1.0", "+0.0", "**+15.0**"],
         "math": ["**+19.0**", "+1.0", "-1.0"],
-        "code": ["-7.0", "**+4.0**", "+1.0"]}
+        "code": ["-7.0", "**+4.0**", "+1.0"],
+    }
     forgetting = json.loads((run_dir / "report.json").read_text())["forgetting"]
     assert forgetting["stages"] == ["sft", "rlhf", "math", "code"]
     assert forgetting["deltas"][3] == pytest.approx([-7.0, 4.0, 1.0])
@@ -148,23 +182,35 @@ def test_print_summary_shows_stages_values_and_misses(run_dir):
     console = Console(record=True, width=200)
     print_summary(run_dir / "report.json", console=console)
     text = console.export_text()
-    for expected in ("base model", "sft", "math", "40.0", "toy-arena", "6m 35s",
-                     "target met: rlhf toy-arena 30.0 -> 45.0", "target not met: `code`: toy-code"):
+    for expected in (
+        "base model",
+        "sft",
+        "math",
+        "40.0",
+        "toy-arena",
+        "6m 35s",
+        "target met: rlhf toy-arena 30.0 -> 45.0",
+        "target not met: `code`: toy-code",
+    ):
         assert expected in text
 
 
 def test_format_table():
     assert format_table([["a", 1.25, None, "+1.0"], ["b|c", 2, 3.0, "**-2.5**"]], ["x", "y", "z", "d"]) == (
-        "| x | y | z | d |\n| --- | ---: | ---: | ---: |\n| a | 1.2 | — | +1.0 |\n| b\\|c | 2 | 3.0 | **-2.5** |")
+        "| x | y | z | d |\n| --- | ---: | ---: | ---: |\n| a | 1.2 | — | +1.0 |\n| b\\|c | 2 | 3.0 | **-2.5** |"
+    )
     with pytest.raises(ValueError, match="every row needs 3 cells"):
         format_table([["a"]], ["x", "y", "z"])
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"toy-math": "high"}', "'toy-math': expected a finite number"),
-    ('{"toy-math": {"k": 4}}', "'toy-math' has no 'value'"),
-    ("[1, 2]", "expected an object mapping benchmark -> value"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"toy-math": "high"}', "'toy-math': expected a finite number"),
+        ('{"toy-math": {"k": 4}}', "'toy-math' has no 'value'"),
+        ("[1, 2]", "expected an object mapping benchmark -> value"),
+    ],
+)
 def test_bad_eval_json_is_named(run_dir, content, message):
     (run_dir / "03-rlhf" / "eval.json").write_text(content)
     with pytest.raises(ValueError, match=message) as error:
@@ -181,8 +227,9 @@ def test_bad_stage_kind_is_named(run_dir):
 def test_an_eval_stage_reports_on_the_checkpoint_before_it(run_dir):
     stage = run_dir / "07-final-eval"
     stage.mkdir()
-    (stage / "stage.json").write_text(json.dumps({"index": 7, "name": "final-eval", "kind": "eval",
-                                                  "wall_s": 4.0, "status": "done"}))
+    (stage / "stage.json").write_text(
+        json.dumps({"index": 7, "name": "final-eval", "kind": "eval", "wall_s": 4.0, "status": "done"})
+    )
     (stage / "eval.json").write_text(json.dumps({"tool-call": 61.5}))
     build_report(run_dir)
     report = json.loads((run_dir / "report.json").read_text())
@@ -204,5 +251,7 @@ def test_report_states_the_sampling_noise_from_eval_stderr(run_dir):
     evaluation[name] = {"value": value, "metric": "avg@4", "k": 4, "extra": {"stderr": 3.25}}
     (stage / "eval.json").write_text(json.dumps(evaluation))
     build_report(run_dir)
-    assert f"Sampling noise: the largest standard error over prompts of any value, in points: {name} 3.2" \
+    assert (
+        f"Sampling noise: the largest standard error over prompts of any value, in points: {name} 3.2"
         in (run_dir / "report.md").read_text()
+    )

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from llm_helpers import CHAT_CHAIN, JUDGE_CHAIN, JUDGE_TOKENS, build_chain_model, free_port, wait_for_http
@@ -29,13 +29,28 @@ def transformers_server(tmp_path_factory) -> Iterator[str]:
     Models are loaded on demand from the local path named in each request's ``model``."""
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1"
+    )
     cli = Path(sys.executable).with_name("transformers")
     with open(log, "w") as log_file:
-        process = subprocess.Popen([str(cli), "serve", "--host", "127.0.0.1", "--port", str(port),
-                                    "--device", "cpu", "--log-level", "warning"],
-                                   stdout=log_file, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            [
+                str(cli),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--device",
+                "cpu",
+                "--log-level",
+                "warning",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/health", process)
         yield f"http://127.0.0.1:{port}/v1"

@@ -34,16 +34,28 @@ SURE = 40.0  # a logit this far above the rest makes sampling deterministic at a
 
 #: The chat model answers every prompt with exactly this (thinking, then "ok").
 CHAT_RESPONSE = "<think>r</think>ok"
-CHAT_CHAIN: Chain = {"\n": {"<think>": SURE}, "<think>": {"r": SURE}, "r": {"</think>": SURE},
-                     "</think>": {"o": SURE}, "o": {"k": SURE}, "k": {IM_END: SURE}}
+CHAT_CHAIN: Chain = {
+    "\n": {"<think>": SURE},
+    "<think>": {"r": SURE},
+    "r": {"</think>": SURE},
+    "</think>": {"o": SURE},
+    "o": {"k": SURE},
+    "k": {IM_END: SURE},
+}
 
 #: The judge model answers "<judgement>YES</judgement>" with probability 3/4, else "...NO...";
 #: "YES" and "NO" are several tokens (byte level), "<judgement>" is one plain added token.
 JUDGE_P_YES = 0.75
-JUDGE_CHAIN: Chain = {"\n": {"<judgement>": SURE},
-                      "<judgement>": {"Y": SURE + math.log(3.0), "N": SURE},
-                      "Y": {"E": SURE}, "E": {"S": SURE}, "S": {"</judgement>": SURE},
-                      "N": {"O": SURE}, "O": {"</judgement>": SURE}, "</judgement>": {IM_END: SURE}}
+JUDGE_CHAIN: Chain = {
+    "\n": {"<judgement>": SURE},
+    "<judgement>": {"Y": SURE + math.log(3.0), "N": SURE},
+    "Y": {"E": SURE},
+    "E": {"S": SURE},
+    "S": {"</judgement>": SURE},
+    "N": {"O": SURE},
+    "O": {"</judgement>": SURE},
+    "</judgement>": {IM_END: SURE},
+}
 JUDGE_TOKENS = ("<judgement>", "</judgement>")
 
 
@@ -62,8 +74,12 @@ def build_tokenizer(plain_tokens: tuple[str, ...] = ()):
     specials = [PAD, *SPECIAL_TOKENS]
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
     backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in plain_tokens])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=IM_END, pad_token=PAD,
-                                        extra_special_tokens=[t for t in SPECIAL_TOKENS if t != IM_END])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=IM_END,
+        pad_token=PAD,
+        extra_special_tokens=[t for t in SPECIAL_TOKENS if t != IM_END],
+    )
     return install_chat_template(tokenizer)
 
 
@@ -73,8 +89,9 @@ def single_token_id(tokenizer, text: str) -> int:
     return ids[0]
 
 
-def build_chain_model(path: Path, chain: Chain, plain_tokens: tuple[str, ...] = (),
-                      hidden: int = 32, seed: int = 0) -> Path:
+def build_chain_model(
+    path: Path, chain: Chain, plain_tokens: tuple[str, ...] = (), hidden: int = 32, seed: int = 0
+) -> Path:
     """Save a tiny Qwen3 model + tokenizer whose next token follows ``chain`` (module docstring)."""
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
@@ -82,11 +99,20 @@ def build_chain_model(path: Path, chain: Chain, plain_tokens: tuple[str, ...] = 
     tokenizer = build_tokenizer(plain_tokens)
     assert len(chain) < hidden, "each chained token needs its own embedding direction"
     torch.manual_seed(seed)
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                         max_position_embeddings=2048, tie_word_embeddings=False,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         bos_token_id=None)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
     model = Qwen3ForCausalLM(config).eval()
     with torch.no_grad():
         for layer in model.model.layers:  # layers leave the residual stream untouched
@@ -107,9 +133,13 @@ def build_chain_model(path: Path, chain: Chain, plain_tokens: tuple[str, ...] = 
             for successor, logit in successors.items():
                 head[single_token_id(tokenizer, successor), dim] = logit * scale
     # like released chat models: sampling on (``transformers serve`` never turns it on itself)
-    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id,
-                                               pad_token_id=tokenizer.pad_token_id, do_sample=True,
-                                               temperature=0.6, top_p=0.95)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=True,
+        temperature=0.6,
+        top_p=0.95,
+    )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -142,8 +172,16 @@ class ProxyServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, upstream: str | None, *, fail_first: int = 0, fail_status: int = 503,
-                 retry_after: str | None = None, hang: bool = False, delay: float = 0.0):
+    def __init__(
+        self,
+        upstream: str | None,
+        *,
+        fail_first: int = 0,
+        fail_status: int = 503,
+        retry_after: str | None = None,
+        hang: bool = False,
+        delay: float = 0.0,
+    ):
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
         self.upstream = upstream.rstrip("/") if upstream else None
         self.fail_first, self.fail_status, self.retry_after = fail_first, fail_status, retry_after
@@ -158,7 +196,7 @@ class ProxyServer(ThreadingHTTPServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
-    def __enter__(self) -> "ProxyServer":
+    def __enter__(self) -> ProxyServer:
         threading.Thread(target=self.serve_forever, daemon=True).start()
         return self
 
@@ -192,8 +230,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 headers = {"Retry-After": server.retry_after} if server.retry_after else {}
                 self._reply(server.fail_status, json.dumps({"error": "try again"}).encode(), headers)
                 return
-            request = urllib.request.Request(server.upstream + self.path.removeprefix("/v1"), data=body,
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                server.upstream + self.path.removeprefix("/v1"), data=body, headers={"Content-Type": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(request, timeout=60) as upstream:
                     self._reply(upstream.status, upstream.read())

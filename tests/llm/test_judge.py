@@ -10,9 +10,10 @@ from llm_helpers import JUDGE_P_YES, ProxyServer
 from cascade_rl.llm import LocalGenerator, OpenAICompatGenerator, YesNoJudge
 from cascade_rl.llm.judge import yes_probability_from_logprobs
 
-JUDGE_PROMPT = [{"role": "system", "content": "Respond only with <judgement>YES</judgement> or "
-                                              "<judgement>NO</judgement>."},
-                {"role": "user", "content": "Does the patch fix the issue?", "mode": "no_think"}]
+JUDGE_PROMPT = [
+    {"role": "system", "content": "Respond only with <judgement>YES</judgement> or <judgement>NO</judgement>."},
+    {"role": "user", "content": "Does the patch fix the issue?", "mode": "no_think"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +26,9 @@ def test_local_judge_reads_p_yes_at_the_judgement_position(local_judge_lm):
     judge = YesNoJudge(local_judge_lm)
     assert judge.probability_yes(JUDGE_PROMPT) == pytest.approx(JUDGE_P_YES, abs=1e-3)
     # swapping the words asks for P(NO)
-    assert YesNoJudge(local_judge_lm, yes="NO", no="YES").probability_yes(JUDGE_PROMPT) == \
-        pytest.approx(1 - JUDGE_P_YES, abs=1e-3)
+    assert YesNoJudge(local_judge_lm, yes="NO", no="YES").probability_yes(JUDGE_PROMPT) == pytest.approx(
+        1 - JUDGE_P_YES, abs=1e-3
+    )
     assert asyncio.run(judge.aprobability_yes(JUDGE_PROMPT)) == pytest.approx(JUDGE_P_YES, abs=1e-3)
 
 
@@ -58,10 +60,16 @@ def _entry(token, logprob, top=()):
 
 def test_logprobs_of_a_vllm_response_at_their_boundary():
     ln = math.log
-    content = [_entry("<think>", 0.0), _entry("maybe <judgement>", -0.1), _entry("NO", -0.1),
-               _entry("</think>", 0.0), _entry("<jud", 0.0), _entry("gement>", 0.0),
-               _entry("YES", ln(0.6), [("YES", ln(0.6)), ("NO", ln(0.2)), ("Y", ln(0.1)), ("Sure", ln(0.1))]),
-               _entry("</judgement>", 0.0)]
+    content = [
+        _entry("<think>", 0.0),
+        _entry("maybe <judgement>", -0.1),
+        _entry("NO", -0.1),
+        _entry("</think>", 0.0),
+        _entry("<jud", 0.0),
+        _entry("gement>", 0.0),
+        _entry("YES", ln(0.6), [("YES", ln(0.6)), ("NO", ln(0.2)), ("Y", ln(0.1)), ("Sure", ln(0.1))]),
+        _entry("</judgement>", 0.0),
+    ]
     # the position inside the thinking is skipped; YES-like tokens sum to 0.7 against 0.2 for NO
     assert yes_probability_from_logprobs(content) == pytest.approx(0.7 / 0.9)
     assert yes_probability_from_logprobs(content[:4]) is None  # never reached a judgement

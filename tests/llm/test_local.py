@@ -8,8 +8,8 @@ import threading
 
 import pytest
 import torch
-from transformers import AutoTokenizer
 from llm_helpers import CHAT_RESPONSE, JUDGE_P_YES
+from transformers import AutoTokenizer
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.llm import LocalGenerator, generate_many
@@ -42,10 +42,16 @@ def test_token_limit_leaves_the_thinking_unfinished(chat):
 
 
 def test_batches_of_uneven_prompts_come_back_in_order(chat):
-    conversations = [HELLO, [{"role": "system", "content": "Be brief."},
-                             {"role": "user", "content": "a much longer question " * 5},
-                             {"role": "assistant", "content": "<think>x</think>y"},
-                             {"role": "user", "content": "and?"}], HELLO]
+    conversations = [
+        HELLO,
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "a much longer question " * 5},
+            {"role": "assistant", "content": "<think>x</think>y"},
+            {"role": "user", "content": "and?"},
+        ],
+        HELLO,
+    ]
     # batch_size 4 with n=2 means two prompts per forward pass, so two passes here
     assert generate_many(chat, conversations, n=2, temperature=0.8) == [[CHAT_RESPONSE] * 2] * 3
 
@@ -63,10 +69,14 @@ def test_samples_are_independent_and_follow_temperature_and_top_p(judge_lm):
 
 def test_modes_become_flags_on_user_turns(chat_model_path):
     generator = LocalGenerator(chat_model_path, default_mode="no_think")
-    prompt = generator.render_prompt([{"role": "user", "content": "a"},
-                                      {"role": "assistant", "content": "b"},
-                                      {"role": "user", "content": "c", "mode": "think"},
-                                      {"role": "user", "content": "d /think"}])
+    prompt = generator.render_prompt(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": "c", "mode": "think"},
+            {"role": "user", "content": "d /think"},
+        ]
+    )
     assert "user\na /no_think<|im_end|>" in prompt
     assert "user\nc /think<|im_end|>" in prompt and "user\nd /think<|im_end|>" in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
@@ -102,6 +112,7 @@ def test_threads_and_event_loops_can_share_one_generator(chat):
 
     async def both():
         return await asyncio.gather(chat.agenerate(HELLO), chat.agenerate_batch([HELLO, HELLO]))
+
     assert asyncio.run(both()) == [[CHAT_RESPONSE], [[CHAT_RESPONSE], [CHAT_RESPONSE]]]
 
 

@@ -9,8 +9,14 @@ import pytest
 from llm_helpers import CHAT_RESPONSE, ProxyServer, free_port
 
 from cascade_rl.chat import parse_tool_calls, split_thinking
-from cascade_rl.llm import (GenerationError, LocalGenerator, OpenAICompatGenerator, agenerate_many,
-                            generate_many, join_reasoning)
+from cascade_rl.llm import (
+    GenerationError,
+    LocalGenerator,
+    OpenAICompatGenerator,
+    agenerate_many,
+    generate_many,
+    join_reasoning,
+)
 from cascade_rl.llm.openai_compat import choice_text
 
 HELLO = [{"role": "user", "content": "hello"}]
@@ -32,8 +38,7 @@ def test_server_text_equals_local_text_with_thinking_rejoined(server, chat_model
     local = LocalGenerator(chat_model_path)
     with ProxyServer(server) as proxy:
         generator = client(proxy.base_url, chat_model_path)
-        texts = generator.generate([{"role": "user", "content": "hello", "mode": "no_think"}], n=3,
-                                   temperature=1.0)
+        texts = generator.generate([{"role": "user", "content": "hello", "mode": "no_think"}], n=3, temperature=1.0)
         assert texts == local.generate(HELLO, n=3, temperature=1.0) == [CHAT_RESPONSE] * 3
         # the server answers in two fields; the backend rejoined them
         assert generator.generate(HELLO, max_tokens=2) == local.generate(HELLO, max_tokens=2) == ["<think>r"]
@@ -57,14 +62,21 @@ def test_join_reasoning_at_its_boundary():
     # vLLM >= 0.10 names the field `reasoning`
     vllm = {"message": {"content": "\n\n42", "reasoning": "\nadd\n"}, "finish_reason": "stop"}
     assert choice_text(vllm) == "<think>\nadd\n</think>\n\n42"
-    assert choice_text({"message": {"content": None, "reasoning_content": "x"},
-                        "finish_reason": "length"}) == "<think>x"
+    assert (
+        choice_text({"message": {"content": None, "reasoning_content": "x"}, "finish_reason": "length"}) == "<think>x"
+    )
     # tool calls parsed out by the server go back in the Cascade template's form
     call = {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-    text = choice_text({"message": {"content": "Let me check.", "reasoning_content": "r", "tool_calls": [call]},
-                        "finish_reason": "tool_calls"})
-    assert text == '<think>r</think>Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": ' \
-                   '{"city": "Paris"}}\n</tool_call>'
+    text = choice_text(
+        {
+            "message": {"content": "Let me check.", "reasoning_content": "r", "tool_calls": [call]},
+            "finish_reason": "tool_calls",
+        }
+    )
+    assert (
+        text == '<think>r</think>Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}\n</tool_call>'
+    )
     assert parse_tool_calls(split_thinking(text).answer) == [{"name": "get_weather", "arguments": {"city": "Paris"}}]
 
 
@@ -98,8 +110,7 @@ def test_client_errors_are_not_retried(server, chat_model_path):
 
 def test_a_hanging_server_times_out_per_request():
     with ProxyServer(None, hang=True) as proxy:
-        generator = OpenAICompatGenerator(proxy.base_url, "any", timeout=0.3, max_retries=1,
-                                          backoff_base=0.05)
+        generator = OpenAICompatGenerator(proxy.base_url, "any", timeout=0.3, max_retries=1, backoff_base=0.05)
         start = time.monotonic()
         with pytest.raises(GenerationError, match="timed out after 2 attempt"):
             generator.generate(HELLO)
@@ -107,8 +118,9 @@ def test_a_hanging_server_times_out_per_request():
 
 
 def test_connection_errors_are_retried_then_reported():
-    generator = OpenAICompatGenerator(f"http://127.0.0.1:{free_port()}/v1", "any", max_retries=2,
-                                      backoff_base=0.01, timeout=5)
+    generator = OpenAICompatGenerator(
+        f"http://127.0.0.1:{free_port()}/v1", "any", max_retries=2, backoff_base=0.01, timeout=5
+    )
     with pytest.raises(GenerationError, match=r"connection failed.*after 3 attempt"):
         generator.generate(HELLO)
 

@@ -9,8 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cascade_rl.rewards.code import (code_blocks, extract_code, outputs_match, parse_tests,
-                                     score, score_batch, score_many, tokens_equal, values_match)
+from cascade_rl.rewards.code import (
+    code_blocks,
+    extract_code,
+    outputs_match,
+    parse_tests,
+    score,
+    score_batch,
+    score_many,
+    tokens_equal,
+    values_match,
+)
 from cascade_rl.rewards.registry import get_domain
 from cascade_rl.sandbox import SandboxPool
 from cascade_rl.scoring import score_file
@@ -34,80 +43,94 @@ def pool():
 
 # ---------------------------------------------------------------------------------- comparison
 
-@pytest.mark.parametrize("actual, expected, equal", [
-    ("3", "3", True),
-    ("3", "3.0", True),
-    ("0.1234567", "0.1234568", True),        # 1e-7 apart: within 1e-6 absolute
-    ("0.123", "0.124", False),
-    ("1000000.5", "1000000.0", True),        # within 1e-6 relative
-    ("1e-7", "0", True),
-    ("1000000007", "1000000008", False),     # integers compare exactly
-    ("007", "7", True),
-    ("-0", "0", True),
-    ("12345678901234567890123", "12345678901234567890124", False),
-    ("YES", "yes", False),                   # no case folding
-    ("abc", "abd", False),
-    ("nan", "nan", True),                    # identical tokens
-    ("inf", "1e999", False),
-    ("1e999999999", "1e999999999", True),
-    ("1e999999999", "2e999999999", False),
-])
+
+@pytest.mark.parametrize(
+    "actual, expected, equal",
+    [
+        ("3", "3", True),
+        ("3", "3.0", True),
+        ("0.1234567", "0.1234568", True),  # 1e-7 apart: within 1e-6 absolute
+        ("0.123", "0.124", False),
+        ("1000000.5", "1000000.0", True),  # within 1e-6 relative
+        ("1e-7", "0", True),
+        ("1000000007", "1000000008", False),  # integers compare exactly
+        ("007", "7", True),
+        ("-0", "0", True),
+        ("12345678901234567890123", "12345678901234567890124", False),
+        ("YES", "yes", False),  # no case folding
+        ("abc", "abd", False),
+        ("nan", "nan", True),  # identical tokens
+        ("inf", "1e999", False),
+        ("1e999999999", "1e999999999", True),
+        ("1e999999999", "2e999999999", False),
+    ],
+)
 def test_token_comparison(actual, expected, equal):
     assert tokens_equal(actual, expected) is equal
 
 
-@pytest.mark.parametrize("actual, expected, equal", [
-    ("1 2 3\n", "1 2 3\n", True),
-    ("1 2 3   \n\n\n", "1 2 3", True),                 # trailing spaces and empty lines
-    ("1  2\t3\n", "1 2 3\n", True),                     # whitespace splits tokens
-    ("  1 2\n", "1 2\n", True),                         # leading whitespace: tokens still equal
-    ("1 2\r\n3\r\n", "1 2\n3\n", True),                 # CRLF
-    ("1 2 3\n", "1 2\n3\n", False),                     # line structure matters
-    ("1\n\n2\n", "1\n2\n", False),                      # an empty line in the middle counts
-    ("\n1\n", "1\n", False),
-    ("3.0000001\n", "3\n", True),
-    ("Yes\n", "YES\n", False),
-    ("", "", True),
-    ("", "0\n", False),
-    ("1 2\n", "1 2 3\n", False),
-])
+@pytest.mark.parametrize(
+    "actual, expected, equal",
+    [
+        ("1 2 3\n", "1 2 3\n", True),
+        ("1 2 3   \n\n\n", "1 2 3", True),  # trailing spaces and empty lines
+        ("1  2\t3\n", "1 2 3\n", True),  # whitespace splits tokens
+        ("  1 2\n", "1 2\n", True),  # leading whitespace: tokens still equal
+        ("1 2\r\n3\r\n", "1 2\n3\n", True),  # CRLF
+        ("1 2 3\n", "1 2\n3\n", False),  # line structure matters
+        ("1\n\n2\n", "1\n2\n", False),  # an empty line in the middle counts
+        ("\n1\n", "1\n", False),
+        ("3.0000001\n", "3\n", True),
+        ("Yes\n", "YES\n", False),
+        ("", "", True),
+        ("", "0\n", False),
+        ("1 2\n", "1 2 3\n", False),
+    ],
+)
 def test_output_comparison(actual, expected, equal):
     assert outputs_match(actual, expected) is equal
 
 
-@pytest.mark.parametrize("actual, expected, equal", [
-    ([1, 2], [1, 2], True),
-    ([1, 2], [1.0000001, 2], True),
-    (3, 3.0, True),
-    (True, 1, False),
-    ([[1]], [[1.5]], False),
-    ({"a": 1}, {"a": 1.0}, True),
-    ("abc", "abc", True),
-    (None, None, True),
-    (10 ** 30, 10 ** 30 + 1, False),
-])
+@pytest.mark.parametrize(
+    "actual, expected, equal",
+    [
+        ([1, 2], [1, 2], True),
+        ([1, 2], [1.0000001, 2], True),
+        (3, 3.0, True),
+        (True, 1, False),
+        ([[1]], [[1.5]], False),
+        ({"a": 1}, {"a": 1.0}, True),
+        ("abc", "abc", True),
+        (None, None, True),
+        (10**30, 10**30 + 1, False),
+    ],
+)
 def test_value_comparison(actual, expected, equal):
     assert values_match(actual, expected) is equal
 
 
 # ---------------------------------------------------------------------------------- extraction
 
-@pytest.mark.parametrize("answer, code", [
-    (fenced("print(1)"), "print(1)"),
-    (fenced("print(1)", "py"), "print(1)"),
-    (fenced("print(1)", "Python3"), "print(1)"),
-    (fenced("print(1)") + fenced("print(2)"), "print(2)"),                 # the last block
-    (fenced("print(1)") + fenced("int main(){}", "cpp"), "print(1)"),      # other languages never
-    (fenced("print(1)") + fenced("print(2)", ""), "print(1)"),             # tagged wins
-    (fenced("import sys\nprint(sys.argv)", ""), "import sys\nprint(sys.argv)"),
-    (fenced("3\n1 2 3", ""), None),                                        # sample data, not code
-    ("```python\nprint(1)", None),                                          # unclosed fence
-    ("1. Code:\n    ```python\n    print(1)\n    ```", "print(1)"),         # indented, dedented
-    ("~~~python\nprint(1)\n~~~", "print(1)"),
-    ("````python\nx = '```'\nprint(x)\n````", "x = '```'\nprint(x)"),
-    ("no code at all", None),
-    ("```python\n\n```", None),
-])
+
+@pytest.mark.parametrize(
+    "answer, code",
+    [
+        (fenced("print(1)"), "print(1)"),
+        (fenced("print(1)", "py"), "print(1)"),
+        (fenced("print(1)", "Python3"), "print(1)"),
+        (fenced("print(1)") + fenced("print(2)"), "print(2)"),  # the last block
+        (fenced("print(1)") + fenced("int main(){}", "cpp"), "print(1)"),  # other languages never
+        (fenced("print(1)") + fenced("print(2)", ""), "print(1)"),  # tagged wins
+        (fenced("import sys\nprint(sys.argv)", ""), "import sys\nprint(sys.argv)"),
+        (fenced("3\n1 2 3", ""), None),  # sample data, not code
+        ("```python\nprint(1)", None),  # unclosed fence
+        ("1. Code:\n    ```python\n    print(1)\n    ```", "print(1)"),  # indented, dedented
+        ("~~~python\nprint(1)\n~~~", "print(1)"),
+        ("````python\nx = '```'\nprint(x)\n````", "x = '```'\nprint(x)"),
+        ("no code at all", None),
+        ("```python\n\n```", None),
+    ],
+)
 def test_extraction(answer, code):
     assert extract_code(answer) == code
 
@@ -131,8 +154,10 @@ def test_comparator_never_raises(actual, expected):
 
 
 @settings(max_examples=200, deadline=1000)
-@given(st.from_regex(r"[+-]?\d{0,30}(\.\d{0,30})?([eE][+-]?\d{1,12})?", fullmatch=True),
-       st.from_regex(r"[+-]?\d{0,30}(\.\d{0,30})?([eE][+-]?\d{1,12})?", fullmatch=True))
+@given(
+    st.from_regex(r"[+-]?\d{0,30}(\.\d{0,30})?([eE][+-]?\d{1,12})?", fullmatch=True),
+    st.from_regex(r"[+-]?\d{0,30}(\.\d{0,30})?([eE][+-]?\d{1,12})?", fullmatch=True),
+)
 def test_number_tokens_never_raise(a, b):
     assert tokens_equal(a, b) in (True, False)
     if a:
@@ -141,19 +166,23 @@ def test_number_tokens_never_raise(a, b):
 
 # ---------------------------------------------------------------------------------- test specs
 
+
 def test_tests_may_arrive_as_a_json_string():
     assert parse_tests(json.dumps(ADD)) == parse_tests(ADD)
 
 
-@pytest.mark.parametrize("tests, problem", [
-    ({"inputs": ["1"]}, "'inputs' and 'outputs'"),
-    ({"inputs": ["1"], "outputs": []}, "as many outputs"),
-    ({"inputs": [], "outputs": []}, "at least one test"),
-    ({"inputs": ["[1"], "outputs": ["1"], "fn_name": "f"}, "newline-separated JSON"),
-    ({"inputs": ["1"], "outputs": ["1"], "fn_name": "not an identifier"}, "fn_name"),
-    ("{not json", "not valid JSON"),
-    ([1, 2], "mapping"),
-])
+@pytest.mark.parametrize(
+    "tests, problem",
+    [
+        ({"inputs": ["1"]}, "'inputs' and 'outputs'"),
+        ({"inputs": ["1"], "outputs": []}, "as many outputs"),
+        ({"inputs": [], "outputs": []}, "at least one test"),
+        ({"inputs": ["[1"], "outputs": ["1"], "fn_name": "f"}, "newline-separated JSON"),
+        ({"inputs": ["1"], "outputs": ["1"], "fn_name": "not an identifier"}, "fn_name"),
+        ("{not json", "not valid JSON"),
+        ([1, 2], "mapping"),
+    ],
+)
 def test_bad_tests_name_the_problem(tests, problem):
     with pytest.raises(ValueError, match=problem):
         parse_tests(tests)
@@ -166,6 +195,7 @@ def test_bad_tests_score_zero_through_the_registry_batch():
 
 # ---------------------------------------------------------------------------------- running
 
+
 def test_stdin_stdout_correct_and_wrong(pool):
     good = score(SUM_OK, tests=ADD, pool=pool)
     assert good.reward == 1 and good.details["passed"] == 2 and good.details["first_failure"] is None
@@ -175,13 +205,15 @@ def test_stdin_stdout_correct_and_wrong(pool):
 
 def test_all_tests_must_pass_and_stop_on_failure_is_an_option(pool):
     first_only = fenced("a, b = map(int, input().split())\nprint(3)")
-    stopped = score(first_only, tests={**ADD, "inputs": ADD["inputs"] * 2,
-                                       "outputs": ADD["outputs"] * 2}, pool=pool)
+    stopped = score(first_only, tests={**ADD, "inputs": ADD["inputs"] * 2, "outputs": ADD["outputs"] * 2}, pool=pool)
     assert stopped.reward == 0 and stopped.details["passed"] == 1
     assert stopped.details["first_failure"]["index"] == 1
-    full = score(first_only, tests={**ADD, "inputs": ADD["inputs"] * 2,
-                                    "outputs": ADD["outputs"] * 2},
-                 pool=pool, stop_on_failure=False)
+    full = score(
+        first_only,
+        tests={**ADD, "inputs": ADD["inputs"] * 2, "outputs": ADD["outputs"] * 2},
+        pool=pool,
+        stop_on_failure=False,
+    )
     assert full.reward == 0 and full.details["passed"] == 2 and full.details["total"] == 4
 
 
@@ -200,30 +232,33 @@ def test_timeout_is_reported_within_the_time_limit(pool):
 
 
 def test_stdout_buffer_big_integers_and_deep_recursion(pool):
-    code = ("import sys\nsys.setrecursionlimit(300000)\n"
-            "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"
-            "n = int(input())\nsys.stdout.buffer.write(str(depth(n)).encode() + b'\\n')\n"
-            "print(10 ** 5000)")
-    result = score(fenced(code), tests={"inputs": ["100000\n"],
-                                        "outputs": [f"100000\n1{'0' * 5000}\n"]}, pool=pool)
+    code = (
+        "import sys\nsys.setrecursionlimit(300000)\n"
+        "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"
+        "n = int(input())\nsys.stdout.buffer.write(str(depth(n)).encode() + b'\\n')\n"
+        "print(10 ** 5000)"
+    )
+    result = score(fenced(code), tests={"inputs": ["100000\n"], "outputs": [f"100000\n1{'0' * 5000}\n"]}, pool=pool)
     assert result.reward == 1, result.details
 
 
 def test_deep_recursion_through_lru_cache(pool):
-    code = ("from functools import lru_cache\n@lru_cache(None)\n"
-            "def f(n):\n    return 0 if n == 0 else f(n - 1) + 1\nprint(f(int(input())))")
-    result = score(fenced(code), tests={"inputs": ["100000\n"], "outputs": ["100000\n"]},
-                   pool=pool)
+    code = (
+        "from functools import lru_cache\n@lru_cache(None)\n"
+        "def f(n):\n    return 0 if n == 0 else f(n - 1) + 1\nprint(f(int(input())))"
+    )
+    result = score(fenced(code), tests={"inputs": ["100000\n"], "outputs": ["100000\n"]}, pool=pool)
     assert result.reward == 1, result.details
 
 
 def test_call_based_function_and_class_solution(pool):
-    tests = {"inputs": ["[2,7,11,15]\n9", "[3,2,4]\n6"], "outputs": ["[0, 1]", "[1, 2]"],
-             "fn_name": "twoSum"}
-    solution = ("class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
-                "        seen = {}\n        for i, x in enumerate(nums):\n"
-                "            if target - x in seen:\n                return [seen[target - x], i]\n"
-                "            seen[x] = i")
+    tests = {"inputs": ["[2,7,11,15]\n9", "[3,2,4]\n6"], "outputs": ["[0, 1]", "[1, 2]"], "fn_name": "twoSum"}
+    solution = (
+        "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
+        "        seen = {}\n        for i, x in enumerate(nums):\n"
+        "            if target - x in seen:\n                return [seen[target - x], i]\n"
+        "            seen[x] = i"
+    )
     assert score(fenced(solution), tests=tests, pool=pool).reward == 1
     function = "def twoSum(nums, target):\n    return [0, 1]"
     wrong = score(fenced(function), tests=tests, pool=pool)
@@ -234,8 +269,7 @@ def test_call_based_function_and_class_solution(pool):
 
 
 def test_call_based_taco_lists_tuples_floats_and_wrapped_outputs(pool):
-    tests = {"inputs": [[[1, 2, 3], 2], [[4], 1]], "outputs": [[[2, 4, 6]], [[4]]],
-             "fn_name": "scale"}
+    tests = {"inputs": [[[1, 2, 3], 2], [[4], 1]], "outputs": [[[2, 4, 6]], [[4]]], "fn_name": "scale"}
     code = "def scale(values, k):\n    return tuple(v * k for v in values)"
     assert score(fenced(code), tests=tests, pool=pool).reward == 1
     floats = {"inputs": ["1\n3"], "outputs": ["0.3333333"], "fn_name": "div"}
@@ -266,16 +300,17 @@ def test_limits_are_options(pool):
     assert score(hungry, tests=tests, pool=pool).reward == 1
     small = score(hungry, tests=tests, pool=pool, memory_mb=256)
     assert small.reward == 0 and small.details["first_failure"]["kind"] == "memory"
-    chatty = score(fenced("print('x' * 5000)"), tests={"inputs": ["\n"], "outputs": ["x" * 5000]},
-                   pool=pool, output_bytes=1000)
+    chatty = score(
+        fenced("print('x' * 5000)"), tests={"inputs": ["\n"], "outputs": ["x" * 5000]}, pool=pool, output_bytes=1000
+    )
     assert chatty.details["first_failure"]["kind"] == "output_limit"
 
 
 # ---------------------------------------------------------------------------------- batches
 
+
 def requests(n: int) -> list[dict]:
-    return [{"response": SUM_OK if i % 3 else SUM_WRONG, "prompt": "Add.", "tests": ADD,
-             "id": i} for i in range(n)]
+    return [{"response": SUM_OK if i % 3 else SUM_WRONG, "prompt": "Add.", "tests": ADD, "id": i} for i in range(n)]
 
 
 def test_score_batch_and_score_many_agree_in_order(pool):
@@ -295,10 +330,12 @@ def test_registry_routes_code_to_this_module():
 
 
 def test_cascade_score_file_with_code_lines(tmp_path):
-    rows = [{"domain": "code", "prompt": "Add two numbers.", "response": SUM_OK, "tests": ADD},
-            {"domain": "code", "response": SUM_WRONG, "tests": json.dumps(ADD)},
-            {"domain": "code", "response": "no code here", "tests": ADD},
-            {"domain": "code", "response": fenced("import time\ntime.sleep(10)"), "tests": ADD}]
+    rows = [
+        {"domain": "code", "prompt": "Add two numbers.", "response": SUM_OK, "tests": ADD},
+        {"domain": "code", "response": SUM_WRONG, "tests": json.dumps(ADD)},
+        {"domain": "code", "response": "no code here", "tests": ADD},
+        {"domain": "code", "response": fenced("import time\ntime.sleep(10)"), "tests": ADD},
+    ]
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
     report = score_file(source, target, options={"code": {"time_limit": 0.5}})
@@ -314,6 +351,7 @@ def test_a_sandbox_that_cannot_start_scores_zero_without_losing_the_batch(monkey
     class Broken:
         def __init__(self, **_):
             raise pool_module.core.SandboxError("bwrap exploded")
+
     monkeypatch.setattr(pool_module, "SandboxServer", Broken)
     with SandboxPool(1) as broken_pool:
         results = score_batch(requests(2), pool=broken_pool)

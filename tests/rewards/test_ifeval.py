@@ -19,12 +19,9 @@ REPEAT_TEXT = build_description("combination:repeat_prompt", {"prompt_to_repeat"
 
 
 def test_reward_is_one_only_when_every_instruction_holds() -> None:
-    both = score("the cat sat on the mat and slept.", instruction_id_list=LOWER_NO_COMMA,
-                 kwargs=[{}, {}])
-    one = score("the cat sat, then it slept.", instruction_id_list=LOWER_NO_COMMA,
-                kwargs=[{}, {}])
-    none = score("The cat sat, then it slept.", instruction_id_list=LOWER_NO_COMMA,
-                 kwargs=[{}, {}])
+    both = score("the cat sat on the mat and slept.", instruction_id_list=LOWER_NO_COMMA, kwargs=[{}, {}])
+    one = score("the cat sat, then it slept.", instruction_id_list=LOWER_NO_COMMA, kwargs=[{}, {}])
+    none = score("The cat sat, then it slept.", instruction_id_list=LOWER_NO_COMMA, kwargs=[{}, {}])
     assert (both.reward, one.reward, none.reward) == (1.0, 0.0, 0.0)
     assert both.details["follow_list"] == [True, True]
     assert one.details["follow_list"] == [True, False]
@@ -33,16 +30,24 @@ def test_reward_is_one_only_when_every_instruction_holds() -> None:
     assert none.details["mode"] == "strict"
 
 
-@pytest.mark.parametrize(("instruction_id", "kwargs", "response"), [
-    ("detectable_format:json_format", {}, "Here is the JSON you asked for:\n{\"name\": \"Ada\"}"),
-    ("startend:end_checker", {"end_phrase": "Is there anything else?"},
-     "The answer is 4. Is there anything else?\nHope this helps."),
-    ("startend:quotation", {}, "**\"A bold quoted answer.\"**"),
-    ("length_constraints:number_words", {"num_words": 5, "relation": "less than"},
-     "Sure, here is a very short answer:\nYes indeed.\nLet me know if you need more."),
-])
-def test_loose_accepts_what_strict_rejects(instruction_id: str, kwargs: dict,
-                                           response: str) -> None:
+@pytest.mark.parametrize(
+    ("instruction_id", "kwargs", "response"),
+    [
+        ("detectable_format:json_format", {}, 'Here is the JSON you asked for:\n{"name": "Ada"}'),
+        (
+            "startend:end_checker",
+            {"end_phrase": "Is there anything else?"},
+            "The answer is 4. Is there anything else?\nHope this helps.",
+        ),
+        ("startend:quotation", {}, '**"A bold quoted answer."**'),
+        (
+            "length_constraints:number_words",
+            {"num_words": 5, "relation": "less than"},
+            "Sure, here is a very short answer:\nYes indeed.\nLet me know if you need more.",
+        ),
+    ],
+)
+def test_loose_accepts_what_strict_rejects(instruction_id: str, kwargs: dict, response: str) -> None:
     strict = score(response, instruction_id_list=[instruction_id], kwargs=[kwargs])
     loose = score(response, instruction_id_list=[instruction_id], kwargs=[kwargs], mode="loose")
     assert strict.reward == 0.0 and loose.reward == 1.0
@@ -52,29 +57,47 @@ def test_loose_accepts_what_strict_rejects(instruction_id: str, kwargs: dict,
 
 
 def test_loose_does_not_rescue_a_real_violation() -> None:
-    result = score("I like cats, dogs, and birds.\nSo many, many pets.",
-                   instruction_id_list=["punctuation:no_comma"], kwargs=[{}], mode="loose")
+    result = score(
+        "I like cats, dogs, and birds.\nSo many, many pets.",
+        instruction_id_list=["punctuation:no_comma"],
+        kwargs=[{}],
+        mode="loose",
+    )
     assert result.reward == 0.0 and result.details["loose"] is False
 
 
 def test_unknown_instruction_id_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match=r"unknown instruction id 'keywords:teleport'.*"
-                                         r"known families: .*change_case.*keywords"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown instruction id 'keywords:teleport'.*"
+        r"known families: .*change_case.*keywords",
+    ):
         score("text", instruction_id_list=["keywords:teleport"], kwargs=[{}])
-    [scored] = score_batch("ifeval", [{"response": "text", "instruction_id_list":
-                                       ["keywords:teleport"], "kwargs": [{}]}])
+    [scored] = score_batch(
+        "ifeval", [{"response": "text", "instruction_id_list": ["keywords:teleport"], "kwargs": [{}]}]
+    )
     assert scored.reward == 0.0 and "keywords:teleport" in scored.details["error"]
 
 
 def test_none_valued_kwargs_are_ignored_like_ifeval_data() -> None:
-    ifeval_row_kwargs = {"num_highlights": None, "relation": "less than", "num_words": 8,
-                         "keywords": None, "prompt_to_repeat": None, "end_phrase": None,
-                         "forbidden_words": [], "language": ""}
-    short = score("Just a few words.", instruction_id_list=["length_constraints:number_words"],
-                  kwargs=[ifeval_row_kwargs])
-    long = score("This answer has clearly more than eight words in it, sadly.",
-                 instruction_id_list=["length_constraints:number_words"],
-                 kwargs=[ifeval_row_kwargs])
+    ifeval_row_kwargs = {
+        "num_highlights": None,
+        "relation": "less than",
+        "num_words": 8,
+        "keywords": None,
+        "prompt_to_repeat": None,
+        "end_phrase": None,
+        "forbidden_words": [],
+        "language": "",
+    }
+    short = score(
+        "Just a few words.", instruction_id_list=["length_constraints:number_words"], kwargs=[ifeval_row_kwargs]
+    )
+    long = score(
+        "This answer has clearly more than eight words in it, sadly.",
+        instruction_id_list=["length_constraints:number_words"],
+        kwargs=[ifeval_row_kwargs],
+    )
     assert (short.reward, long.reward) == (1.0, 0.0)
 
 
@@ -91,22 +114,34 @@ def test_unexpected_or_missing_kwargs_name_the_key() -> None:
         score("text", instruction_id_list=["punctuation:no_comma"], kwargs=[{}], mode="lenient")
 
 
-@pytest.mark.parametrize("prompt", [
-    f"{REQUEST}. {REPEAT_TEXT}",
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"{REQUEST}. {REPEAT_TEXT}"}],
-])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        f"{REQUEST}. {REPEAT_TEXT}",
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"{REQUEST}. {REPEAT_TEXT}"}],
+    ],
+)
 def test_repeat_prompt_takes_the_request_from_the_prompt(prompt) -> None:
     repeated = f"{REQUEST}.\nThere once was a cat named Lou..."
     kwargs = [{"prompt_to_repeat": None}]
-    ok = score(repeated, instruction_id_list=["combination:repeat_prompt"], kwargs=kwargs,
-               prompt=prompt)
-    wrong = score("There once was a cat named Lou...",
-                  instruction_id_list=["combination:repeat_prompt"], kwargs=kwargs, prompt=prompt)
+    ok = score(repeated, instruction_id_list=["combination:repeat_prompt"], kwargs=kwargs, prompt=prompt)
+    wrong = score(
+        "There once was a cat named Lou...",
+        instruction_id_list=["combination:repeat_prompt"],
+        kwargs=kwargs,
+        prompt=prompt,
+    )
     assert (ok.reward, wrong.reward) == (1.0, 0.0)
     # the instruction sentence itself is not part of the request to repeat
-    assert score(f"{REQUEST}. {REPEAT_TEXT}\nThere once...",
-                 instruction_id_list=["combination:repeat_prompt"], kwargs=kwargs,
-                 prompt=prompt).reward == 1.0
+    assert (
+        score(
+            f"{REQUEST}. {REPEAT_TEXT}\nThere once...",
+            instruction_id_list=["combination:repeat_prompt"],
+            kwargs=kwargs,
+            prompt=prompt,
+        ).reward
+        == 1.0
+    )
 
 
 def test_repeat_change_finds_the_request_quoted_in_its_instruction() -> None:
@@ -118,8 +153,12 @@ def test_repeat_change_finds_the_request_quoted_in_its_instruction() -> None:
 
 
 def test_repeat_prompt_kwarg_wins_over_prompt_and_is_required_without_one() -> None:
-    assert check("Say hi. hi", "combination:repeat_prompt", {"prompt_to_repeat": "Say hi."},
-                 prompt="Something else entirely") is True
+    assert (
+        check(
+            "Say hi. hi", "combination:repeat_prompt", {"prompt_to_repeat": "Say hi."}, prompt="Something else entirely"
+        )
+        is True
+    )
     with pytest.raises(ValueError, match=r"missing kwarg 'prompt_to_repeat' \(or pass the prompt\)"):
         check("Say hi. hi", "combination:repeat_prompt", {})
 
@@ -132,45 +171,64 @@ def test_only_the_answer_after_thinking_is_scored() -> None:
 
 
 def test_unfinished_thinking_scores_zero() -> None:
-    result = score("<think>still thinking about it without commas",
-                   instruction_id_list=["punctuation:no_comma"], kwargs=[{}], mode="loose")
+    result = score(
+        "<think>still thinking about it without commas",
+        instruction_id_list=["punctuation:no_comma"],
+        kwargs=[{}],
+        mode="loose",
+    )
     assert result.reward == 0.0
     assert result.details["unfinished_thinking"] is True
     assert result.details["follow_list"] == [False]
 
 
 def test_empty_answer_follows_nothing() -> None:
-    result = score("<think>x</think>   ", instruction_id_list=["punctuation:no_comma"],
-                   kwargs=[{}], mode="loose")
+    result = score("<think>x</think>   ", instruction_id_list=["punctuation:no_comma"], kwargs=[{}], mode="loose")
     assert result.reward == 0.0
 
 
 def test_registry_routes_ifeval_rows_to_this_scorer() -> None:
     requests = [
-        {"response": "hello world", "instruction_id_list": LOWER_NO_COMMA, "kwargs": [{}, {}],
-         "id": "extra columns are fine"},
+        {
+            "response": "hello world",
+            "instruction_id_list": LOWER_NO_COMMA,
+            "kwargs": [{}, {}],
+            "id": "extra columns are fine",
+        },
         {"response": "Hello, World", "instruction_id_list": LOWER_NO_COMMA, "kwargs": [{}, {}]},
     ]
     assert [s.reward for s in score_batch("ifeval", requests)] == [1.0, 0.0]
-    [loose] = score_batch("ifeval", [{"response": "Sure:\n{\"a\": 1}",
-                                      "instruction_id_list": ["detectable_format:json_format"],
-                                      "kwargs": [{}]}], {"mode": "loose"})
+    [loose] = score_batch(
+        "ifeval",
+        [{"response": 'Sure:\n{"a": 1}', "instruction_id_list": ["detectable_format:json_format"], "kwargs": [{}]}],
+        {"mode": "loose"},
+    )
     assert loose.reward == 1.0
 
 
 def test_score_file_scores_ifeval_lines(tmp_path: Path) -> None:
     rows = [
-        {"domain": "ifeval", "prompt": "Describe rain. Do not use commas.",
-         "response": "Rain falls softly on the roof.", "instruction_id_list":
-         ["punctuation:no_comma"], "kwargs": [{"end_phrase": None}]},
-        {"domain": "ifeval", "prompt": "Describe rain in two paragraphs.",
-         "response": "Rain falls.\n\nIt stops, then falls again.",
-         "instruction_id_list": ["punctuation:no_comma", "paragraphs:paragraphs2"],
-         "kwargs": [{}, {}]},
-        {"domain": "ifeval", "response": "<think>no commas</think>Rain.\n\nMore rain.",
-         "instruction_id_list": ["paragraphs:paragraphs2"], "kwargs": [{}]},
-        {"domain": "ifeval", "response": "x", "instruction_id_list": ["nope:nothing"],
-         "kwargs": [{}]},
+        {
+            "domain": "ifeval",
+            "prompt": "Describe rain. Do not use commas.",
+            "response": "Rain falls softly on the roof.",
+            "instruction_id_list": ["punctuation:no_comma"],
+            "kwargs": [{"end_phrase": None}],
+        },
+        {
+            "domain": "ifeval",
+            "prompt": "Describe rain in two paragraphs.",
+            "response": "Rain falls.\n\nIt stops, then falls again.",
+            "instruction_id_list": ["punctuation:no_comma", "paragraphs:paragraphs2"],
+            "kwargs": [{}, {}],
+        },
+        {
+            "domain": "ifeval",
+            "response": "<think>no commas</think>Rain.\n\nMore rain.",
+            "instruction_id_list": ["paragraphs:paragraphs2"],
+            "kwargs": [{}],
+        },
+        {"domain": "ifeval", "response": "x", "instruction_id_list": ["nope:nothing"], "kwargs": [{}]},
     ]
     source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -182,20 +240,42 @@ def test_score_file_scores_ifeval_lines(tmp_path: Path) -> None:
     assert report.domains["ifeval"].count == 4 and report.domains["ifeval"].errors == 1
 
 
-TEA = ("The history of tea spans many centuries and cultures. Who DRANK it first? " * 22
-       + "\n\nIn short, tea matters. P.S. Enjoy your cup.")
+TEA = (
+    "The history of tea spans many centuries and cultures. Who DRANK it first? " * 22
+    + "\n\nIn short, tea matters. P.S. Enjoy your cup."
+)
 
 
-@pytest.mark.parametrize("row", [
-    {"instruction_id_list": ["length_constraints:number_words", "detectable_content:postscript",
-                             "keywords:forbidden_words"],
-     "kwargs": [{"num_words": 250, "relation": "at least"}, {"postscript_marker": "P.S."},
-                {"forbidden_words": ["coffee", "juice"]}]},
-    {"instruction_id_list": ["length_constraints:number_sentences", "count:pronouns",
-                             "change_case:capital_word_frequency"],
-     "kwargs": [{"num_sentences": 40, "relation": "at least"}, {"N": 20},
-                {"capital_frequency": 20, "capital_relation": "at least"}]},
-], ids=["regex-checks", "sentence-and-token-checks"])
+@pytest.mark.parametrize(
+    "row",
+    [
+        {
+            "instruction_id_list": [
+                "length_constraints:number_words",
+                "detectable_content:postscript",
+                "keywords:forbidden_words",
+            ],
+            "kwargs": [
+                {"num_words": 250, "relation": "at least"},
+                {"postscript_marker": "P.S."},
+                {"forbidden_words": ["coffee", "juice"]},
+            ],
+        },
+        {
+            "instruction_id_list": [
+                "length_constraints:number_sentences",
+                "count:pronouns",
+                "change_case:capital_word_frequency",
+            ],
+            "kwargs": [
+                {"num_sentences": 40, "relation": "at least"},
+                {"N": 20},
+                {"capital_frequency": 20, "capital_relation": "at least"},
+            ],
+        },
+    ],
+    ids=["regex-checks", "sentence-and-token-checks"],
+)
 def test_scoring_a_typical_response_takes_about_a_millisecond(row: dict) -> None:
     response = TEA
     assert 290 <= len(response.split()) <= 320
@@ -211,5 +291,4 @@ def test_scoring_a_typical_response_takes_about_a_millisecond(row: dict) -> None
 
 def test_registry_dict_is_the_single_source_of_instructions() -> None:
     assert len(INSTRUCTIONS) >= 25 + 20
-    assert all(instruction_id == instruction.id
-               for instruction_id, instruction in INSTRUCTIONS.items())
+    assert all(instruction_id == instruction.id for instruction_id, instruction in INSTRUCTIONS.items())

@@ -10,77 +10,95 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cascade_rl.rewards.math import (extract_boxed, fast_verdict, math_verify_equal,
-                                     normalize_answer, score, verifier_pool)
+from cascade_rl.rewards.math import (
+    extract_boxed,
+    fast_verdict,
+    math_verify_equal,
+    normalize_answer,
+    score,
+    verifier_pool,
+)
 from cascade_rl.scoring import score_file
 
 PATHOLOGICAL = "\\boxed{9^{9^{9^{9}}}}"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("The answer is \\boxed{42}.", "42"),
-    ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
-    ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),  # escaped braces do not close the box
-    ("\\boxed{f(x) = \\sqrt{x^{2}+1}}", "f(x) = \\sqrt{x^{2}+1}"),
-    ("$\\boxed 5$", "5"),
-    ("so \\boxed 12.", "12"),
-    ("\\fbox{7}", "7"),
-    ("\\boxed {3}", "3"),
-    ("first \\boxed{1}, then \\fbox{2}, finally \\boxed{3}", "3"),
-    ("\\boxed{}", ""),
-    ("no box here", None),
-    ("a cut-off box \\boxed{12", None),
-    ("\\boxed{1} and a cut-off \\boxed{2", None),  # the last box decides, even malformed
-    ("\\boxeddot{4}", None),  # another command
-    ("\\boxed", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The answer is \\boxed{42}.", "42"),
+        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),  # escaped braces do not close the box
+        ("\\boxed{f(x) = \\sqrt{x^{2}+1}}", "f(x) = \\sqrt{x^{2}+1}"),
+        ("$\\boxed 5$", "5"),
+        ("so \\boxed 12.", "12"),
+        ("\\fbox{7}", "7"),
+        ("\\boxed {3}", "3"),
+        ("first \\boxed{1}, then \\fbox{2}, finally \\boxed{3}", "3"),
+        ("\\boxed{}", ""),
+        ("no box here", None),
+        ("a cut-off box \\boxed{12", None),
+        ("\\boxed{1} and a cut-off \\boxed{2", None),  # the last box decides, even malformed
+        ("\\boxeddot{4}", None),  # another command
+        ("\\boxed", None),
+    ],
+)
 def test_extract_boxed(text, expected):
     assert extract_boxed(text) == expected
 
 
-@pytest.mark.parametrize("response, answer", [
-    ("\\boxed{42}", "42"),
-    ("\\boxed{42}", 42),
-    ("<think>6*7</think>The answer is $\\boxed{42}$.", "42"),
-    ("\\boxed{0.5}", "\\frac{1}{2}"),
-    ("\\boxed{\\frac{1}{2}}", "0.5"),
-    ("\\boxed{1/2}", "\\dfrac12"),
-    ("\\boxed{\\dfrac{3}{4}}", "$\\frac{3}{4}$"),
-    ("\\boxed{x^2}", "$x^2$"),
-    ("\\boxed{\\left( 1, 2 \\right)}", "(1,2)"),
-    ("\\boxed{\\{2, 1\\}}", "\\{1,2\\}"),  # set order
-    ("\\boxed{[1, 2)}", "[1,2)"),  # interval
-    ("\\boxed{3\\sqrt{2}}", "\\sqrt{18}"),
-    ("\\boxed{x = 3}", "3"),
-    ("\\boxed{0.333333}", "\\frac{1}{3}"),  # math-verify's 6-decimal tolerance
-    ("\\boxed{12}", "\\boxed{12}"),  # a boxed ground truth
-])
+@pytest.mark.parametrize(
+    "response, answer",
+    [
+        ("\\boxed{42}", "42"),
+        ("\\boxed{42}", 42),
+        ("<think>6*7</think>The answer is $\\boxed{42}$.", "42"),
+        ("\\boxed{0.5}", "\\frac{1}{2}"),
+        ("\\boxed{\\frac{1}{2}}", "0.5"),
+        ("\\boxed{1/2}", "\\dfrac12"),
+        ("\\boxed{\\dfrac{3}{4}}", "$\\frac{3}{4}$"),
+        ("\\boxed{x^2}", "$x^2$"),
+        ("\\boxed{\\left( 1, 2 \\right)}", "(1,2)"),
+        ("\\boxed{\\{2, 1\\}}", "\\{1,2\\}"),  # set order
+        ("\\boxed{[1, 2)}", "[1,2)"),  # interval
+        ("\\boxed{3\\sqrt{2}}", "\\sqrt{18}"),
+        ("\\boxed{x = 3}", "3"),
+        ("\\boxed{0.333333}", "\\frac{1}{3}"),  # math-verify's 6-decimal tolerance
+        ("\\boxed{12}", "\\boxed{12}"),  # a boxed ground truth
+    ],
+)
 def test_equivalent_answers_score_one(response, answer):
     result = score(response, answer=answer)
     assert result.reward == 1.0, result.details
     assert result.details["method"] in ("exact", "numeric", "math_verify")
 
 
-@pytest.mark.parametrize("response, answer", [
-    ("\\boxed{41}", "42"),
-    ("\\boxed{0.5}", "\\frac{1}{3}"),
-    ("\\boxed{\\frac{2}{3}}", "0.666"),
-    ("\\boxed{[1, 2]}", "[1,2)"),
-    ("\\boxed{\\{1, 3\\}}", "\\{1,2\\}"),
-    ("\\boxed{2\\sqrt{2}}", "\\sqrt{18}"),
-    ("\\boxed{x^3}", "x^2"),
-])
+@pytest.mark.parametrize(
+    "response, answer",
+    [
+        ("\\boxed{41}", "42"),
+        ("\\boxed{0.5}", "\\frac{1}{3}"),
+        ("\\boxed{\\frac{2}{3}}", "0.666"),
+        ("\\boxed{[1, 2]}", "[1,2)"),
+        ("\\boxed{\\{1, 3\\}}", "\\{1,2\\}"),
+        ("\\boxed{2\\sqrt{2}}", "\\sqrt{18}"),
+        ("\\boxed{x^3}", "x^2"),
+    ],
+)
 def test_wrong_answers_score_zero(response, answer):
     result = score(response, answer=answer)
     assert result.reward == 0.0 and result.details["reason"] == "wrong", result.details
 
 
-@pytest.mark.parametrize("response, reason", [
-    ("<think>so it is \\boxed{42}", "unfinished"),
-    ("<think>it is \\boxed{42}</think>The answer is 42.", "box_only_in_reasoning"),
-    ("The answer is 42.", "no_box"),
-    ("\\boxed{ }", "empty_box"),
-])
+@pytest.mark.parametrize(
+    "response, reason",
+    [
+        ("<think>so it is \\boxed{42}", "unfinished"),
+        ("<think>it is \\boxed{42}</think>The answer is 42.", "box_only_in_reasoning"),
+        ("The answer is 42.", "no_box"),
+        ("\\boxed{ }", "empty_box"),
+    ],
+)
 def test_answers_outside_the_final_box_score_zero(response, reason):
     result = score(response, answer="42")
     assert result.reward == 0.0 and result.details["reason"] == reason
@@ -96,8 +114,7 @@ def test_language_mixing_anywhere_gets_the_penalty():
     assert score(in_reasoning, answer="42", mixing_min_letters=3).reward == 1.0
     # the prompt sets the allowed script: a Chinese prompt may be answered in Chinese
     assert score(in_reasoning, answer="42", prompt="请计算 6 乘以 7").reward == 1.0
-    assert score(in_reasoning, answer="42",
-                 prompt=[{"role": "user", "content": "请计算 6 乘以 7"}]).reward == 1.0
+    assert score(in_reasoning, answer="42", prompt=[{"role": "user", "content": "请计算 6 乘以 7"}]).reward == 1.0
     # Greek and math inside LaTeX are not mixing
     assert score("<think>$\\text{面积}$, α</think>\\boxed{42}", answer="42").reward == 1.0
 
@@ -113,29 +130,76 @@ def test_bad_input_is_named():
 
 _CROSS_CHECKS = [
     # plain numbers
-    ("1", "1"), ("1", "2"), ("007", "7"), ("+5", "5"), ("-0", "0"), ("0.5", "1/2"),
-    (".5", "\\frac12"), ("1.50", "\\frac{3}{2}"), ("-\\frac{1}{2}", "\\frac{-1}{2}"),
-    ("0.1", "0.2"), ("3.0000001", "3"), ("0.1234567", "0.1234568"), ("0.333333", "1/3"),
-    ("0.33", "1/3"), ("3/6", "0.5"), ("12345678901234567890", "12345678901234567891"),
-    ("123456789012.5", "123456789012"), ("2.000", "2"), ("\\frac{6}{4}", "1.5"), ("5", "-5"),
-    ("\\dfrac{10}{4}", "2.5"), ("1/3", "0.3333333"),
+    ("1", "1"),
+    ("1", "2"),
+    ("007", "7"),
+    ("+5", "5"),
+    ("-0", "0"),
+    ("0.5", "1/2"),
+    (".5", "\\frac12"),
+    ("1.50", "\\frac{3}{2}"),
+    ("-\\frac{1}{2}", "\\frac{-1}{2}"),
+    ("0.1", "0.2"),
+    ("3.0000001", "3"),
+    ("0.1234567", "0.1234568"),
+    ("0.333333", "1/3"),
+    ("0.33", "1/3"),
+    ("3/6", "0.5"),
+    ("12345678901234567890", "12345678901234567891"),
+    ("123456789012.5", "123456789012"),
+    ("2.000", "2"),
+    ("\\frac{6}{4}", "1.5"),
+    ("5", "-5"),
+    ("\\dfrac{10}{4}", "2.5"),
+    ("1/3", "0.3333333"),
     # constant expressions
-    ("\\sqrt{18}", "3\\sqrt{2}"), ("2\\sqrt{5}", "\\sqrt{18}"), ("\\pi \\cdot 2", "2\\pi"),
-    ("2^{10}", "1024"), ("2^{11}", "1024"), ("\\frac{1}{5}\\sqrt{6}", "\\frac{\\sqrt{6}}{5}"),
-    ("\\sqrt{4}", "2"), ("-2^2", "-4"), ("-2^2", "4"), ("10^{20}+1-10^{20}", "1"),
-    ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"), ("8\\pi", "7\\pi"),
+    ("\\sqrt{18}", "3\\sqrt{2}"),
+    ("2\\sqrt{5}", "\\sqrt{18}"),
+    ("\\pi \\cdot 2", "2\\pi"),
+    ("2^{10}", "1024"),
+    ("2^{11}", "1024"),
+    ("\\frac{1}{5}\\sqrt{6}", "\\frac{\\sqrt{6}}{5}"),
+    ("\\sqrt{4}", "2"),
+    ("-2^2", "-4"),
+    ("-2^2", "4"),
+    ("10^{20}+1-10^{20}", "1"),
+    ("\\frac{\\sqrt{3}}{2}", "\\frac{1}{2}\\sqrt{3}"),
+    ("8\\pi", "7\\pi"),
     # polynomials
-    ("3 + x^2", "x^{2}+3"), ("x^2 - 3", "x^2 + 3"), ("(x+1)^2", "x^2+2x+1"), ("(x+1)^2", "x^2+x+1"),
-    ("-x^2", "x^2"), ("2xy", "2yx"), ("\\frac{x}{2}", "\\frac{1}{2}x"), ("n^2+n", "n(n+1)"),
+    ("3 + x^2", "x^{2}+3"),
+    ("x^2 - 3", "x^2 + 3"),
+    ("(x+1)^2", "x^2+2x+1"),
+    ("(x+1)^2", "x^2+x+1"),
+    ("-x^2", "x^2"),
+    ("2xy", "2yx"),
+    ("\\frac{x}{2}", "\\frac{1}{2}x"),
+    ("n^2+n", "n(n+1)"),
     # sets and intervals
-    ("\\{11, 3\\}", "\\{3, 11\\}"), ("\\{1,1\\}", "\\{1\\}"), ("\\{1,2\\}", "\\{1,2,3\\}"),
-    ("\\{6, 8\\}", "\\{6, 11\\}"), ("(5, 13)", "[5, 13)"), ("[2, 9)", "[2, 9)"), ("(2, 9)", "(2, 8)"),
+    ("\\{11, 3\\}", "\\{3, 11\\}"),
+    ("\\{1,1\\}", "\\{1\\}"),
+    ("\\{1,2\\}", "\\{1,2,3\\}"),
+    ("\\{6, 8\\}", "\\{6, 11\\}"),
+    ("(5, 13)", "[5, 13)"),
+    ("[2, 9)", "[2, 9)"),
+    ("(2, 9)", "(2, 8)"),
     # math-verify's own rewrites, e, ln, infinite intervals
-    ("x = 3", "3"), ("3", "x=3"), ("x=4", "3"), ("30^\\circ", "30"), ("30^{\\circ}", "40"),
-    ("e^{3}", "e^{4}"), ("2e", "e+e"), ("\\ln 3", "\\ln(3)"), ("\\ln 3", "\\ln 4"),
-    ("(-\\infty, 3)", "(-\\infty, 3]"), ("(3, \\infty)", "(2, \\infty)"),
+    ("x = 3", "3"),
+    ("3", "x=3"),
+    ("x=4", "3"),
+    ("30^\\circ", "30"),
+    ("30^{\\circ}", "40"),
+    ("e^{3}", "e^{4}"),
+    ("2e", "e+e"),
+    ("\\ln 3", "\\ln(3)"),
+    ("\\ln 3", "\\ln 4"),
+    ("(-\\infty, 3)", "(-\\infty, 3]"),
+    ("(3, \\infty)", "(2, \\infty)"),
     # outside the grammar: math-verify decides
-    ("2(3)", "6"), ("3m", "3"), ("2t", "2"), ("x", "2x-x"), ("\\sqrt{3+2\\sqrt{2}}", "1+\\sqrt{2}"),
+    ("2(3)", "6"),
+    ("3m", "3"),
+    ("2t", "2"),
+    ("x", "2x-x"),
+    ("\\sqrt{3+2\\sqrt{2}}", "1+\\sqrt{2}"),
 ]
 
 
@@ -150,9 +214,19 @@ def test_fast_path_decides_most_cross_checks_and_defers_when_unsure():
     undecided = [(p, r) for p, r in _CROSS_CHECKS if fast_verdict(p, r) is None]
     # decimals within math-verify's 6-decimal rounding, n(n+1) (a possible call), a log identity
     # (math-verify proves those), and the last 5
-    assert undecided == [("3.0000001", "3"), ("0.1234567", "0.1234568"), ("0.333333", "1/3"),
-                         ("123456789012.5", "123456789012"), ("1/3", "0.3333333"),
-                         ("n^2+n", "n(n+1)"), ("\\ln 3", "\\ln(3)")] + _CROSS_CHECKS[-5:]
+    assert (
+        undecided
+        == [
+            ("3.0000001", "3"),
+            ("0.1234567", "0.1234568"),
+            ("0.333333", "1/3"),
+            ("123456789012.5", "123456789012"),
+            ("1/3", "0.3333333"),
+            ("n^2+n", "n(n+1)"),
+            ("\\ln 3", "\\ln(3)"),
+        ]
+        + _CROSS_CHECKS[-5:]
+    )
     assert fast_verdict("0.333333", "1/3") is None  # within math-verify's rounding
     assert fast_verdict("50\\%", "0.5") is None
     assert fast_verdict("1,000", "1000") is None
@@ -174,8 +248,20 @@ def _random_expression(rng, depth: int) -> str:
     if depth == 0 or rng.random() < 0.3:
         return rng.choice(["2", "3", "7", "x", "y", "n", "\\pi", "m", "t"])
     a, b = _random_expression(rng, depth - 1), _random_expression(rng, depth - 1)
-    return rng.choice([f"{a}+{b}", f"{a}-{b}", f"{a}\\cdot {b}", f"\\frac{{{a}}}{{{b}}}",
-                       f"\\sqrt{{{a}}}", f"({a})^{{2}}", f"-{a}", f"{a}{b}", f"2({a})", f"{b}+{a}"])
+    return rng.choice(
+        [
+            f"{a}+{b}",
+            f"{a}-{b}",
+            f"{a}\\cdot {b}",
+            f"\\frac{{{a}}}{{{b}}}",
+            f"\\sqrt{{{a}}}",
+            f"({a})^{{2}}",
+            f"-{a}",
+            f"{a}{b}",
+            f"2({a})",
+            f"{b}+{a}",
+        ]
+    )
 
 
 def test_fast_path_agrees_with_math_verify_on_random_expressions():
@@ -183,8 +269,7 @@ def test_fast_path_agrees_with_math_verify_on_random_expressions():
     checked = 0
     for _ in range(400):
         reference = _random_expression(rng, 3)
-        prediction = rng.choice([reference.replace("+", "+0+", 1), f"1\\cdot {reference}",
-                                 _random_expression(rng, 3)])
+        prediction = rng.choice([reference.replace("+", "+0+", 1), f"1\\cdot {reference}", _random_expression(rng, 3)])
         verdict = fast_verdict(prediction, reference)
         if verdict is not None and checked < 60:
             checked += 1
@@ -218,8 +303,9 @@ def test_pathological_answer_times_out_in_threads(started_verifiers):
     with ThreadPoolExecutor(max_workers=3) as pool:
         timed = pool.submit(_timed_score, PATHOLOGICAL, 1.0, "2")
         # math-verify answers (outside the fast path) keep being scored by the other worker
-        normal = [pool.submit(score, "\\boxed{\\ln 6}", answer=answer)
-                  for answer in ("\\ln 2 + \\ln 3", "\\ln 3 + \\ln 2")]
+        normal = [
+            pool.submit(score, "\\boxed{\\ln 6}", answer=answer) for answer in ("\\ln 2 + \\ln 3", "\\ln 3 + \\ln 2")
+        ]
         result, seconds = timed.result(timeout=30)
         assert result.details["timeout"] is True and result.reward == 0.0
         assert seconds < 1.0 + 2.0
@@ -246,17 +332,20 @@ def test_registry_scores_a_math_jsonl_file(tmp_path):
     assert report.domains["math"].count == 5 and report.domains["math"].errors == 0
 
 
-_BOX_ALPHABET = st.sampled_from(list("ab1 2{}$\\.,\n") + ["\\boxed", "\\fbox", "\\{", "\\}",
-                                                        "\\boxed ", "\\boxed{", "\\frac"])
+_BOX_ALPHABET = st.sampled_from(
+    list("ab1 2{}$\\.,\n") + ["\\boxed", "\\fbox", "\\{", "\\}", "\\boxed ", "\\boxed{", "\\frac"]
+)
 
 
 _NO_BOX_ALPHABET = st.sampled_from(list("ab1 2{}$\\.,\n") + ["\\{", "\\}", "\\frac"])
 
 
 @settings(max_examples=300, deadline=1000)
-@given(st.lists(_BOX_ALPHABET, max_size=300).map("".join),
-       st.text(alphabet="xy12+-^ ", max_size=20),
-       st.lists(_NO_BOX_ALPHABET, max_size=100).map("".join))
+@given(
+    st.lists(_BOX_ALPHABET, max_size=300).map("".join),
+    st.text(alphabet="xy12+-^ ", max_size=20),
+    st.lists(_NO_BOX_ALPHABET, max_size=100).map("".join),
+)
 def test_fuzz_extract_boxed(prefix, content, suffix):
     found = extract_boxed(prefix)
     assert found is None or found in prefix

@@ -7,26 +7,37 @@ from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.registry import REGISTRY, RewardDomain, _build, get_domain, score_batch
 
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n"}
-GOLDEN = ("diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
-          " def add(a, b):\n-    return a - b\n+    return a + b\n")
+GOLDEN = (
+    "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n"
+    " def add(a, b):\n-    return a - b\n+    return a + b\n"
+)
 
 
 def swe_answer(new_line):
-    return ("<think>add subtracts</think>```diff\n### calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n"
-            f"{new_line}\n>>>>>>> REPLACE\n```")
+    return (
+        "<think>add subtracts</think>```diff\n### calc.py\n<<<<<<< SEARCH\n    return a - b\n=======\n"
+        f"{new_line}\n>>>>>>> REPLACE\n```"
+    )
 
 
 CASES = {
     "math": ({"answer": "42"}, "<think>6*7=42</think>The answer is \\boxed{42}.", "<think>6*7=41</think>\\boxed{41}"),
-    "ifeval": ({"instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]},
-               "all lowercase here.", "Not Lowercase."),
-    "code": ({"tests": {"inputs": ["2 3\n"], "outputs": ["5\n"]}},
-             "```python\na, b = map(int, input().split())\nprint(a + b)\n```",
-             "```python\na, b = map(int, input().split())\nprint(a - b)\n```"),
+    "ifeval": (
+        {"instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]},
+        "all lowercase here.",
+        "Not Lowercase.",
+    ),
+    "code": (
+        {"tests": {"inputs": ["2 3\n"], "outputs": ["5\n"]}},
+        "```python\na, b = map(int, input().split())\nprint(a + b)\n```",
+        "```python\na, b = map(int, input().split())\nprint(a - b)\n```",
+    ),
     "swe": ({"files": FILES, "golden_patch": GOLDEN}, swe_answer("    return a + b"), swe_answer("    return b - a")),
-    "tool_call": ({"expected_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
-                  '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
-                  '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>'),
+    "tool_call": (
+        {"expected_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>',
+    ),
 }
 #: domains scored by a reward model: gold/wrong for them is chosen/rejected, tested with a
 #: trained RM in tests/train/test_reward_model.py

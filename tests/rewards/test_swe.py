@@ -9,8 +9,7 @@ from cascade_rl.rewards.swe import lexical_similarity, patch_key, score
 from cascade_rl.swe.edits import unified_diff
 
 FILES = {
-    "pkg/calc.py": ("import math\n\n\ndef add(a, b):\n    return a - b\n\n\n"
-                    "def area(r):\n    return 3.14 * r * r\n"),
+    "pkg/calc.py": ("import math\n\n\ndef add(a, b):\n    return a - b\n\n\ndef area(r):\n    return 3.14 * r * r\n"),
     "pkg/util.py": "VALUE = 1\n",
 }
 # the golden patch as git writes it (an index line, a function-name hunk header)
@@ -31,8 +30,9 @@ index 3b18e51..a9c5d2f 100644
 
 
 def answer(*edits, think="<think>look at add</think>"):
-    blocks = "".join(f"```diff\n### {path}\n<<<<<<< SEARCH\n{s}=======\n{r}>>>>>>> REPLACE\n```\n"
-                     for path, s, r in edits)
+    blocks = "".join(
+        f"```diff\n### {path}\n<<<<<<< SEARCH\n{s}=======\n{r}>>>>>>> REPLACE\n```\n" for path, s, r in edits
+    )
     return f"{think}\n<solution>\n{blocks}</solution>"
 
 
@@ -58,7 +58,10 @@ def test_identical_to_golden_scores_one_despite_context_and_whitespace():
     sloppy = ("pkg/calc.py", "    return a - b\n", "    return a + b   \n\n")
     assert score(answer(sloppy), files=FILES, golden_patch=GOLDEN).reward == 1.0
     # a golden patch with 1 line of context and no git headers is the same change
-    terse = "--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -4,3 +4,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n \n"
+    terse = (
+        "--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -4,3 +4,3 @@\n def add(a, b):\n-    return a - b\n"
+        "+    return a + b\n \n"
+    )
     assert score(answer(FIX), files=FILES, golden_patch=terse).reward == 1.0
 
 
@@ -68,12 +71,15 @@ def test_no_op_scores_zero():
     assert (result.reward, result.details["kind"], result.details["patch"]) == (0.0, "no_op", "")
 
 
-@pytest.mark.parametrize("response, error", [
-    ("<think>still thinking about add", "unfinished thinking"),
-    ("<think>x</think>I would change the sign.", "no SEARCH/REPLACE edit"),
-    (answer(("pkg/calc.py", "    return a * b\n", "x\n")), "SEARCH text not found"),
-    (answer(("pkg/missing.py", "x\n", "y\n")), "file not found"),
-])
+@pytest.mark.parametrize(
+    "response, error",
+    [
+        ("<think>still thinking about add", "unfinished thinking"),
+        ("<think>x</think>I would change the sign.", "no SEARCH/REPLACE edit"),
+        (answer(("pkg/calc.py", "    return a * b\n", "x\n")), "SEARCH text not found"),
+        (answer(("pkg/missing.py", "x\n", "y\n")), "file not found"),
+    ],
+)
 def test_unparseable_or_inapplicable_scores_minus_one(response, error):
     result = score(response, files=FILES, golden_patch=GOLDEN)
     assert result.reward == -1.0 and result.details["kind"] == "unparseable"
@@ -81,10 +87,12 @@ def test_unparseable_or_inapplicable_scores_minus_one(response, error):
 
 
 def test_lexical_similarity_ranks_closer_fixes_higher():
-    near = score(answer(("pkg/calc.py", "    return a - b\n", "    return b + a\n")),
-                 files=FILES, golden_patch=GOLDEN)
-    far = score(answer(("pkg/calc.py", "    return 3.14 * r * r\n", "    return math.pi * r ** 2\n")),
-                files=FILES, golden_patch=GOLDEN)
+    near = score(answer(("pkg/calc.py", "    return a - b\n", "    return b + a\n")), files=FILES, golden_patch=GOLDEN)
+    far = score(
+        answer(("pkg/calc.py", "    return 3.14 * r * r\n", "    return math.pi * r ** 2\n")),
+        files=FILES,
+        golden_patch=GOLDEN,
+    )
     both = score(answer(FIX, ("pkg/util.py", "VALUE = 1\n", "VALUE = 2\n")), files=FILES, golden_patch=GOLDEN)
     assert near.details["kind"] == far.details["kind"] == both.details["kind"] == "similar"
     assert 0.5 < near.reward < 1.0
@@ -111,8 +119,14 @@ def test_shaping_zeroes_low_similarity_only():
 def test_semantic_similarity_asks_the_judge_with_the_appendix_prompt():
     judge = FakeJudge(0.83)
     near = answer(("pkg/calc.py", "    return a - b\n", "    return b + a\n"))
-    result = score(near, files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=judge,
-                   prompt=[{"role": "user", "content": "Fix add(). REPAIR PROMPT /think"}])
+    result = score(
+        near,
+        files=FILES,
+        golden_patch=GOLDEN,
+        similarity="semantic",
+        judge=judge,
+        prompt=[{"role": "user", "content": "Fix add(). REPAIR PROMPT /think"}],
+    )
     assert result.reward == pytest.approx(0.83) and result.details["kind"] == "similar"
     system, user = judge.seen[0]
     assert system["role"] == "system" and "<judgement>YES</judgement>" in system["content"]
@@ -123,19 +137,23 @@ def test_semantic_similarity_asks_the_judge_with_the_appendix_prompt():
     score(answer(FIX), files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=judge)
     assert len(judge.seen) == 1
     # without a prompt, the judge sees the repair prompt rebuilt from the files
-    score(near, files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=judge,
-          problem_statement="add() subtracts")
+    score(
+        near, files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=judge, problem_statement="add() subtracts"
+    )
     assert "add() subtracts" in judge.seen[1][1]["content"] and "### pkg/calc.py" in judge.seen[1][1]["content"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"similarity": "semantic"}, "needs a judge"),
-    ({"similarity": "cosine"}, "similarity must be"),
-    ({"golden_patch": "   "}, "non-empty"),
-    ({"files": ["pkg/calc.py"]}, "files must map"),
-    ({"files": "{not json"}, "not JSON"),
-    ({"similarity": "semantic", "judge": FakeJudge(1.5)}, "expected a probability"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"similarity": "semantic"}, "needs a judge"),
+        ({"similarity": "cosine"}, "similarity must be"),
+        ({"golden_patch": "   "}, "non-empty"),
+        ({"files": ["pkg/calc.py"]}, "files must map"),
+        ({"files": "{not json"}, "not JSON"),
+        ({"similarity": "semantic", "judge": FakeJudge(1.5)}, "expected a probability"),
+    ],
+)
 def test_bad_references_and_options_raise_clear_errors(kwargs, message):
     arguments = {"files": FILES, "golden_patch": GOLDEN, **kwargs}
     near = answer(("pkg/calc.py", "    return a - b\n", "    return b + a\n"))
@@ -161,8 +179,10 @@ def test_patch_key_ignores_context_size_and_hunk_split():
 
 
 def test_registry_routes_swe_rows_and_json_encoded_files():
-    rows = [{"response": answer(FIX), "files": json.dumps(FILES), "golden_patch": GOLDEN, "domain": "swe"},
-            {"response": "<think>x</think>nothing", "files": FILES, "golden_patch": GOLDEN}]
+    rows = [
+        {"response": answer(FIX), "files": json.dumps(FILES), "golden_patch": GOLDEN, "domain": "swe"},
+        {"response": "<think>x</think>nothing", "files": FILES, "golden_patch": GOLDEN},
+    ]
     rewards = [s.reward for s in score_batch(get_domain("swe"), rows)]
     assert rewards == [1.0, -1.0]
 
@@ -173,8 +193,16 @@ def test_semantic_similarity_with_a_real_local_judge_model(tmp_path):
     from cascade_rl.world.tokenizer import build_tokenizer
 
     tokenizer = build_tokenizer([GOLDEN, "YES NO <judgement>"] * 3, vocab_size=320)
-    build_tiny_model(tokenizer, out_dir=tmp_path, hidden_size=32, num_layers=1, num_heads=2,
-                     num_kv_heads=1, intermediate_size=64, max_position_embeddings=8192)
+    build_tiny_model(
+        tokenizer,
+        out_dir=tmp_path,
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        num_kv_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=8192,
+    )
     near = answer(("pkg/calc.py", "    return a - b\n", "    return b + a\n"))
     first = score(near, files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=str(tmp_path))
     again = score(near, files=FILES, golden_patch=GOLDEN, similarity="semantic", judge=str(tmp_path))

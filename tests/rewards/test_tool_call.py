@@ -23,8 +23,12 @@ CASES = [
     ("string case and spaces ignored", call("get_weather", '{"city": " paris ", "unit": "Celsius"}'), [WEATHER], 1.0),
     ("int equals float", call("convert", '{"amount": 3.0}'), [{"name": "convert", "arguments": {"amount": 3}}], 1.0),
     ("no call expected, none made", "Owls hunt at night.", [], 1.0),
-    ("OpenAI-style expected call with JSON arguments", PARIS,
-     [{"function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}], 1.0),
+    (
+        "OpenAI-style expected call with JSON arguments",
+        PARIS,
+        [{"function": {"name": "get_weather", "arguments": '{"city": "Paris", "unit": "celsius"}'}}],
+        1.0,
+    ),
     ("wrong argument value", call("get_weather", '{"city": "Rome", "unit": "celsius"}'), [WEATHER], 0.0),
     ("missing argument", call("get_weather", '{"city": "Paris"}'), [WEATHER], 0.0),
     ("extra argument", call("get_time", '{"city": "Rome", "unit": "x"}'), [TIME], 0.0),
@@ -33,7 +37,7 @@ CASES = [
     ("duplicate call", f"{PARIS}\n{PARIS}", [WEATHER], 0.0),
     ("call when none expected", PARIS, [], 0.0),
     ("no call when one expected", "It is sunny in Paris.", [WEATHER], 0.0),
-    ("malformed JSON", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {city}}\n</tool_call>", [WEATHER], 0.0),
+    ("malformed JSON", '<tool_call>\n{"name": "get_weather", "arguments": {city}}\n</tool_call>', [WEATHER], 0.0),
     ("call only inside the thinking", f"<think>{PARIS}</think>Done.", [WEATHER], 0.0),
     ("unfinished thinking", f"<think>{PARIS}", [WEATHER], 0.0),
     ("bool is not a number", call("f", '{"x": true}'), [{"name": "f", "arguments": {"x": 1}}], 0.0),
@@ -51,10 +55,16 @@ def test_details_say_what_was_parsed_and_matched():
     assert "malformed" in score("<tool_call>nope</tool_call>", expected_calls=[WEATHER]).details["error"]
 
 
-@pytest.mark.parametrize("bad,message", [
-    ("not json", "not valid JSON"), ({"name": "f"}, "must be a list"), ([{"arguments": {}}], "no function name"),
-    ([{"name": "f", "arguments": "[1"}], "arguments are not valid JSON"), ([{"name": "f", "arguments": [1]}], "must be an object"),
-])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("not json", "not valid JSON"),
+        ({"name": "f"}, "must be a list"),
+        ([{"arguments": {}}], "no function name"),
+        ([{"name": "f", "arguments": "[1"}], "arguments are not valid JSON"),
+        ([{"name": "f", "arguments": [1]}], "must be an object"),
+    ],
+)
 def test_bad_expected_calls_name_the_problem(bad, message):
     with pytest.raises(ValueError, match=message):
         score(PARIS, expected_calls=bad)

@@ -48,8 +48,7 @@ def host_processes(marker: str) -> list[int]:
 
 def run_adversary(pool, code: str, tests: dict | None = None, **options):
     """Score ``code``; then check that the pool still scores a correct program 1."""
-    result = score(program(code), tests=tests or DOUBLE, pool=pool,
-                   **{"time_limit": 1.0, **options})
+    result = score(program(code), tests=tests or DOUBLE, pool=pool, **{"time_limit": 1.0, **options})
     assert score(GOOD, tests=DOUBLE, pool=pool, time_limit=10).reward == 1.0
     return result
 
@@ -60,8 +59,10 @@ def kind(result) -> str:
 
 def test_fork_bomb_is_stopped_and_leaves_no_process(pool):
     marker = "bomb" + secrets.token_hex(4)
-    code = (f"import ctypes, os\nctypes.CDLL(None).prctl(15, b'{marker}', 0, 0, 0)\n"
-            "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+    code = (
+        f"import ctypes, os\nctypes.CDLL(None).prctl(15, b'{marker}', 0, 0, 0)\n"
+        "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    )
     start = time.monotonic()
     result = run_adversary(pool, code)
     assert result.reward == 0 and kind(result) in ("runtime_error", "timeout")
@@ -76,8 +77,10 @@ def test_memory_bomb_hits_the_address_space_limit(pool):
 
 
 def test_memory_spread_over_processes_hits_the_tree_limit(pool):
-    code = ("import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n        break\n"
-            "block = bytearray(150 * 10 ** 6)\ntime.sleep(5)")
+    code = (
+        "import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n        break\n"
+        "block = bytearray(150 * 10 ** 6)\ntime.sleep(5)"
+    )
     result = run_adversary(pool, code, memory_mb=256, time_limit=3)
     assert result.reward == 0 and kind(result) == "memory"
 
@@ -96,8 +99,10 @@ def test_sleep_times_out_on_wall_clock(pool):
 
 
 def test_busy_threads_are_stopped(pool):
-    code = ("import threading\ndef spin():\n    while True:\n        pass\n"
-            "for _ in range(8):\n    threading.Thread(target=spin).start()")
+    code = (
+        "import threading\ndef spin():\n    while True:\n        pass\n"
+        "for _ in range(8):\n    threading.Thread(target=spin).start()"
+    )
     start = time.monotonic()
     result = run_adversary(pool, code)
     assert result.reward == 0 and kind(result) == "timeout"
@@ -105,8 +110,7 @@ def test_busy_threads_are_stopped(pool):
 
 
 def test_huge_stdout_is_capped(pool):
-    result = run_adversary(pool, "while True:\n    print('x' * 10 ** 6)", output_bytes=10 ** 6,
-                           time_limit=5)
+    result = run_adversary(pool, "while True:\n    print('x' * 10 ** 6)", output_bytes=10**6, time_limit=5)
     assert result.reward == 0 and kind(result) == "output_limit"
     assert result.details["test_seconds"] < 4
 
@@ -122,8 +126,10 @@ def test_no_network_even_to_a_host_listener_on_localhost(pool):
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     port = listener.getsockname()[1]
-    code = (f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 1)\n"
-            "    print('connected')\nexcept OSError as error:\n    print('refused', error)")
+    code = (
+        f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 1)\n"
+        "    print('connected')\nexcept OSError as error:\n    print('refused', error)"
+    )
     try:
         result = run_adversary(pool, code, tests=expect("connected"))
         listener.settimeout(0.2)
@@ -135,11 +141,17 @@ def test_no_network_even_to_a_host_listener_on_localhost(pool):
 
 
 def test_writes_outside_tmp_do_not_reach_the_host(pool, tmp_path):
-    targets = [tmp_path / "pwned.txt", PROJECT_ROOT / f"pwned-{secrets.token_hex(4)}.txt",
-               Path.home() / f".pwned-{secrets.token_hex(4)}", Path("/usr/pwned")]
-    code = (f"for path in {[str(t) for t in targets]!r}:\n    try:\n"
-            "        open(path, 'w').write('x')\n        print('wrote')\n"
-            "    except OSError:\n        pass")
+    targets = [
+        tmp_path / "pwned.txt",
+        PROJECT_ROOT / f"pwned-{secrets.token_hex(4)}.txt",
+        Path.home() / f".pwned-{secrets.token_hex(4)}",
+        Path("/usr/pwned"),
+    ]
+    code = (
+        f"for path in {[str(t) for t in targets]!r}:\n    try:\n"
+        "        open(path, 'w').write('x')\n        print('wrote')\n"
+        "    except OSError:\n        pass"
+    )
     result = run_adversary(pool, code, tests=expect("wrote\n" * len(targets)))
     assert result.reward == 0
     assert not any(target.exists() for target in targets)
@@ -148,14 +160,16 @@ def test_writes_outside_tmp_do_not_reach_the_host(pool, tmp_path):
 def test_host_environment_and_processes_are_invisible(pool, monkeypatch):
     secret = secrets.token_hex(8)
     monkeypatch.setenv("CASCADE_SECRET_TOKEN", secret)
-    code = ("import os\nfound = ''\nfor pid in os.listdir('/proc'):\n    if pid.isdigit():\n"
-            "        for part in ('environ', 'cmdline'):\n            try:\n"
-            "                data = open(f'/proc/{pid}/{part}', 'rb').read().decode()\n"
-            "            except OSError:\n                continue\n"
-            "            for item in data.split('\\0'):\n"
-            "                if item.startswith('CASCADE_SECRET_TOKEN='):\n"
-            "                    found = item.split('=', 1)[1]\n"
-            "print(found or os.environ.get('CASCADE_SECRET_TOKEN', ''), len(os.listdir('/proc')))")
+    code = (
+        "import os\nfound = ''\nfor pid in os.listdir('/proc'):\n    if pid.isdigit():\n"
+        "        for part in ('environ', 'cmdline'):\n            try:\n"
+        "                data = open(f'/proc/{pid}/{part}', 'rb').read().decode()\n"
+        "            except OSError:\n                continue\n"
+        "            for item in data.split('\\0'):\n"
+        "                if item.startswith('CASCADE_SECRET_TOKEN='):\n"
+        "                    found = item.split('=', 1)[1]\n"
+        "print(found or os.environ.get('CASCADE_SECRET_TOKEN', ''), len(os.listdir('/proc')))"
+    )
     result = run_adversary(pool, code, tests=expect(secret))
     assert result.reward == 0 and kind(result) == "wrong_answer"
 
@@ -165,9 +179,11 @@ def test_project_and_home_files_are_invisible(pool):
     home_file = Path.home() / f".cascade-sandbox-probe-{secrets.token_hex(4)}"
     home_file.write_text("home secret\n")
     try:
-        code = (f"for path in ({str(PROJECT_ROOT / 'README.md')!r}, {str(home_file)!r}):\n"
-                "    try:\n        print(open(path).readline().rstrip())\n"
-                "    except OSError:\n        print('unreadable')")
+        code = (
+            f"for path in ({str(PROJECT_ROOT / 'README.md')!r}, {str(home_file)!r}):\n"
+            "    try:\n        print(open(path).readline().rstrip())\n"
+            "    except OSError:\n        print('unreadable')"
+        )
         result = run_adversary(pool, code, tests=expect(f"{readme}\nhome secret\n"))
     finally:
         home_file.unlink()
@@ -235,31 +251,31 @@ def test_expected_outputs_cannot_be_found_anywhere(pool):
 def memory_scanner(token: str, copies: int) -> str:
     """A program that builds ``copies`` copies of ``token`` at run time (its source never holds
     it whole), reads its entire address space and prints 'seen' when it finds more than one."""
-    return (f"parts = {[token[:8], token[8:]]!r}\n"
-            f"mine = [''.join(parts).encode() for _ in range({copies})]\n"
-            "me = open('/proc/self/mem', 'rb', 0)\nhits = 0\n"
-            "for line in open('/proc/self/maps'):\n"
-            "    span, perms = line.split()[:2]\n    if 'r' not in perms or '[v' in line:\n"
-            "        continue\n    start, end = (int(x, 16) for x in span.split('-'))\n"
-            "    try:\n        me.seek(start)\n        hits += me.read(end - start).count(mine[0])\n"
-            "    except (OSError, OverflowError, ValueError):\n        pass\n"
-            "print('seen' if hits > 1 else 'unseen')")
+    return (
+        f"parts = {[token[:8], token[8:]]!r}\n"
+        f"mine = [''.join(parts).encode() for _ in range({copies})]\n"
+        "me = open('/proc/self/mem', 'rb', 0)\nhits = 0\n"
+        "for line in open('/proc/self/maps'):\n"
+        "    span, perms = line.split()[:2]\n    if 'r' not in perms or '[v' in line:\n"
+        "        continue\n    start, end = (int(x, 16) for x in span.split('-'))\n"
+        "    try:\n        me.seek(start)\n        hits += me.read(end - start).count(mine[0])\n"
+        "    except (OSError, OverflowError, ValueError):\n        pass\n"
+        "print('seen' if hits > 1 else 'unseen')"
+    )
 
 
 def test_another_programs_data_is_not_in_the_inherited_memory(pool):
     token = secrets.token_hex(8)
-    control = score(program(memory_scanner(token, 2)), tests=expect("seen"), pool=pool,
-                    time_limit=5)
-    assert control.reward == 1   # the scanner does find a second copy in its own memory
+    control = score(program(memory_scanner(token, 2)), tests=expect("seen"), pool=pool, time_limit=5)
+    assert control.reward == 1  # the scanner does find a second copy in its own memory
     first = score(program(f"# {token}\nprint(int(input()) * 2)"), tests=DOUBLE, pool=pool)
-    assert first.reward == 1     # an earlier program whose source holds the token
+    assert first.reward == 1  # an earlier program whose source holds the token
     result = run_adversary(pool, memory_scanner(token, 1), tests=expect("seen"), time_limit=5)
     assert result.reward == 0 and kind(result) == "wrong_answer"
 
 
 def test_tmp_files_do_not_survive_into_the_next_program(pool):
-    first = score(program("open('/tmp/answer', 'w').write('42')\nprint(42)"),
-                  tests=DOUBLE, pool=pool)
+    first = score(program("open('/tmp/answer', 'w').write('42')\nprint(42)"), tests=DOUBLE, pool=pool)
     assert first.reward == 1
     code = "try:\n    print(open('/tmp/answer').read())\nexcept OSError:\n    print('gone')"
     result = run_adversary(pool, code)
@@ -267,29 +283,35 @@ def test_tmp_files_do_not_survive_into_the_next_program(pool):
 
 
 def test_faking_success_with_patched_exit_and_markers_fails(pool):
-    code = ("import builtins, os, sys\nsys.exit = lambda *a: None\n"
-            "builtins.exit = builtins.quit = lambda *a: None\nos._exit = lambda *a: None\n"
-            "print('All tests passed')\nprint('PASSED 1/1')\nsys.exit(0)\nos._exit(0)")
+    code = (
+        "import builtins, os, sys\nsys.exit = lambda *a: None\n"
+        "builtins.exit = builtins.quit = lambda *a: None\nos._exit = lambda *a: None\n"
+        "print('All tests passed')\nprint('PASSED 1/1')\nsys.exit(0)\nos._exit(0)"
+    )
     result = run_adversary(pool, code)
     assert result.reward == 0 and kind(result) == "wrong_answer"
 
 
 def test_call_based_result_cannot_be_forged_through_stdout_or_the_channel(pool):
     tests = {"inputs": ["1\n2"], "outputs": ["3"], "fn_name": "add"}
-    code = ("import os\nos.write(3, b'3')   # a forged result before the real one\n"
-            "print('3')\ndef add(a, b):\n    return a - b")
+    code = (
+        "import os\nos.write(3, b'3')   # a forged result before the real one\n"
+        "print('3')\ndef add(a, b):\n    return a - b"
+    )
     result = run_adversary(pool, code, tests=tests)
     assert result.reward == 0 and kind(result) == "wrong_answer"
 
 
 def test_a_daemon_child_that_outlives_its_parent_is_killed(pool):
     marker = "daemon" + secrets.token_hex(4)
-    code = ("import subprocess, sys\n"
-            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'],"
-            " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-            "print(int(input()) * 2)")
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(int(input()) * 2)"
+    )
     result = run_adversary(pool, code)
-    assert result.reward == 1   # the honest result: the program itself is correct
+    assert result.reward == 1  # the honest result: the program itself is correct
     assert host_processes(marker) == []
 
 
@@ -299,24 +321,30 @@ def test_closed_stdout_is_a_runtime_error(pool):
 
 
 def test_no_capabilities_and_no_new_user_namespaces(pool):
-    code = ("import ctypes, os\nstatus = open('/proc/self/status').read()\n"
-            "eff = [l for l in status.splitlines() if l.startswith('CapEff')][0].split()[1]\n"
-            "nested = 'yes' if ctypes.CDLL(None).unshare(0x10000000) == 0 else 'no'\n"
-            "print(int(eff, 16), nested, os.getuid())")   # 0x10000000 = CLONE_NEWUSER
+    code = (
+        "import ctypes, os\nstatus = open('/proc/self/status').read()\n"
+        "eff = [l for l in status.splitlines() if l.startswith('CapEff')][0].split()[1]\n"
+        "nested = 'yes' if ctypes.CDLL(None).unshare(0x10000000) == 0 else 'no'\n"
+        "print(int(eff, 16), nested, os.getuid())"
+    )  # 0x10000000 = CLONE_NEWUSER
     result = run_adversary(pool, code, tests=expect("0 no 65534"))
-    assert result.reward == 1   # honest: the program reports what it sees
+    assert result.reward == 1  # honest: the program reports what it sees
 
 
 def test_host_pid_namespace_is_unreachable(pool):
-    code = ("import os\nkilled = 0\nfor pid in range(1, 400):\n    try:\n"
-            "        os.kill(pid, 0)\n        killed += 1\n    except OSError:\n        pass\n"
-            "print('many' if killed > 5 else 'few')")
+    code = (
+        "import os\nkilled = 0\nfor pid in range(1, 400):\n    try:\n"
+        "        os.kill(pid, 0)\n        killed += 1\n    except OSError:\n        pass\n"
+        "print('many' if killed > 5 else 'few')"
+    )
     result = run_adversary(pool, code, tests=expect("many"))
     assert result.reward == 0 and kind(result) == "wrong_answer"
 
 
 def test_filling_the_ram_backed_tmp_counts_as_memory(pool):
-    code = ("import time\nfor i in range(6):\n    with open(f'/tmp/fill{i}', 'wb') as f:\n"
-            "        f.write(b'x' * (60 * 2 ** 20))\ntime.sleep(5)\nprint(42)")
+    code = (
+        "import time\nfor i in range(6):\n    with open(f'/tmp/fill{i}', 'wb') as f:\n"
+        "        f.write(b'x' * (60 * 2 ** 20))\ntime.sleep(5)\nprint(42)"
+    )
     result = run_adversary(pool, code, memory_mb=256, time_limit=3)
     assert result.reward == 0 and kind(result) == "memory"

@@ -14,16 +14,21 @@ from pathlib import Path
 import pytest
 
 from cascade_rl import sandbox
-from cascade_rl.sandbox import Limits
-from cascade_rl.sandbox import core
+from cascade_rl.sandbox import Limits, core
 from cascade_rl.sandbox.core import SandboxServer, isolation
 
 SHORT = Limits(time_s=1.0)
 
 
 def test_run_passes_stdin_and_returns_output_and_status():
-    result = sandbox.run(["python", "-c", "import sys; d = sys.stdin.read(); print(d.upper());"
-                          " print('err', file=sys.stderr); sys.exit(3)"], stdin=b"abc")
+    result = sandbox.run(
+        [
+            "python",
+            "-c",
+            "import sys; d = sys.stdin.read(); print(d.upper()); print('err', file=sys.stderr); sys.exit(3)",
+        ],
+        stdin=b"abc",
+    )
     assert (result.stdout, result.stderr, result.returncode) == (b"ABC\n", b"err\n", 3)
     assert not result.timed_out and not result.output_truncated and result.limit is None
     assert result.stdout_text == "ABC\n" and not result.ok
@@ -40,8 +45,9 @@ def test_bad_argv_is_rejected(argv):
         sandbox.run(argv)
 
 
-@pytest.mark.parametrize("field, value", [("time_s", 0), ("memory_mb", -1), ("processes", "8"),
-                                          ("output_bytes", True), ("open_files", 3)])
+@pytest.mark.parametrize(
+    "field, value", [("time_s", 0), ("memory_mb", -1), ("processes", "8"), ("output_bytes", True), ("open_files", 3)]
+)
 def test_bad_limits_name_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         Limits(**{field: value})
@@ -60,23 +66,25 @@ def test_timeout_kills_the_whole_process_group_quickly():
 
 
 def test_cpu_limit_stops_a_busy_program():
-    result = sandbox.run(["python", "-c", "while True: pass"],
-                         limits=Limits(time_s=60, cpu_s=1))   # the CPU limit comes first
+    result = sandbox.run(
+        ["python", "-c", "while True: pass"], limits=Limits(time_s=60, cpu_s=1)
+    )  # the CPU limit comes first
     assert result.limit == "cpu" and result.returncode is not None and result.returncode < 0
     assert not result.timed_out
 
 
 def test_output_cap_truncates_and_stops_the_program():
-    result = sandbox.run(["python", "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
-                         limits=Limits(time_s=5, output_bytes=100_000))
+    result = sandbox.run(
+        ["python", "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
+        limits=Limits(time_s=5, output_bytes=100_000),
+    )
     assert result.output_truncated and result.limit == "output"
     assert len(result.stdout) == 100_000 and result.seconds < 4
 
 
 def test_environment_is_minimal_plus_what_the_caller_adds(monkeypatch):
     monkeypatch.setenv("CASCADE_TEST_SECRET", "hunter2")
-    result = sandbox.run(["python", "-c", "import os; print(sorted(os.environ.items()))"],
-                         env={"EXTRA": "yes"})
+    result = sandbox.run(["python", "-c", "import os; print(sorted(os.environ.items()))"], env={"EXTRA": "yes"})
     assert b"hunter2" not in result.stdout and b"('EXTRA', 'yes')" in result.stdout
     assert b"('HOME', '/tmp')" in result.stdout
 
@@ -100,15 +108,16 @@ def test_installed_packages_work_inside():
 
 
 def test_run_python_has_a_normal_stdio_and_argv():
-    source = ("import sys\nname = input()\nsys.stdout.buffer.write(b'raw ')\nsys.stdout.flush()\n"
-              "print('hello', name, sys.argv, __name__)")
+    source = (
+        "import sys\nname = input()\nsys.stdout.buffer.write(b'raw ')\nsys.stdout.flush()\n"
+        "print('hello', name, sys.argv, __name__)"
+    )
     result = sandbox.run_python(source, stdin=b"bob\n", filename="solution.py")
     assert result.stdout == b"raw hello bob ['solution.py'] __main__\n", result.stderr
 
 
 def test_run_python_result_channel_and_exit_codes():
-    result = sandbox.run_python("import os, sys\nos.write(3, b'[1, 2]')\nsys.exit(4)",
-                                result_channel=True)
+    result = sandbox.run_python("import os, sys\nos.write(3, b'[1, 2]')\nsys.exit(4)", result_channel=True)
     assert result.result == b"[1, 2]" and result.returncode == 4
     crashed = sandbox.run_python("def f():\n    raise KeyError('boom')\nf()")
     assert crashed.returncode == 1 and b"KeyError: 'boom'" in crashed.stderr
@@ -116,9 +125,11 @@ def test_run_python_result_channel_and_exit_codes():
 
 
 def test_run_python_waits_for_threads_and_runs_atexit():
-    source = ("import atexit, threading, time\natexit.register(lambda: print('bye'))\n"
-              "def work():\n    time.sleep(0.2)\n    print('thread done')\n"
-              "threading.Thread(target=work).start()")
+    source = (
+        "import atexit, threading, time\natexit.register(lambda: print('bye'))\n"
+        "def work():\n    time.sleep(0.2)\n    print('thread done')\n"
+        "threading.Thread(target=work).start()"
+    )
     assert sandbox.run_python(source).stdout == b"thread done\nbye\n"
 
 
@@ -169,9 +180,10 @@ def test_root_hosts_run_programs_under_their_own_uid_or_fall_back(monkeypatch):
 
     def broken():
         raise sandbox.SandboxError("no user namespaces here")
+
     monkeypatch.setattr(core, "_UserNamespace", broken)
     monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
-    with SandboxServer() as server:   # falls back to one shared uid, still isolated
+    with SandboxServer() as server:  # falls back to one shared uid, still isolated
         assert not server.separate_uids and server.run(["id", "-u"]).stdout == b"65534\n"
 
 
@@ -179,16 +191,24 @@ def test_root_hosts_run_programs_under_their_own_uid_or_fall_back(monkeypatch):
 def test_an_interpreter_under_tmp_still_runs_in_the_sandbox():
     """A checkout (and its .venv) under /tmp: the sandbox's private /tmp must not hide it."""
     venv = Path("/tmp") / f"cascade-venv-{os.getpid()}"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-                   check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True, timeout=120
+    )
     try:
         source = Path(__file__).resolve().parents[2] / "src"
-        script = ("from cascade_rl import sandbox\n"
-                  "with sandbox.SandboxServer() as server:\n"
-                  "    print(server.run_python('print(6 * 7)').stdout.decode().strip())\n"
-                  "print(sandbox.isolation())\n")
-        result = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True,
-                                timeout=120, env={**os.environ, "PYTHONPATH": str(source)})
+        script = (
+            "from cascade_rl import sandbox\n"
+            "with sandbox.SandboxServer() as server:\n"
+            "    print(server.run_python('print(6 * 7)').stdout.decode().strip())\n"
+            "print(sandbox.isolation())\n"
+        )
+        result = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(source)},
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.stdout.split() == ["42", "bwrap"] and "does not work here" not in result.stderr
     finally:

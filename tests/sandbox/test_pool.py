@@ -23,7 +23,7 @@ def test_results_come_back_in_submission_order():
 def test_workers_bound_concurrency():
     """Four one-second sleeps on two workers take two rounds, not one."""
     with SandboxPool(2) as pool:
-        pool.submit(["true"]).result()   # start-up outside the measurement
+        pool.submit(["true"]).result()  # start-up outside the measurement
         start = time.monotonic()
         futures = [pool.submit(["sleep", "1"], limits=Limits(time_s=5)) for _ in range(4)]
         assert all(f.result().ok for f in futures)
@@ -41,24 +41,24 @@ def test_async_api_runs_while_the_event_loop_does_other_work():
                 ticks += 1
 
         task = asyncio.create_task(ticker())
-        results = await asyncio.gather(pool.run_async(["sleep", "0.3"]),
-                                       pool.run_python_async(DOUBLE, stdin=b"5\n"))
+        results = await asyncio.gather(pool.run_async(["sleep", "0.3"]), pool.run_python_async(DOUBLE, stdin=b"5\n"))
         task.cancel()
         return results, ticks
 
     with SandboxPool(2) as pool:
         (slept, doubled), ticks = asyncio.run(main(pool))
     assert slept.ok and doubled.stdout == b"10\n"
-    assert ticks >= 10   # the loop kept running while the sandboxes worked
+    assert ticks >= 10  # the loop kept running while the sandboxes worked
 
 
 def test_a_dead_sandbox_is_replaced_before_the_next_run():
     with SandboxPool(1) as pool:
-        first = pool.submit_job(lambda runner: (runner.run_python(DOUBLE, stdin=b"1\n"),
-                                                runner._live_server())).result()
+        first = pool.submit_job(
+            lambda runner: (runner.run_python(DOUBLE, stdin=b"1\n"), runner._live_server())
+        ).result()
         result, server = first
         assert result.stdout == b"2\n"
-        os.killpg(server._process.pid, signal.SIGKILL)   # e.g. the OOM killer
+        os.killpg(server._process.pid, signal.SIGKILL)  # e.g. the OOM killer
         server._process.wait()
         assert pool.submit_python(DOUBLE, stdin=b"4\n").result().stdout == b"8\n"
 
@@ -67,6 +67,7 @@ def test_jobs_keep_one_worker_for_several_runs(bwrap_only):  # the private /tmp 
     def two_runs(runner):
         runner.run_python("open('/tmp/note', 'w').write('kept')")
         return runner.run(["cat", "/tmp/note"])
+
     with SandboxPool(1) as pool:
         # /tmp is wiped between runs, so the second run of the job cannot see the note either
         assert pool.submit_job(two_runs).result().returncode == 1

@@ -17,8 +17,11 @@ class ScriptedGenerator:
     and cycled to fill ``n``. A script is a list, or a dict {text in the prompt: list} to answer
     each instance differently. Records every call."""
 
-    KINDS = {"localization": "Repository Structure", "reproduction": "reproduce the issue",
-             "repair": "*SEARCH/REPLACE* edits"}
+    KINDS = {
+        "localization": "Repository Structure",
+        "reproduction": "reproduce the issue",
+        "repair": "*SEARCH/REPLACE* edits",
+    }
 
     def __init__(self, **scripts):
         self.scripts = scripts
@@ -51,9 +54,10 @@ def repair_answer(*edits: str) -> str:
 
 def git_state(checkout: Path) -> tuple[str, str, str]:
     """What must never change in a user's checkout: HEAD, status, worktree list."""
+
     def run(*args):
-        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True,
-                              text=True, check=True).stdout
+        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, check=True).stdout
+
     return run("rev-parse", "HEAD"), run("status", "--porcelain", "--ignored"), run("worktree", "list")
 
 
@@ -66,12 +70,23 @@ def fixture_checkouts(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
 
 # ---- one evaluated pipeline run shared by the pipeline, data and CLI tests -----------------
 
-TEXTKIT_FIX = repair_answer(edit("textkit/words.py", '    return len(text.split(" "))\n',
-                                 "    return len(text.split())\n"))
-TEXTKIT_NEAR = repair_answer(edit("textkit/words.py", '    return len(text.split(" "))\n',
-                                  '    return len([word for word in text.split(" ") if word])\n'))
-INTERVALS_FIX = repair_answer(edit("intervals/merge.py", "        if merged and interval.start < merged[-1].end:\n",
-                                   "        if merged and interval.start <= merged[-1].end:\n"))
+TEXTKIT_FIX = repair_answer(
+    edit("textkit/words.py", '    return len(text.split(" "))\n', "    return len(text.split())\n")
+)
+TEXTKIT_NEAR = repair_answer(
+    edit(
+        "textkit/words.py",
+        '    return len(text.split(" "))\n',
+        '    return len([word for word in text.split(" ") if word])\n',
+    )
+)
+INTERVALS_FIX = repair_answer(
+    edit(
+        "intervals/merge.py",
+        "        if merged and interval.start < merged[-1].end:\n",
+        "        if merged and interval.start <= merged[-1].end:\n",
+    )
+)
 GARBAGE = "<think>no idea</think>Sorry, I cannot help with that."
 UNFINISHED = "<think>let me think about this for a very long"
 TEXTKIT_REPRO = """```python
@@ -96,13 +111,24 @@ def pipeline_generator() -> ScriptedGenerator:
         localization={
             "word_count": ["```\ntextkit/words.py\ntextkit/case.py\n```", "```\ntextkit/words.py\n```"],
             "merge()": ["```\nintervals/ops.py\nintervals/merge.py\n```"],
-            "discount": ["```\ninventory/pricing.py\n```"]},
+            "discount": ["```\ninventory/pricing.py\n```"],
+        },
         repair={
-            "word_count": [TEXTKIT_FIX, TEXTKIT_FIX, TEXTKIT_NEAR, TEXTKIT_FIX, GARBAGE, TEXTKIT_FIX,
-                           TEXTKIT_NEAR, UNFINISHED],
+            "word_count": [
+                TEXTKIT_FIX,
+                TEXTKIT_FIX,
+                TEXTKIT_NEAR,
+                TEXTKIT_FIX,
+                GARBAGE,
+                TEXTKIT_FIX,
+                TEXTKIT_NEAR,
+                UNFINISHED,
+            ],
             "merge()": [GARBAGE, INTERVALS_FIX, GARBAGE, UNFINISHED],
-            "discount": [GARBAGE, UNFINISHED, TEXTKIT_FIX]},
-        reproduction={"word_count": [TEXTKIT_REPRO, "no test here"], "merge()": [INTERVALS_REPRO]})
+            "discount": [GARBAGE, UNFINISHED, TEXTKIT_FIX],
+        },
+        reproduction={"word_count": [TEXTKIT_REPRO, "no test here"], "merge()": [INTERVALS_REPRO]},
+    )
 
 
 @pytest.fixture(scope="session")
@@ -118,10 +144,14 @@ def evaluated_run(fixture_checkouts, tmp_path_factory):
     checkouts = {instance["repo"]: path for path, instance in fixture_checkouts.values()}
     states = {name: git_state(path) for name, (path, _) in fixture_checkouts.items()}
     generator = pipeline_generator()
-    config = PipelineConfig(localization_rollouts=2, repair_samples=8, reproduction_tests=2,
-                            repair_files=2, workers=2)
+    config = PipelineConfig(localization_rollouts=2, repair_samples=8, reproduction_tests=2, repair_files=2, workers=2)
     output = tmp_path_factory.mktemp("swe-run")
-    report = run_pipeline(rows, checkouts, output, generator=generator, config=config,
-                          model_name="scripted")
-    return {"report": report, "rows": rows, "checkouts": checkouts, "generator": generator,
-            "states_before": states, "output": output}
+    report = run_pipeline(rows, checkouts, output, generator=generator, config=config, model_name="scripted")
+    return {
+        "report": report,
+        "rows": rows,
+        "checkouts": checkouts,
+        "generator": generator,
+        "states_before": states,
+        "output": output,
+    }

@@ -9,8 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_rl.swe.edits import (
-    EditApplyError, EditParseError, PatchApplyError, SearchReplace, apply_edits, apply_patch,
-    edits_to_patch, parse_edits, unified_diff,
+    EditApplyError,
+    EditParseError,
+    PatchApplyError,
+    SearchReplace,
+    apply_edits,
+    apply_patch,
+    edits_to_patch,
+    parse_edits,
+    unified_diff,
 )
 
 FILES = {
@@ -24,54 +31,87 @@ def block(path, search, replace, fence=True):
     return f"```diff\n{body}```\n" if fence else body
 
 
-@pytest.mark.parametrize("text, expected", [
-    (block("a.py", "x = 1\n", "x = 2\n"), [SearchReplace("a.py", "x = 1\n", "x = 2\n")]),
-    (block("a.py", "x = 1\n", "x = 2\n", fence=False), [SearchReplace("a.py", "x = 1\n", "x = 2\n")]),
-    # <solution> wrapper, with text outside that must be ignored
-    ("I will fix it.\n" + block("junk.py", "a\n", "b\n") + "<solution>\n" + block("a.py", "x\n", "y\n")
-     + "</solution>", [SearchReplace("a.py", "x\n", "y\n")]),
-    # several edits under one header, then another file
-    ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n<<<<<<< SEARCH\nz\n"
-     "=======\nw\n>>>>>>> REPLACE\n```\n" + block("b/c.py", "1\n", "2\n"),
-     [SearchReplace("a.py", "x\n", "y\n"), SearchReplace("a.py", "z\n", "w\n"),
-      SearchReplace("b/c.py", "1\n", "2\n")]),
-    # the seed's marker variants and ###### header
-    ("```diff\n###### mathweb/flask/app.py\n<<<< SEARCH\nfrom flask import Flask\n======\n"
-     "import math\nfrom flask import Flask\n>>>>>>>> REPLACE\n```",
-     [SearchReplace("mathweb/flask/app.py", "from flask import Flask\n", "import math\nfrom flask import Flask\n")]),
-    # bare path line (aider style), empty SEARCH, empty REPLACE
-    ("new/mod.py\n```python\n<<<<<<< SEARCH\n=======\nprint(1)\n>>>>>>> REPLACE\n```\n"
-     "```diff\n### a.py\n<<<<<<< SEARCH\ndel_me\n=======\n>>>>>>> REPLACE\n```",
-     [SearchReplace("new/mod.py", "", "print(1)\n"), SearchReplace("a.py", "del_me\n", "")]),
-    # a bare path line right before a fence wins over an earlier header
-    (block("a.py", "x\n", "y\n") + "b.py\n" + "```diff\n<<<<<<< SEARCH\nz\n=======\nw\n>>>>>>> REPLACE\n```",
-     [SearchReplace("a.py", "x\n", "y\n"), SearchReplace("b.py", "z\n", "w\n")]),
-    # a "### " header inside a SEARCH block is code, not a new path
-    ("```diff\n### a.py\n<<<<<<< SEARCH\n### not/a/path.md\n=======\n## title\n>>>>>>> REPLACE\n```",
-     [SearchReplace("a.py", "### not/a/path.md\n", "## title\n")]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (block("a.py", "x = 1\n", "x = 2\n"), [SearchReplace("a.py", "x = 1\n", "x = 2\n")]),
+        (block("a.py", "x = 1\n", "x = 2\n", fence=False), [SearchReplace("a.py", "x = 1\n", "x = 2\n")]),
+        # <solution> wrapper, with text outside that must be ignored
+        (
+            "I will fix it.\n"
+            + block("junk.py", "a\n", "b\n")
+            + "<solution>\n"
+            + block("a.py", "x\n", "y\n")
+            + "</solution>",
+            [SearchReplace("a.py", "x\n", "y\n")],
+        ),
+        # several edits under one header, then another file
+        (
+            "```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n<<<<<<< SEARCH\nz\n"
+            "=======\nw\n>>>>>>> REPLACE\n```\n" + block("b/c.py", "1\n", "2\n"),
+            [
+                SearchReplace("a.py", "x\n", "y\n"),
+                SearchReplace("a.py", "z\n", "w\n"),
+                SearchReplace("b/c.py", "1\n", "2\n"),
+            ],
+        ),
+        # the seed's marker variants and ###### header
+        (
+            "```diff\n###### mathweb/flask/app.py\n<<<< SEARCH\nfrom flask import Flask\n======\n"
+            "import math\nfrom flask import Flask\n>>>>>>>> REPLACE\n```",
+            [
+                SearchReplace(
+                    "mathweb/flask/app.py", "from flask import Flask\n", "import math\nfrom flask import Flask\n"
+                )
+            ],
+        ),
+        # bare path line (aider style), empty SEARCH, empty REPLACE
+        (
+            "new/mod.py\n```python\n<<<<<<< SEARCH\n=======\nprint(1)\n>>>>>>> REPLACE\n```\n"
+            "```diff\n### a.py\n<<<<<<< SEARCH\ndel_me\n=======\n>>>>>>> REPLACE\n```",
+            [SearchReplace("new/mod.py", "", "print(1)\n"), SearchReplace("a.py", "del_me\n", "")],
+        ),
+        # a bare path line right before a fence wins over an earlier header
+        (
+            block("a.py", "x\n", "y\n") + "b.py\n" + "```diff\n<<<<<<< SEARCH\nz\n=======\nw\n>>>>>>> REPLACE\n```",
+            [SearchReplace("a.py", "x\n", "y\n"), SearchReplace("b.py", "z\n", "w\n")],
+        ),
+        # a "### " header inside a SEARCH block is code, not a new path
+        (
+            "```diff\n### a.py\n<<<<<<< SEARCH\n### not/a/path.md\n=======\n## title\n>>>>>>> REPLACE\n```",
+            [SearchReplace("a.py", "### not/a/path.md\n", "## title\n")],
+        ),
+    ],
+)
 def test_parse_edits(text, expected):
     assert parse_edits(text) == expected
 
 
-@pytest.mark.parametrize("text, message", [
-    ("no edits at all", "no SEARCH/REPLACE edit"),
-    ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n```", "divider"),
-    ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n```", "REPLACE"),
-    ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n```\n" + block("a.py", "z\n", "w\n"),
-     "an edit without its end"),
-    ("```diff\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "without a file path"),
-    ("<solution>just words</solution>" + block("a.py", "x\n", "y\n"), "no SEARCH/REPLACE edit"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("no edits at all", "no SEARCH/REPLACE edit"),
+        ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n>>>>>>> REPLACE\n```", "divider"),
+        ("```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n```", "REPLACE"),
+        (
+            "```diff\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n```\n" + block("a.py", "z\n", "w\n"),
+            "an edit without its end",
+        ),
+        ("```diff\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "without a file path"),
+        ("<solution>just words</solution>" + block("a.py", "x\n", "y\n"), "no SEARCH/REPLACE edit"),
+    ],
+)
 def test_parse_errors_name_the_problem(text, message):
     with pytest.raises(EditParseError, match=message):
         parse_edits(text)
 
 
 def test_apply_multi_file_and_accumulate_edits_in_one_file():
-    edits = [SearchReplace("pkg/calc.py", "    return a - b\n", "    return a + b\n"),
-             SearchReplace("pkg/calc.py", "    return a + b\n", "    return b + a\n"),
-             SearchReplace("pkg/util.py", "OTHER = 2\n", "OTHER = 3\n")]
+    edits = [
+        SearchReplace("pkg/calc.py", "    return a - b\n", "    return a + b\n"),
+        SearchReplace("pkg/calc.py", "    return a + b\n", "    return b + a\n"),
+        SearchReplace("pkg/util.py", "OTHER = 2\n", "OTHER = 3\n"),
+    ]
     edited = apply_edits(FILES, edits)
     assert edited["pkg/calc.py"].startswith("def add(a, b):\n    return b + a\n")
     assert edited["pkg/util.py"] == "VALUE = 1\nOTHER = 3\n"
@@ -113,17 +153,23 @@ def _git_apply(tmp_path: Path, files: dict, patch: str) -> dict:
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "change.diff").write_text(patch)
     subprocess.run(["git", "apply", "change.diff"], cwd=tmp_path, check=True, timeout=30)
-    return {p.relative_to(tmp_path).as_posix(): p.read_text()
-            for p in tmp_path.rglob("*.py")}
+    return {p.relative_to(tmp_path).as_posix(): p.read_text() for p in tmp_path.rglob("*.py")}
 
 
 def test_patch_is_git_style_and_git_applies_it(tmp_path):
-    answer = ("<think>the sign is wrong</think>\n<solution>\n"
-              + block("pkg/calc.py", "    return a - b\n", "    return a + b\n")
-              + block("pkg/new.py", "", "NEW = True\n") + "</solution>")
+    answer = (
+        "<think>the sign is wrong</think>\n<solution>\n"
+        + block("pkg/calc.py", "    return a - b\n", "    return a + b\n")
+        + block("pkg/new.py", "", "NEW = True\n")
+        + "</solution>"
+    )
     result = edits_to_patch(answer, FILES)
-    assert result.patch.startswith("diff --git a/pkg/calc.py b/pkg/calc.py\n--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -1,5 +1,5 @@\n")
-    assert "diff --git a/pkg/new.py b/pkg/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/new.py\n" in result.patch
+    assert result.patch.startswith(
+        "diff --git a/pkg/calc.py b/pkg/calc.py\n--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -1,5 +1,5 @@\n"
+    )
+    assert (
+        "diff --git a/pkg/new.py b/pkg/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/new.py\n" in result.patch
+    )
     assert "-    return a - b\n+    return a + b\n" in result.patch
     # exactly 3 context lines after the change
     assert result.patch.split("+    return a + b\n")[1].startswith(" \n \n def mul(a, b):\ndiff --git")
@@ -154,8 +200,21 @@ def test_apply_patch_checks_context_and_files():
         apply_patch({}, patch)
 
 
-_marker_lines = st.sampled_from(["<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE", "```diff", "```",
-                                 "### a.py", "<solution>", "</solution>", "x = 1", "", "    y"])
+_marker_lines = st.sampled_from(
+    [
+        "<<<<<<< SEARCH",
+        "=======",
+        ">>>>>>> REPLACE",
+        "```diff",
+        "```",
+        "### a.py",
+        "<solution>",
+        "</solution>",
+        "x = 1",
+        "",
+        "    y",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)

@@ -7,8 +7,16 @@ from conftest import ScriptedGenerator
 
 from cascade_rl.swe.edits import parse_patch, patched_path
 from cascade_rl.swe.localize import (
-    BM25Retriever, EmbeddingRetriever, IndexCache, aggregate_by_frequency, code_tokens, localize,
-    parse_file_list, recall_at_k, recall_table, reciprocal_rank_fusion,
+    BM25Retriever,
+    EmbeddingRetriever,
+    IndexCache,
+    aggregate_by_frequency,
+    code_tokens,
+    localize,
+    parse_file_list,
+    recall_at_k,
+    recall_table,
+    reciprocal_rank_fusion,
 )
 from cascade_rl.swe.repo import Repository, RepositoryError
 
@@ -17,12 +25,15 @@ def gold_files(instance):
     return {patched_path(f) for f in parse_patch(instance["patch"])}
 
 
-@pytest.mark.parametrize("response, expected", [
-    ("<think>hmm</think>\n```\nsrc/a.py\n./src/b.py\nsrc/a.py\n```", ["src/a.py", "src/b.py"]),
-    ("```\nold.py\n```\nOn second thought:\n```text\nnew.py\n```", ["new.py"]),
-    ("src/a.py\nThis is the file.\n", ["src/a.py"]),
-    ("<think>src/a.py never closed", []),
-])
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("<think>hmm</think>\n```\nsrc/a.py\n./src/b.py\nsrc/a.py\n```", ["src/a.py", "src/b.py"]),
+        ("```\nold.py\n```\nOn second thought:\n```text\nnew.py\n```", ["new.py"]),
+        ("src/a.py\nThis is the file.\n", ["src/a.py"]),
+        ("<think>src/a.py never closed", []),
+    ],
+)
 def test_parse_file_list(response, expected):
     assert parse_file_list(response) == expected
 
@@ -53,7 +64,14 @@ def test_recall_needs_every_gold_file():
 
 def test_code_tokens_split_identifiers():
     assert code_tokens("parseHttpHeader(word_count) the") == [
-        "parsehttpheader", "parse", "http", "header", "word_count", "word", "count"]
+        "parsehttpheader",
+        "parse",
+        "http",
+        "header",
+        "word_count",
+        "word",
+        "count",
+    ]
 
 
 def test_bm25_finds_the_buggy_files_of_every_fixture(fixture_checkouts):
@@ -100,11 +118,14 @@ def test_bm25_on_a_larger_synthetic_repository_answers_fast():
 def test_generation_localisation_votes_over_rollouts(fixture_checkouts):
     path, instance = fixture_checkouts["inventory"]
     repo = Repository.open(path, instance["base_commit"])
-    generator = ScriptedGenerator(localization=[
-        "<think>prices</think>```\ninventory/pricing.py\ninventory/cart.py\n```",
-        "```\ninventory/pricing.py\ninventory/made_up.py\n```",
-        "```\ninventory/stock.py\n```",
-        "no list at all"])
+    generator = ScriptedGenerator(
+        localization=[
+            "<think>prices</think>```\ninventory/pricing.py\ninventory/cart.py\n```",
+            "```\ninventory/pricing.py\ninventory/made_up.py\n```",
+            "```\ninventory/stock.py\n```",
+            "no list at all",
+        ]
+    )
     result = localize(instance["problem_statement"], repo, generator=generator, rollouts=4, top_n=3)
     assert generator.calls[0][1] == 4
     prompt = generator.calls[0][2]["messages"][0]["content"]
@@ -122,13 +143,34 @@ def _tiny_bert(path):
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "merge",
-             "interval", "py", ".", "/", "_", "pkg"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "merge",
+        "interval",
+        "py",
+        ".",
+        "/",
+        "_",
+        "pkg",
+    ]
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
     tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(tokens)})
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     BertModel(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -136,8 +178,11 @@ def _tiny_bert(path):
 
 def test_embedding_retriever_with_a_local_model(tmp_path):
     model = _tiny_bert(tmp_path / "encoder")
-    files = {"pkg/a.py": "alpha beta gamma", "pkg/b.py": "delta epsilon zeta",
-             "pkg/long.py": " ".join(["eta"] * 30) + " theta merge interval"}
+    files = {
+        "pkg/a.py": "alpha beta gamma",
+        "pkg/b.py": "delta epsilon zeta",
+        "pkg/long.py": " ".join(["eta"] * 30) + " theta merge interval",
+    }
     retriever = EmbeddingRetriever(str(model), files, max_length=12)
     assert sorted(retriever.paths) == sorted(files)
     # identical text gets cosine 1, so the file that holds the query ranks first

@@ -23,8 +23,7 @@ BIG = patch(return_x="return_x_+_1", return_y="return_y_*_1")
 
 
 def test_best_drops_regression_breakers_then_prefers_pass_rate():
-    candidates = [C(0, OTHER, regression_ok=False, pass_rate=1.0), C(1, FIX, pass_rate=0.5),
-                  C(2, BIG, pass_rate=0.8)]
+    candidates = [C(0, OTHER, regression_ok=False, pass_rate=1.0), C(1, FIX, pass_rate=0.5), C(2, BIG, pass_rate=0.8)]
     assert select_best(candidates, 3).index == 2
     assert select_best(candidates, 2).index == 1
     assert select_best(candidates, 1).index == 0  # nothing survives: all stay in the race
@@ -32,8 +31,12 @@ def test_best_drops_regression_breakers_then_prefers_pass_rate():
 
 def test_best_ties_go_to_votes_then_smaller_edit():
     # FIX and FIX_WIDE differ only in context: one normalised patch with two votes
-    candidates = [C(0, BIG, pass_rate=0.5), C(1, FIX, pass_rate=0.5), C(2, FIX_WIDE, pass_rate=0.5),
-                  C(3, "", pass_rate=1.0)]
+    candidates = [
+        C(0, BIG, pass_rate=0.5),
+        C(1, FIX, pass_rate=0.5),
+        C(2, FIX_WIDE, pass_rate=0.5),
+        C(3, "", pass_rate=1.0),
+    ]
     assert select_best(candidates, 4).index == 2  # same change as 1, shorter text (less context)
     # without the votes: same pass rate, FIX is the smaller edit
     assert select_best([C(0, BIG, pass_rate=0.5), C(1, FIX, pass_rate=0.5)], 2).index == 1
@@ -50,8 +53,12 @@ def test_majority_counts_normalised_patches_and_ignores_empty_ones():
 
 
 def test_curves_over_k():
-    solved = [C(0, OTHER, resolved=False, pass_rate=0.0), C(1, FIX, resolved=True, pass_rate=1.0),
-              C(2, OTHER, resolved=False, pass_rate=0.0), C(3, OTHER, resolved=False, pass_rate=0.0)]
+    solved = [
+        C(0, OTHER, resolved=False, pass_rate=0.0),
+        C(1, FIX, resolved=True, pass_rate=1.0),
+        C(2, OTHER, resolved=False, pass_rate=0.0),
+        C(3, OTHER, resolved=False, pass_rate=0.0),
+    ]
     unsolved = [C(i, OTHER, resolved=False) for i in range(4)]
     no_gold = [C(i, FIX) for i in range(4)]
     result = curves([solved, unsolved, no_gold])

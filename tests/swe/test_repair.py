@@ -42,7 +42,7 @@ def insurance(value):
 def test_whole_files_when_they_fit():
     content, shown = build_context([("ship.py", MODULE)], "anything", budget=None)
     assert shown == {"ship.py": MODULE}
-    assert content.startswith("### ship.py\n\"\"\"Shipping costs.\"\"\"")
+    assert content.startswith('### ship.py\n"""Shipping costs."""')
 
 
 def test_compression_keeps_imports_definitions_and_the_relevant_body():
@@ -51,12 +51,18 @@ def test_compression_keeps_imports_definitions_and_the_relevant_body():
     view = compress_python(MODULE, issue, budget=whole - 20)
     assert view is not None and approx_tokens(view) <= whole - 20
     # imports, constants and every definition header survive
-    for line in ("import math", "from decimal import Decimal", "RATE = 3", "class Parcel:",
-                 "    def volume_weight(self, width, height, depth):", "def insurance(value):"):
+    for line in (
+        "import math",
+        "from decimal import Decimal",
+        "RATE = 3",
+        "class Parcel:",
+        "    def volume_weight(self, width, height, depth):",
+        "def insurance(value):",
+    ):
         assert line in view
     # the relevant body is shown verbatim, an irrelevant one is elided
     assert "    billable = max(parcel.weight, 0)\n    return math.ceil(billable) * RATE\n" in view
-    assert "Decimal(\"0.01\")" not in view and "    ...\n" in view
+    assert 'Decimal("0.01")' not in view and "    ...\n" in view
     # every shown line is a line of the file, so SEARCH texts copied from it match
     source_lines = set(MODULE.splitlines())
     assert all(line in source_lines or line.strip() == "..." for line in view.splitlines())
@@ -77,8 +83,9 @@ def test_non_python_text_is_cut_to_its_first_lines():
 
 def test_budgeted_context_fills_files_in_rank_order():
     small = "def f():\n    return 1\n"
-    content, shown = build_context([("first.py", MODULE), ("second.py", small)], "shipping_cost",
-                                   budget=approx_tokens(MODULE) // 2 + 30)
+    content, shown = build_context(
+        [("first.py", MODULE), ("second.py", small)], "shipping_cost", budget=approx_tokens(MODULE) // 2 + 30
+    )
     assert list(shown) == ["first.py", "second.py"]
     assert shown["second.py"] == small and shown["first.py"] != MODULE
     ast.parse(shown["first.py"].replace("...", "pass"))  # still reads as Python
@@ -88,15 +95,18 @@ def _reader(files):
     return lambda paths: {p: files[p] for p in paths if p in files}
 
 
-@pytest.mark.parametrize("response, status, error", [
-    (repair_answer(edit("ship.py", "RATE = 3\n", "RATE = 4\n")), "ok", None),
-    (repair_answer(edit("ship.py", "RATE = 3\n", "RATE = 3\n")), "no_op", None),
-    ("<think>", "unparseable", "unfinished thinking"),
-    ("<think>done</think>   ", "empty", "blank answer"),
-    ("<think>done</think>I cannot fix this.", "unparseable", "no SEARCH/REPLACE edit"),
-    (repair_answer(edit("ship.py", "RATE = 5\n", "RATE = 4\n")), "unparseable", "SEARCH text not found"),
-    (repair_answer(edit("other.py", "x\n", "y\n")), "unparseable", "file not found"),
-])
+@pytest.mark.parametrize(
+    "response, status, error",
+    [
+        (repair_answer(edit("ship.py", "RATE = 3\n", "RATE = 4\n")), "ok", None),
+        (repair_answer(edit("ship.py", "RATE = 3\n", "RATE = 3\n")), "no_op", None),
+        ("<think>", "unparseable", "unfinished thinking"),
+        ("<think>done</think>   ", "empty", "blank answer"),
+        ("<think>done</think>I cannot fix this.", "unparseable", "no SEARCH/REPLACE edit"),
+        (repair_answer(edit("ship.py", "RATE = 5\n", "RATE = 4\n")), "unparseable", "SEARCH text not found"),
+        (repair_answer(edit("other.py", "x\n", "y\n")), "unparseable", "file not found"),
+    ],
+)
 def test_candidate_status(response, status, error):
     candidate = candidate_from_response(3, response, _reader({"ship.py": MODULE}))
     assert (candidate.index, candidate.status) == (3, status)
@@ -107,13 +117,13 @@ def test_candidate_status(response, status, error):
 def test_edits_apply_to_full_files_even_when_the_prompt_showed_a_part(fixture_checkouts):
     path, instance = fixture_checkouts["inventory"]
     repo = Repository.open(path, instance["base_commit"])
-    fix = edit("inventory/pricing.py", "    return price * percent / 100\n",
-               "    return price * (1 - percent / 100)\n")
+    fix = edit("inventory/pricing.py", "    return price * percent / 100\n", "    return price * (1 - percent / 100)\n")
     stock = edit("inventory/stock.py", "    def level(self, sku):\n", "    def level(self, sku):  # read\n")
     generator = ScriptedGenerator(repair=[repair_answer(fix), repair_answer(fix, stock), "<think>"])
     files = [(p, repo.read([p])[p]) for p in ("inventory/pricing.py", "inventory/cart.py")]
-    result = repair(generator, instance["problem_statement"], files, repo.read, samples=5,
-                    sampling={"temperature": 1.0})
+    result = repair(
+        generator, instance["problem_statement"], files, repo.read, samples=5, sampling={"temperature": 1.0}
+    )
     assert generator.calls[0][1] == 5 and generator.calls[0][2]["temperature"] == 1.0
     prompt = result.prompt[0]["content"]
     assert instance["problem_statement"] in prompt and "### inventory/cart.py" in prompt

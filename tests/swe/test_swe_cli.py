@@ -18,7 +18,8 @@ def test_localize_on_the_shipped_fixtures(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["instances"] == len(FIXTURES) and report["recall"]["retrieval"]["3"] == 1.0
     assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == sorted(
-        f"fixtures__{name}-1.json" for name in FIXTURES)
+        f"fixtures__{name}-1.json" for name in FIXTURES
+    )
 
 
 def test_argument_errors_are_clear(tmp_path):
@@ -38,8 +39,16 @@ def _toy_model(path):
 
     texts = [p.read_text() for name in FIXTURES for p in fixture_dir(name).rglob("*") if p.is_file()]
     tokenizer = build_tokenizer(texts, vocab_size=400)
-    build_tiny_model(tokenizer, out_dir=path, hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1,
-                     intermediate_size=64, max_position_embeddings=16384)
+    build_tiny_model(
+        tokenizer,
+        out_dir=path,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        num_kv_heads=1,
+        intermediate_size=64,
+        max_position_embeddings=16384,
+    )
     return path
 
 
@@ -50,10 +59,32 @@ def test_evaluate_end_to_end_with_a_local_model(fixture_checkouts, tmp_path):
     instances = tmp_path / "instances.jsonl"
     instances.write_text(json.dumps(row) + "\n{broken\n")
     output = tmp_path / "run"
-    result = runner.invoke(app, [
-        "evaluate", "-i", str(instances), "--checkout", f"{row['repo']}={path}", "-g", str(model),
-        "-o", str(output), "--rollouts", "2", "--samples", "3", "--reproduction-tests", "1",
-        "--max-tokens", "12", "--files", "2", "--model-name", "toy"])
+    result = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "-i",
+            str(instances),
+            "--checkout",
+            f"{row['repo']}={path}",
+            "-g",
+            str(model),
+            "-o",
+            str(output),
+            "--rollouts",
+            "2",
+            "--samples",
+            "3",
+            "--reproduction-tests",
+            "1",
+            "--max-tokens",
+            "12",
+            "--files",
+            "2",
+            "--model-name",
+            "toy",
+        ],
+    )
     assert result.exit_code == 1, result.output  # the broken line is reported...
     assert "instances.jsonl:2" in result.output and "invalid JSON" in result.output
     # ...and the instance still ran through every stage with the real local backend
@@ -76,9 +107,21 @@ def test_build_data_command(evaluated_run, tmp_path):
     rows_file = tmp_path / "instances.jsonl"
     rows_file.write_text("".join(json.dumps(r) + "\n" for r in evaluated_run["rows"]))
     checkouts = [f"--checkout={repo}={path}" for repo, path in evaluated_run["checkouts"].items()]
-    result = runner.invoke(app, ["build-data", "--traces", str(evaluated_run["output"] / "traces"),
-                                 "-i", str(rows_file), *checkouts, "-o", str(tmp_path / "data"),
-                                 "--min-prompt-tokens", "100"])
+    result = runner.invoke(
+        app,
+        [
+            "build-data",
+            "--traces",
+            str(evaluated_run["output"] / "traces"),
+            "-i",
+            str(rows_file),
+            *checkouts,
+            "-o",
+            str(tmp_path / "data"),
+            "--min-prompt-tokens",
+            "100",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "repair" in result.stdout and "rl_mixed" in result.stdout
     assert len((tmp_path / "data" / "sft.jsonl").read_text().splitlines()) == 2 + 2 + 6 + 1 + 2

@@ -11,8 +11,9 @@ SMALL = DataConfig(min_prompt_tokens=100, max_prompt_tokens=100_000)
 
 
 def _build(evaluated_run, output, config=SMALL):
-    return build_data(evaluated_run["report"].traces, evaluated_run["rows"], evaluated_run["checkouts"],
-                      output, config=config)
+    return build_data(
+        evaluated_run["report"].traces, evaluated_run["rows"], evaluated_run["checkouts"], output, config=config
+    )
 
 
 def test_sft_rows_by_kind(evaluated_run, tmp_path):
@@ -73,7 +74,18 @@ def test_mixed_prompts_stop_before_the_limit_and_are_shuffled(evaluated_run, tmp
     # too short (the paper drops prompts under 8K tokens): dropped
     short = _build(evaluated_run, tmp_path / "short", DataConfig())
     assert short.rl == [] and short.counts["rl_mixed_dropped_length"] == 1
-    orders = {tuple(next(r for r in _build(evaluated_run, tmp_path / f"s{seed}",
-                                           DataConfig(min_prompt_tokens=100, max_prompt_tokens=100_000, seed=seed)).rl
-                         if r["form"] == "mixed")["files"]) for seed in range(4)}
+    orders = {
+        tuple(
+            next(
+                r
+                for r in _build(
+                    evaluated_run,
+                    tmp_path / f"s{seed}",
+                    DataConfig(min_prompt_tokens=100, max_prompt_tokens=100_000, seed=seed),
+                ).rl
+                if r["form"] == "mixed"
+            )["files"]
+        )
+        for seed in range(4)
+    }
     assert len(orders) > 1

@@ -14,11 +14,13 @@ def test_instances_accept_lists_or_json_strings_and_name_bad_fields(fixture_chec
     instance = SweInstance.from_dict(encoded)
     assert instance.fail_to_pass == row["FAIL_TO_PASS"] and instance.pass_to_pass == []
     assert instance.gold_files == ["inventory/cart.py", "inventory/pricing.py"]
-    for bad, message in [({**row, "base_commit": ""}, "'base_commit' must be a non-empty string"),
-                         ({**row, "FAIL_TO_PASS": "[not json"}, "not a JSON list"),
-                         ({**row, "PASS_TO_PASS": [1, 2]}, "list of test ids"),
-                         ({**row, "patch": "this is no diff"}, "field 'patch'"),
-                         ("just a string", "must be a JSON object")]:
+    for bad, message in [
+        ({**row, "base_commit": ""}, "'base_commit' must be a non-empty string"),
+        ({**row, "FAIL_TO_PASS": "[not json"}, "not a JSON list"),
+        ({**row, "PASS_TO_PASS": [1, 2]}, "list of test ids"),
+        ({**row, "patch": "this is no diff"}, "field 'patch'"),
+        ("just a string", "must be a JSON object"),
+    ]:
         with pytest.raises(InstanceError, match=message):
             SweInstance.from_dict(bad)
 
@@ -37,7 +39,10 @@ def test_load_instances_reports_bad_lines(tmp_path):
 def test_pipeline_traces_predictions_and_report(evaluated_run):
     report, output = evaluated_run["report"], evaluated_run["output"]
     assert sorted(name for name, _ in report.bad_instances) == [
-        "bad__missing-field", "bad__no-checkout", "bad__unknown-commit"]
+        "bad__missing-field",
+        "bad__no-checkout",
+        "bad__unknown-commit",
+    ]
     reasons = dict(report.bad_instances)
     assert "unknown commit" in reasons["bad__unknown-commit"]
     assert "no local checkout" in reasons["bad__no-checkout"]
@@ -45,7 +50,10 @@ def test_pipeline_traces_predictions_and_report(evaluated_run):
 
     predictions = [json.loads(line) for line in (output / "predictions.jsonl").read_text().splitlines()]
     assert [p["instance_id"] for p in predictions] == [
-        "fixtures__textkit-1", "fixtures__intervals-1", "fixtures__inventory-1"]
+        "fixtures__textkit-1",
+        "fixtures__intervals-1",
+        "fixtures__inventory-1",
+    ]
     assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch"} for p in predictions)
     textkit, intervals, inventory = predictions
     assert "+    return len(text.split())" in textkit["model_patch"]

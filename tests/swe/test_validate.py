@@ -7,7 +7,7 @@ from cascade_rl.sandbox import Limits, SandboxPool
 from cascade_rl.swe.repo import Repository
 from cascade_rl.swe.validate import Validator, extract_test_script, parse_pytest_summary
 
-REPRODUCE = '''```python
+REPRODUCE = """```python
 from textkit.words import word_count
 
 def test():
@@ -22,7 +22,7 @@ def test():
         print("Issue reproduced")
 
 test()
-```'''
+```"""
 ALWAYS_RESOLVED = "```python\nprint('Issue resolved')\n```"
 HANGS = "```python\nwhile True:\n    pass\n```"
 BREAKS_REGRESSION = """diff --git a/textkit/words.py b/textkit/words.py
@@ -53,18 +53,24 @@ SKIPPED [1] tests/test_a.py:9: no network
 PASSED tests/test_a.py::test_param[a b]
 """
     assert parse_pytest_summary(output) == {
-        "tests/test_a.py::test_ok": "PASSED", "tests/test_a.py::test_bad": "FAILED",
-        "tests/test_b.py::test_setup": "ERROR", "tests/test_a.py::test_known": "XFAIL",
-        "tests/test_a.py::test_param[a b]": "PASSED"}
+        "tests/test_a.py::test_ok": "PASSED",
+        "tests/test_a.py::test_bad": "FAILED",
+        "tests/test_b.py::test_setup": "ERROR",
+        "tests/test_a.py::test_known": "XFAIL",
+        "tests/test_a.py::test_param[a b]": "PASSED",
+    }
 
 
-@pytest.mark.parametrize("response, expected", [
-    ("<think>x</think>```python\nprint(1)\n```", "print(1)\n"),
-    ("```python\nfirst()\n```\nbetter:\n```python\nsecond()\n```", "second()\n"),
-    ("```python\ndef broken(:\n```", None),
-    ("<think>```python\nprint(1)\n```", None),
-    ("no code", None),
-])
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("<think>x</think>```python\nprint(1)\n```", "print(1)\n"),
+        ("```python\nfirst()\n```\nbetter:\n```python\nsecond()\n```", "second()\n"),
+        ("```python\ndef broken(:\n```", None),
+        ("<think>```python\nprint(1)\n```", None),
+        ("no code", None),
+    ],
+)
 def test_extract_test_script(response, expected):
     assert extract_test_script(response) == expected
 
@@ -85,9 +91,13 @@ def test_validation_in_sandboxed_copies(fixture_checkouts):
 
         golden = instance["patch"]
         gold_tests = instance["FAIL_TO_PASS"] + instance["PASS_TO_PASS"]
-        results = validator.validate([golden, BREAKS_REGRESSION, golden, DOES_NOT_APPLY, ""],
-                                     regression, [tests[0].code], test_patch=instance["test_patch"],
-                                     gold_tests=gold_tests)
+        results = validator.validate(
+            [golden, BREAKS_REGRESSION, golden, DOES_NOT_APPLY, ""],
+            regression,
+            [tests[0].code],
+            test_patch=instance["test_patch"],
+            gold_tests=gold_tests,
+        )
         assert list(results) == [golden, BREAKS_REGRESSION, DOES_NOT_APPLY]  # duplicates run once
         good, bad, broken = results.values()
         assert good.regression_ok and good.reproduction_resolved == [True] and good.resolved

@@ -24,30 +24,86 @@ def write_jsonl(path, rows):
 @pytest.fixture
 def recipe_file(tmp_path, tiny_checkpoint):
     questions = [(a, b) for a in range(4) for b in range(3)]
-    sft = write_jsonl(tmp_path / "sft.jsonl", [
-        {"messages": [{"role": "user", "content": f"what is {a} plus {b}?", "mode": "think"},
-                      {"role": "assistant", "content": f"<think>{a}+{b}={a + b}</think>{a + b}"}]} for a, b in questions])
-    pairs = write_jsonl(tmp_path / "pairs.jsonl", [
-        {"prompt": f"what is {a} plus {b}?", "chosen": f"{a + b}", "rejected": "hello world"} for a, b in questions])
+    sft = write_jsonl(
+        tmp_path / "sft.jsonl",
+        [
+            {
+                "messages": [
+                    {"role": "user", "content": f"what is {a} plus {b}?", "mode": "think"},
+                    {"role": "assistant", "content": f"<think>{a}+{b}={a + b}</think>{a + b}"},
+                ]
+            }
+            for a, b in questions
+        ],
+    )
+    pairs = write_jsonl(
+        tmp_path / "pairs.jsonl",
+        [{"prompt": f"what is {a} plus {b}?", "chosen": f"{a + b}", "rejected": "hello world"} for a, b in questions],
+    )
     rlhf = write_jsonl(tmp_path / "rlhf.jsonl", [{"prompt": f"say hello {i}"} for i in range(4)])
-    toy = write_jsonl(tmp_path / "toy.jsonl", [{"prompt": f"what is {a} plus {b}?", "answer": str(a + b)}
-                                               for a, b in questions[:4]])
+    toy = write_jsonl(
+        tmp_path / "toy.jsonl", [{"prompt": f"what is {a} plus {b}?", "answer": str(a + b)} for a, b in questions[:4]]
+    )
     recipe = {
-        "name": "tiny-test", "seed": 0, "model": {"path": str(tiny_checkpoint)},
+        "name": "tiny-test",
+        "seed": 0,
+        "model": {"path": str(tiny_checkpoint)},
         "runtime": {"reward_workers": 1},
-        "eval": {"benchmarks": [
-            {"name": "toy-sum", "data": toy, "domain": "tiny_assets:contains_answer", "k": 2,
-             "max_new_tokens": 6, "temperature": 1.0}]},
+        "eval": {
+            "benchmarks": [
+                {
+                    "name": "toy-sum",
+                    "data": toy,
+                    "domain": "tiny_assets:contains_answer",
+                    "k": 2,
+                    "max_new_tokens": 6,
+                    "temperature": 1.0,
+                }
+            ]
+        },
         "stages": [
-            {"kind": "sft", "substages": [{"data": sft, "max_length": 64, "batch_size": 4,
-                                           "per_device_batch_size": 4, "max_steps": 2, "learning_rate": 1e-3}]},
-            {"kind": "reward_model", "name": "rm", "data": pairs, "batch_size": 4, "per_device_batch_size": 4,
-             "max_steps": 2, "max_length": 64, "eval": []},
-            {"kind": "grpo", "name": "rlhf", "data": rlhf, "rollouts_per_prompt": 2, "prompts_per_batch": 2,
-             "curriculum": [{"max_response_length": 5, "max_steps": 1}]},
-            {"kind": "grpo", "name": "toy", "data": toy, "domain": "tiny_assets:kill_once", "thinking": "no_think",
-             "rollouts_per_prompt": 2, "prompts_per_batch": 2, "learning_rate": 1e-3,
-             "curriculum": [{"max_response_length": 5, "max_steps": 1}, {"max_response_length": 6, "max_steps": 2}]},
+            {
+                "kind": "sft",
+                "substages": [
+                    {
+                        "data": sft,
+                        "max_length": 64,
+                        "batch_size": 4,
+                        "per_device_batch_size": 4,
+                        "max_steps": 2,
+                        "learning_rate": 1e-3,
+                    }
+                ],
+            },
+            {
+                "kind": "reward_model",
+                "name": "rm",
+                "data": pairs,
+                "batch_size": 4,
+                "per_device_batch_size": 4,
+                "max_steps": 2,
+                "max_length": 64,
+                "eval": [],
+            },
+            {
+                "kind": "grpo",
+                "name": "rlhf",
+                "data": rlhf,
+                "rollouts_per_prompt": 2,
+                "prompts_per_batch": 2,
+                "curriculum": [{"max_response_length": 5, "max_steps": 1}],
+            },
+            {
+                "kind": "grpo",
+                "name": "toy",
+                "data": toy,
+                "domain": "tiny_assets:kill_once",
+                "thinking": "no_think",
+                "rollouts_per_prompt": 2,
+                "prompts_per_batch": 2,
+                "learning_rate": 1e-3,
+                "curriculum": [{"max_response_length": 5, "max_steps": 1}, {"max_response_length": 6, "max_steps": 2}],
+            },
         ],
     }
     path = tmp_path / "recipe.yaml"
@@ -57,8 +113,9 @@ def recipe_file(tmp_path, tiny_checkpoint):
 
 def cascade_cli(*args, env=None):
     environment = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cascade_rl.cli", *args], capture_output=True, text=True,
-                          env=environment, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "cascade_rl.cli", *args], capture_output=True, text=True, env=environment, timeout=600
+    )
 
 
 def test_full_run_layout_report_and_resume_skips_everything(recipe_file, tmp_path, monkeypatch):
@@ -109,8 +166,17 @@ def test_kill_9_inside_a_stage_then_resume_finishes_without_redoing_work(recipe_
 
 def test_bad_recipe_fails_before_compute_naming_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"name": "x", "model": {"path": "/nope"}, "stages": [
-        {"kind": "grpo", "name": "math", "data": "m.jsonl", "thinking": "sometimes", "temperature": 0}]}))
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "name": "x",
+                "model": {"path": "/nope"},
+                "stages": [
+                    {"kind": "grpo", "name": "math", "data": "m.jsonl", "thinking": "sometimes", "temperature": 0}
+                ],
+            }
+        )
+    )
     result = cascade_cli("run", str(bad), "--out", str(tmp_path / "run"))
     assert result.returncode == 2
     assert "stages[0] (math).thinking" in result.stderr and "'think', 'no_think' or 'half'" in result.stderr
@@ -137,7 +203,8 @@ def test_eval_command_resolves_run_variables_in_benchmark_paths(recipe_file, tmp
     recipe["eval"]["benchmarks"][0]["data"] = "${world}/bench.jsonl"
     recipe_file.write_text(yaml.safe_dump(recipe))
     out = tmp_path / "eval-out"
-    result = cascade_cli("eval", str(tiny_checkpoint), "--recipe", str(recipe_file), "--run", str(run_dir),
-                         "--out", str(out))
+    result = cascade_cli(
+        "eval", str(tiny_checkpoint), "--recipe", str(recipe_file), "--run", str(run_dir), "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((out / "eval.json").read_text())["toy-sum"]["prompts"] == 4

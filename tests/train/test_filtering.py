@@ -35,9 +35,9 @@ def test_mixed_prompts_are_kept_and_skipped_rollouts_do_not_count():
     state = FilterState(DynamicFilter(enabled=True), seed=0)
     run_epoch(state, {0: [1.0, 0.0], 1: [1.0, None, None], 2: [None, None]})
     state.epoch = 1
-    assert state.admit(0)                      # mixed -> kept
-    assert state.last[1].total == 1            # the two overlong-skipped rollouts did not count
-    assert state.admit(2)                      # never scored -> kept
+    assert state.admit(0)  # mixed -> kept
+    assert state.last[1].total == 1  # the two overlong-skipped rollouts did not count
+    assert state.admit(2)  # never scored -> kept
     assert state.counts["kept"] == 2
 
 
@@ -65,10 +65,10 @@ def test_half_mode_puts_exactly_half_of_every_batch_in_each_mode():
     sampler = PromptSampler(10, prompts_per_batch=6, rollouts=4, thinking="half", state=state, total_steps=50)
     stream = list(itertools.islice(iter(sampler), 6 * 4 * 20))
     for step in range(20):
-        batch = stream[step * 24:(step + 1) * 24]
-        groups = [batch[i:i + 4] for i in range(0, 24, 4)]
-        assert all(len(set(g)) == 1 for g in groups)          # a group is one prompt in one mode
-        modes = [g[0] % 2 for g in groups]                     # row 2p = think, 2p+1 = no_think
+        batch = stream[step * 24 : (step + 1) * 24]
+        groups = [batch[i : i + 4] for i in range(0, 24, 4)]
+        assert all(len(set(g)) == 1 for g in groups)  # a group is one prompt in one mode
+        modes = [g[0] % 2 for g in groups]  # row 2p = think, 2p+1 = no_think
         assert modes.count(0) == 3 and modes.count(1) == 3
 
 
@@ -86,7 +86,7 @@ def test_sampler_drops_filtered_prompts_in_the_next_epoch():
     stream = iter(sampler)
     first = [next(stream) for _ in range(8)]
     rewards = {p: [1.0, 1.0] if p < 4 else [0.0, 0.0] if p < 6 else [1.0, 0.0] for p in range(8)}
-    for prompt in first:                     # prompts 0-3 always solved, 4-5 never, 6-7 mixed
+    for prompt in first:  # prompts 0-3 always solved, 4-5 never, 6-7 mixed
         for reward in rewards[prompt]:
             state.record(prompt, reward)
     second = [next(stream) for _ in range(2)]

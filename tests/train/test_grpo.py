@@ -8,17 +8,25 @@ from datasets import Dataset
 
 from cascade_rl.recipe import parse_recipe
 from cascade_rl.rewards.adapter import CascadeReward
+from cascade_rl.train.common import read_metrics
 from cascade_rl.train.filtering import FilterState, PromptSampler
 from cascade_rl.train.grpo import CascadeGRPOTrainer, build_rl_data, grpo_config, run_grpo_stage
-from cascade_rl.train.common import read_metrics
 
 SCORER = "tiny_assets:contains_answer"
 
 
 def recipe_stage(data_path, **overrides):
-    stage = {"kind": "grpo", "name": "toy", "data": str(data_path), "domain": SCORER, "thinking": "think",
-             "rollouts_per_prompt": 4, "prompts_per_batch": 2, "learning_rate": 1e-2,
-             "curriculum": [{"max_response_length": 6, "overlong_filter": True, "max_steps": 2}]}
+    stage = {
+        "kind": "grpo",
+        "name": "toy",
+        "data": str(data_path),
+        "domain": SCORER,
+        "thinking": "think",
+        "rollouts_per_prompt": 4,
+        "prompts_per_batch": 2,
+        "learning_rate": 1e-2,
+        "curriculum": [{"max_response_length": 6, "overlong_filter": True, "max_steps": 2}],
+    }
     stage.update(overrides)
     return parse_recipe({"name": "t", "model": {"path": "unused"}, "stages": [stage]})
 
@@ -39,14 +47,28 @@ def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=CascadeGRPOTra
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     data = build_rl_data(stage, seed=0)
     state = FilterState(stage.dynamic_filter)
-    reward = CascadeReward(tokenizer, overlong_filter=step.overlong_filter, workers=1,
-                           on_scored=scored.append if scored is not None else None)
-    sampler = PromptSampler(data.num_prompts, prompts_per_batch=stage.prompts_per_batch,
-                            rollouts=stage.rollouts_per_prompt, thinking=stage.thinking, state=state,
-                            total_steps=step.max_steps)
-    return trainer_class(model=str(tiny_checkpoint), reward_funcs=[reward],
-                         args=grpo_config(stage, step, recipe.runtime, tmp_path / "trainer", 0),
-                         train_dataset=Dataset.from_list(data.rows), processing_class=tokenizer, prompt_sampler=sampler)
+    reward = CascadeReward(
+        tokenizer,
+        overlong_filter=step.overlong_filter,
+        workers=1,
+        on_scored=scored.append if scored is not None else None,
+    )
+    sampler = PromptSampler(
+        data.num_prompts,
+        prompts_per_batch=stage.prompts_per_batch,
+        rollouts=stage.rollouts_per_prompt,
+        thinking=stage.thinking,
+        state=state,
+        total_steps=step.max_steps,
+    )
+    return trainer_class(
+        model=str(tiny_checkpoint),
+        reward_funcs=[reward],
+        args=grpo_config(stage, step, recipe.runtime, tmp_path / "trainer", 0),
+        train_dataset=Dataset.from_list(data.rows),
+        processing_class=tokenizer,
+        prompt_sampler=sampler,
+    )
 
 
 def test_config_is_strictly_on_policy_without_kl_or_entropy(rl_file, tmp_path):
@@ -80,8 +102,9 @@ def test_importance_ratio_is_exactly_one_and_one_update_per_rollout_batch(tiny_c
     # ratio pi/pi_old is exp(logp - logp.detach()) == 1 exactly.
     assert seen["loss_inputs"] and all("old_per_token_logps" not in keys for keys in seen["loss_inputs"])
     assert seen["generations"] == trainer.state.global_step == 2
-    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters())) or \
-        all(r.get("grad_norm", 0) == 0 for r in trainer.state.log_history)
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters())) or all(
+        r.get("grad_norm", 0) == 0 for r in trainer.state.log_history
+    )
 
 
 def test_token_level_loss_matches_hand_computation(tiny_checkpoint, rl_file, tmp_path):
@@ -94,9 +117,14 @@ def test_token_level_loss_matches_hand_computation(tiny_checkpoint, rl_file, tmp
     completion_ids = torch.randint(5, 100, (4, 6))
     completion_mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3, [1] * 5 + [0], [1] * 2 + [0] * 4])
     advantages = torch.tensor([1.0, -0.5, 0.25, -2.0])
-    inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids),
-              "completion_ids": completion_ids, "completion_mask": completion_mask, "advantages": advantages,
-              "num_items_in_batch": completion_mask.sum()}
+    inputs = {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": torch.ones_like(prompt_ids),
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "advantages": advantages,
+        "num_items_in_batch": completion_mask.sum(),
+    }
     trainer.model.train()
     trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
     model.zero_grad()
@@ -169,19 +197,42 @@ def test_without_overlong_filtering_a_truncated_rollout_is_scored(tiny_checkpoin
 def test_stage_runs_curriculum_writes_metrics_and_changes_parameters(tiny_checkpoint, rl_file, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    recipe = recipe_stage(rl_file, thinking="half", domain="tiny_assets:first_char_parity",
-                          dynamic_filter={"enabled": True}, curriculum=[
-        {"max_response_length": 4, "overlong_filter": True, "max_steps": 2},
-        {"max_response_length": 6, "overlong_filter": False, "max_steps": 3, "stop_truncation_ratio": 0.01}])
+    recipe = recipe_stage(
+        rl_file,
+        thinking="half",
+        domain="tiny_assets:first_char_parity",
+        dynamic_filter={"enabled": True},
+        curriculum=[
+            {"max_response_length": 4, "overlong_filter": True, "max_steps": 2},
+            {"max_response_length": 6, "overlong_filter": False, "max_steps": 3, "stop_truncation_ratio": 0.01},
+        ],
+    )
     stage_dir = tmp_path / "stage"
-    model_dir = run_grpo_stage(recipe.stages[0], model_in=tiny_checkpoint, stage_dir=stage_dir,
-                               runtime=recipe.runtime, seed=0, reward_options={})
+    model_dir = run_grpo_stage(
+        recipe.stages[0],
+        model_in=tiny_checkpoint,
+        stage_dir=stage_dir,
+        runtime=recipe.runtime,
+        seed=0,
+        reward_options={},
+    )
     metrics = read_metrics(stage_dir / "metrics.jsonl")
     assert [m["substage"] for m in metrics] == ["1", "1", "2"]  # sub-stage 2 stopped at its first step
     assert [m["step"] for m in metrics] == [1, 2, 3]
-    for key in ("reward/mean", "truncation_ratio", "zero_variance_groups", "entropy", "learning_rate", "grad_norm",
-                "time/generation", "time/reward", "time/update", "response_length/think",
-                "response_length/no_think", "filter/epoch"):
+    for key in (
+        "reward/mean",
+        "truncation_ratio",
+        "zero_variance_groups",
+        "entropy",
+        "learning_rate",
+        "grad_norm",
+        "time/generation",
+        "time/reward",
+        "time/update",
+        "response_length/think",
+        "response_length/no_think",
+        "filter/epoch",
+    ):
         assert key in metrics[0], key
     assert json.loads((stage_dir / "substage-2" / "done").read_text())["stopped_on_truncation"] is True
     tuned = AutoModelForCausalLM.from_pretrained(model_dir)

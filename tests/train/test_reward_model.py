@@ -14,9 +14,13 @@ def pairs():
     rows = []
     for a in range(8):
         question = f"what is {a} plus 1?"
-        rows.append({"prompt": [{"role": "user", "content": question}],
-                     "chosen": [{"role": "assistant", "content": f"The answer is {a + 1}."}],
-                     "rejected": [{"role": "assistant", "content": "hello world hello world hello world"}]})
+        rows.append(
+            {
+                "prompt": [{"role": "user", "content": question}],
+                "chosen": [{"role": "assistant", "content": f"The answer is {a + 1}."}],
+                "rejected": [{"role": "assistant", "content": "hello world hello world hello world"}],
+            }
+        )
     return rows
 
 
@@ -25,26 +29,45 @@ def reward_model(tiny_checkpoint, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rm")
     data = tmp / "pairs.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in pairs()) + "\n")
-    recipe = parse_recipe({"name": "t", "model": {"path": str(tiny_checkpoint)}, "stages": [{
-        "kind": "reward_model", "data": str(data), "batch_size": 8, "per_device_batch_size": 8,
-        "learning_rate": 1e-2, "epochs": 30, "max_length": 128}]})
-    return run_reward_model_stage(recipe.stages[0], policy=tiny_checkpoint, stage_dir=tmp / "stage",
-                                  runtime=recipe.runtime, seed=0)
+    recipe = parse_recipe(
+        {
+            "name": "t",
+            "model": {"path": str(tiny_checkpoint)},
+            "stages": [
+                {
+                    "kind": "reward_model",
+                    "data": str(data),
+                    "batch_size": 8,
+                    "per_device_batch_size": 8,
+                    "learning_rate": 1e-2,
+                    "epochs": 30,
+                    "max_length": 128,
+                }
+            ],
+        }
+    )
+    return run_reward_model_stage(
+        recipe.stages[0], policy=tiny_checkpoint, stage_dir=tmp / "stage", runtime=recipe.runtime, seed=0
+    )
 
 
 def test_reward_model_learns_to_rank_chosen_above_rejected(reward_model, tiny_checkpoint):
     assert pairwise_accuracy(reward_model, pairs()) == 1.0
-    metrics = [json.loads(l) for l in (reward_model.parent / "metrics.jsonl").read_text().splitlines()]
+    metrics = [json.loads(line) for line in (reward_model.parent / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["loss"] < metrics[0]["loss"]
 
 
 def test_rlhf_reward_scores_the_answer_and_penalises_language_mixing(reward_model):
     prompt = [{"role": "user", "content": "what is 3 plus 1?"}]
-    requests = [{"messages": prompt, "prompt": "what is 3 plus 1?", "response": r} for r in (
-        "<think>hello world hello world</think>The answer is 4.",
-        "The answer is 4.",
-        "hello world hello world hello world",
-        "The answer is 4. Ответ четыре.")]
+    requests = [
+        {"messages": prompt, "prompt": "what is 3 plus 1?", "response": r}
+        for r in (
+            "<think>hello world hello world</think>The answer is 4.",
+            "The answer is 4.",
+            "hello world hello world hello world",
+            "The answer is 4. Ответ четыре.",
+        )
+    ]
     scores = score_batch(requests, reward_model=str(reward_model))
     rewards = [s.reward for s in scores]
     assert rewards[0] == pytest.approx(rewards[1], abs=1e-5)  # only the answer after </think> is scored
@@ -64,5 +87,5 @@ def test_combined_if_rm_reward_follows_the_formula():
     z = group_z_scores(rm, groups)
     assert z[:3] == pytest.approx([-1.2247, 0.0, 1.2247], abs=1e-4) and z[3:] == [0.0, 0.0]
     rewards = combine([1, 0, 1, 1, 0], rm, groups)
-    assert rewards[0] == pytest.approx(1 + 1 / (1 + 2.718281828 ** 1.2247), abs=1e-4)
+    assert rewards[0] == pytest.approx(1 + 1 / (1 + 2.718281828**1.2247), abs=1e-4)
     assert rewards[1] == 0.0 and rewards[2] > rewards[0] and rewards[3] == 1.5 and rewards[4] == 0.0

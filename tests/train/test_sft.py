@@ -14,41 +14,92 @@ def sft_rows():
     for a in range(6):
         for b in range(4):
             question = f"what is {a} plus {b}?"
-            rows.append({"messages": [{"role": "user", "content": question, "mode": "think"},
-                                      {"role": "assistant", "content": f"<think>{a}+{b}={a + b}</think>{a + b}"}]})
-            rows.append({"messages": [{"role": "user", "content": question, "mode": "no_think"},
-                                      {"role": "assistant", "content": f"{a + b}"}]})
+            rows.append(
+                {
+                    "messages": [
+                        {"role": "user", "content": question, "mode": "think"},
+                        {"role": "assistant", "content": f"<think>{a}+{b}={a + b}</think>{a + b}"},
+                    ]
+                }
+            )
+            rows.append(
+                {
+                    "messages": [
+                        {"role": "user", "content": question, "mode": "no_think"},
+                        {"role": "assistant", "content": f"{a + b}"},
+                    ]
+                }
+            )
     return rows
 
 
 def test_two_substages_train_from_each_other_and_drop_overlong_samples(tiny_checkpoint, tmp_path, capfd):
     data = tmp_path / "sft.jsonl"
     long_row = {"messages": [{"role": "user", "content": "x " * 400}, {"role": "assistant", "content": "y"}]}
-    tool_row = {"tools": [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}],
-                "messages": [{"role": "user", "content": "add 1 and 2"},
-                             {"role": "assistant", "content": "",
-                              "tool_calls": [{"function": {"name": "add", "arguments": {"a": 1, "b": 2}}}]}]}
+    tool_row = {
+        "tools": [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}],
+        "messages": [
+            {"role": "user", "content": "add 1 and 2"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "add", "arguments": {"a": 1, "b": 2}}}],
+            },
+        ],
+    }
     data.write_text("\n".join(json.dumps(r) for r in sft_rows() + [long_row, tool_row]) + "\n{broken\n")
-    recipe = parse_recipe({"name": "t", "model": {"path": str(tiny_checkpoint)}, "stages": [{
-        "kind": "sft", "substages": [
-            {"name": "s1", "data": str(data), "max_length": 512, "batch_size": 8, "per_device_batch_size": 8,
-             "learning_rate": 3e-3, "max_steps": 4},
-            {"name": "s2", "data": [{"path": str(data), "upsample": 2}], "max_length": 512, "batch_size": 8,
-             "per_device_batch_size": 8, "learning_rate": 3e-3, "max_steps": 3}]}]})
+    recipe = parse_recipe(
+        {
+            "name": "t",
+            "model": {"path": str(tiny_checkpoint)},
+            "stages": [
+                {
+                    "kind": "sft",
+                    "substages": [
+                        {
+                            "name": "s1",
+                            "data": str(data),
+                            "max_length": 512,
+                            "batch_size": 8,
+                            "per_device_batch_size": 8,
+                            "learning_rate": 3e-3,
+                            "max_steps": 4,
+                        },
+                        {
+                            "name": "s2",
+                            "data": [{"path": str(data), "upsample": 2}],
+                            "max_length": 512,
+                            "batch_size": 8,
+                            "per_device_batch_size": 8,
+                            "learning_rate": 3e-3,
+                            "max_steps": 3,
+                        },
+                    ],
+                }
+            ],
+        }
+    )
     stage_dir = tmp_path / "stage"
-    model_dir = run_sft_stage(recipe.stages[0], model_in=tiny_checkpoint, stage_dir=stage_dir,
-                              runtime=recipe.runtime, seed=0)
+    model_dir = run_sft_stage(
+        recipe.stages[0], model_in=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0
+    )
     report = json.loads((stage_dir / "data_report.json").read_text())
     assert report["substage-1"]["rows"] == 49 and report["substage-2"]["rows"] == 98
-    assert "1 invalid JSON" in report["substage-1"]["data"] and "longer than max_length 512" in report["substage-1"]["data"]
-    metrics = [json.loads(l) for l in (stage_dir / "metrics.jsonl").read_text().splitlines()]
+    assert (
+        "1 invalid JSON" in report["substage-1"]["data"]
+        and "longer than max_length 512" in report["substage-1"]["data"]
+    )
+    metrics = [json.loads(line) for line in (stage_dir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == list(range(1, 8)) and all("loss" in m for m in metrics)
     assert metrics[-1]["loss"] < metrics[0]["loss"]
     assert "{'loss'" not in capfd.readouterr().err  # the bar shows the loss; no dict per step
     tuned = AutoModelForCausalLM.from_pretrained(model_dir)
     base = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     assert any(not torch.equal(a, b) for a, b in zip(tuned.parameters(), base.parameters()))
-    assert AutoTokenizer.from_pretrained(model_dir).chat_template == AutoTokenizer.from_pretrained(tiny_checkpoint).chat_template
+    assert (
+        AutoTokenizer.from_pretrained(model_dir).chat_template
+        == AutoTokenizer.from_pretrained(tiny_checkpoint).chat_template
+    )
 
 
 def test_assistant_only_loss_masks_the_prompt(tiny_checkpoint):

@@ -15,18 +15,25 @@ def final_value(trace: str) -> int:
 
 
 def test_counting_trace_names_every_step():
-    assert arithmetic.count_trace("+", 7, 5) == \
-        "7 + 5: count 5 up from 7. 8 is 1, 9 is 2, 10 is 3, 11 is 4, 12 is 5. So 7 + 5 = 12."
-    assert arithmetic.count_trace("-", 31, 3) == \
-        "31 - 3: count 3 down from 31. 30 is 1, 29 is 2, 28 is 3. So 31 - 3 = 28."
+    assert (
+        arithmetic.count_trace("+", 7, 5)
+        == "7 + 5: count 5 up from 7. 8 is 1, 9 is 2, 10 is 3, 11 is 4, 12 is 5. So 7 + 5 = 12."
+    )
+    assert (
+        arithmetic.count_trace("-", 31, 3) == "31 - 3: count 3 down from 31. 30 is 1, 29 is 2, 28 is 3. So 31 - 3 = 28."
+    )
     with pytest.raises(ValueError, match="count_trace"):
         arithmetic.count_trace("-", 2, 5)
 
 
 def test_column_addition_writes_every_carry():
     assert arithmetic.add_trace(47, 85).splitlines() == [
-        "47 + 85", "7 + 5 = 12, so far 2, carry 1", "4 + 8 + 1 = 13, so far 32, carry 1", "so far 132",
-        "47 + 85 = 132"]
+        "47 + 85",
+        "7 + 5 = 12, so far 2, carry 1",
+        "4 + 8 + 1 = 13, so far 32, carry 1",
+        "so far 132",
+        "47 + 85 = 132",
+    ]
     assert "borrow" in arithmetic.sub_trace(52, 17)
 
 
@@ -57,8 +64,11 @@ def test_default_mix_draws_every_family():
 
 def test_harder_levels_have_longer_traces():
     tasks = draw(arithmetic.math_task, 400)
-    mean = {level: sum(len(t.reasoning) for t in tasks if t.kind == f"arith{level}") /
-            max(1, sum(t.kind == f"arith{level}" for t in tasks)) for level in (1, 2, 3)}
+    mean = {
+        level: sum(len(t.reasoning) for t in tasks if t.kind == f"arith{level}")
+        / max(1, sum(t.kind == f"arith{level}" for t in tasks))
+        for level in (1, 2, 3)
+    }
     assert mean[1] < mean[2] < mean[3]
 
 

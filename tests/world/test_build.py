@@ -14,12 +14,38 @@ from cascade_rl.world.build import BENCHMARKS, scaffolding
 from cascade_rl.world.decontam import row_text
 from tests.world.conftest import TOOL_CALL_DOMAIN
 
-SMALL = WorldSizes(sft_general=20, sft_ifeval=20, sft_math=40, sft_code=20, sft_tool=10, sft_swe_repair=5,
-                   sft_swe_localization=3, sft_swe_testgen=2, rm_pairs=80, rl_rlhf=10, rl_ifrl=10,
-                   rl_math=20, rl_code=10, rl_swe=5, bench_arena=8, bench_ifeval=8, bench_math=8,
-                   bench_code=8, bench_swe=4, bench_tool=8, vocab_size=600)
-TRAIN_FILES = ("sft.jsonl", "rm_pairs.jsonl", "rl_rlhf.jsonl", "rl_ifrl.jsonl", "rl_math.jsonl",
-               "rl_code.jsonl", "rl_swe.jsonl")
+SMALL = WorldSizes(
+    sft_general=20,
+    sft_ifeval=20,
+    sft_math=40,
+    sft_code=20,
+    sft_tool=10,
+    sft_swe_repair=5,
+    sft_swe_localization=3,
+    sft_swe_testgen=2,
+    rm_pairs=80,
+    rl_rlhf=10,
+    rl_ifrl=10,
+    rl_math=20,
+    rl_code=10,
+    rl_swe=5,
+    bench_arena=8,
+    bench_ifeval=8,
+    bench_math=8,
+    bench_code=8,
+    bench_swe=4,
+    bench_tool=8,
+    vocab_size=600,
+)
+TRAIN_FILES = (
+    "sft.jsonl",
+    "rm_pairs.jsonl",
+    "rl_rlhf.jsonl",
+    "rl_ifrl.jsonl",
+    "rl_math.jsonl",
+    "rl_code.jsonl",
+    "rl_swe.jsonl",
+)
 
 
 def read(path):
@@ -35,7 +61,7 @@ def world(tmp_path_factory):
 
 def test_same_seed_gives_byte_identical_files(tmp_path):
     first = build_world(tmp_path / "a", seed=5, sizes=SMALL)
-    second = build_world(tmp_path / "b", seed=5, sizes=SMALL)
+    build_world(tmp_path / "b", seed=5, sizes=SMALL)
     for name in list(first.sha256) + ["manifest.json", "tokenizer/tokenizer.json"]:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     other = build_world(tmp_path / "c", seed=6, sizes=SMALL)
@@ -68,14 +94,14 @@ def test_train_and_test_share_no_prompt_and_no_nine_gram(world):
     test_grams, test_short = set(), set()
     for words in _texts(test_rows, fixed):
         if len(words) >= 9:
-            test_grams.update(tuple(words[i:i + 9]) for i in range(len(words) - 8))
+            test_grams.update(tuple(words[i : i + 9]) for i in range(len(words) - 8))
         else:
             test_short.add(" ".join(words))
     test_prompts = {json.dumps(r["prompt"]) for r in test_rows}
     for name in TRAIN_FILES:
         rows = read(world.out_dir / name)
         for row, words in zip(rows, _texts(rows, fixed)):
-            assert not any(tuple(words[i:i + 9]) in test_grams for i in range(len(words) - 8)), row["id"]
+            assert not any(tuple(words[i : i + 9]) in test_grams for i in range(len(words) - 8)), row["id"]
             joined = f" {' '.join(words)} "
             assert not any(f" {short} " in joined for short in test_short), row["id"]
             prompt = row.get("prompt") or [m for m in row["messages"] if m["role"] != "assistant"]

@@ -46,11 +46,17 @@ def test_scaffolding_is_removed_before_counting():
 
 
 def test_row_text_reads_every_field_but_tools():
-    row = {"prompt": [{"role": "user", "content": "a"}], "chosen": [{"role": "assistant", "content": "b"}],
-           "rejected": [{"role": "assistant", "content": "c"}], "problem_statement": "d",
-           "files": {"x.py": "e"}, "tools": [{"function": {"name": "zzz"}}],
-           "messages": [{"role": "assistant", "content": "", "tool_calls": [
-               {"function": {"name": "f", "arguments": "{\"g\": 1}"}}]}]}
+    row = {
+        "prompt": [{"role": "user", "content": "a"}],
+        "chosen": [{"role": "assistant", "content": "b"}],
+        "rejected": [{"role": "assistant", "content": "c"}],
+        "problem_statement": "d",
+        "files": {"x.py": "e"},
+        "tools": [{"function": {"name": "zzz"}}],
+        "messages": [
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": '{"g": 1}'}}]}
+        ],
+    }
     text = row_text(row)
     assert all(part in text for part in "abcdefg") and "zzz" not in text
     assert strip_scaffolding("x fixed y fixed", ["fixed"]).split() == ["x", "y"]

@@ -14,8 +14,9 @@ from tests.world.conftest import draw
 
 def test_same_seed_same_tasks():
     assert draw(general.chat_task, 40) == draw(general.chat_task, 40)
-    assert [general.preference_pair(random.Random(3)) for _ in range(3)] == \
-        [general.preference_pair(random.Random(3)) for _ in range(3)]
+    assert [general.preference_pair(random.Random(3)) for _ in range(3)] == [
+        general.preference_pair(random.Random(3)) for _ in range(3)
+    ]
 
 
 def test_parallel_rows_share_the_prompt_and_the_answer():
@@ -33,10 +34,10 @@ def test_off_topic_answers_answer_a_related_but_different_request():
         request = general.random_request(rng)
         rejected = general.off_topic_answer(rng, request)
         assert rejected != request.answer
-        answers_of_siblings = {general.Request(request.intent, t, t).answer
-                               for t in general.TOPICS_BY_CATEGORY[request.topic.category]}
-        answers_of_other_intents = {general.Request(i, request.topic, request.other).answer
-                                    for i in general.INTENTS}
+        answers_of_siblings = {
+            general.Request(request.intent, t, t).answer for t in general.TOPICS_BY_CATEGORY[request.topic.category]
+        }
+        answers_of_other_intents = {general.Request(i, request.topic, request.other).answer for i in general.INTENTS}
         assert rejected in answers_of_siblings | answers_of_other_intents or request.intent.name == "compare"
 
 
@@ -57,8 +58,10 @@ def test_each_rejected_kind_is_worse_in_its_own_way(kind):
 
 def test_some_wrong_language_answers_trip_the_language_mixing_check():
     rng = random.Random(2)
-    flagged = [is_mixed(general.rejected_answer(rng, general.random_request(rng), "wrong_language"),
-                        "Tell me about cats.") for _ in range(40)]
+    flagged = [
+        is_mixed(general.rejected_answer(rng, general.random_request(rng), "wrong_language"), "Tell me about cats.")
+        for _ in range(40)
+    ]
     assert any(flagged) and not all(flagged)
 
 

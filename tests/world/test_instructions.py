@@ -39,8 +39,12 @@ def test_gold_answers_follow_every_instruction_strictly(score_gold):
 
 
 def test_an_answer_without_the_rewrite_fails():
-    tasks = [t for t in draw(instructions.if_task, 80) if "change_case:english_lowercase" in
-             t.reference["instruction_id_list"]]
+    tasks = [
+        t
+        for t in draw(instructions.if_task, 80)
+        if "change_case:english_lowercase" in t.reference["instruction_id_list"]
+    ]
     from tests.world.conftest import gold_rewards
+
     shouting = [t.__class__(**{**t.__dict__, "answer": t.answer.upper()}) for t in tasks]
     assert set(gold_rewards("ifeval", shouting, "no_think")) == {0.0}

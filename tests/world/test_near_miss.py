@@ -61,14 +61,33 @@ def _sft_answers(path):
 
 
 def test_share_of_near_misses_in_sft_and_nothing_else_changes(tmp_path):
-    sizes = WorldSizes(sft_general=40, sft_ifeval=40, sft_math=200, sft_code=40, sft_tool=10,
-                       sft_swe_repair=10, sft_swe_localization=2, sft_swe_testgen=2, rm_pairs=300,
-                       rl_rlhf=16, rl_ifrl=8, rl_math=8, rl_code=8, rl_swe=4, bench_arena=4,
-                       bench_ifeval=4, bench_math=8, bench_code=4, bench_swe=2, bench_tool=4)
+    sizes = WorldSizes(
+        sft_general=40,
+        sft_ifeval=40,
+        sft_math=200,
+        sft_code=40,
+        sft_tool=10,
+        sft_swe_repair=10,
+        sft_swe_localization=2,
+        sft_swe_testgen=2,
+        rm_pairs=300,
+        rl_rlhf=16,
+        rl_ifrl=8,
+        rl_math=8,
+        rl_code=8,
+        rl_swe=4,
+        bench_arena=4,
+        bench_ifeval=4,
+        bench_math=8,
+        bench_code=4,
+        bench_swe=2,
+        bench_tool=4,
+    )
     clean = build_world(tmp_path / "clean", sizes=sizes)
     noisy = build_world(tmp_path / "noisy", sizes=sizes, options=WorldOptions(sft_near_miss=0.5))
-    unboxed = [a for a in _sft_answers(tmp_path / "noisy") if a.endswith(".") and "The answer is" in a
-               and "boxed" not in a]
+    unboxed = [
+        a for a in _sft_answers(tmp_path / "noisy") if a.endswith(".") and "The answer is" in a and "boxed" not in a
+    ]
     assert 70 <= len(unboxed) <= 130  # about half of the 200 math answers
     assert not [a for a in _sft_answers(tmp_path / "clean") if "The answer is" in a and "boxed" not in a]
     for name, digest in clean.sha256.items():

@@ -19,8 +19,15 @@ def test_gold_programs_pass_in_the_sandbox(score_gold):
 
 def test_a_constant_printing_program_fails_every_family():
     tasks = draw(programs.code_task, 60)
-    cheats = [t.__class__(**{**t.__dict__, "answer": "```python\nprint(" + repr(
-        t.reference["tests"]["outputs"][0].strip()) + ")\n```"}) for t in tasks]
+    cheats = [
+        t.__class__(
+            **{
+                **t.__dict__,
+                "answer": "```python\nprint(" + repr(t.reference["tests"]["outputs"][0].strip()) + ")\n```",
+            }
+        )
+        for t in tasks
+    ]
     assert set(gold_rewards("code", cheats, "think")) == {0.0}
 
 

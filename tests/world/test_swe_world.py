@@ -28,7 +28,8 @@ def test_every_bug_kind_occurs_and_the_golden_patch_fixes_it():
     for instance in found:
         patched = apply_patch(instance.files, swe.golden_patch(instance))
         assert {p: t for p, t in patched.items() if t is not None} == {
-            p: t for p, t in instance.fixed_files.items() if p in patched}
+            p: t for p, t in instance.fixed_files.items() if p in patched
+        }
         assert instance.function.name in instance.problem_statement
         assert instance.dotted in instance.problem_statement
 
@@ -37,10 +38,18 @@ def test_gold_repairs_score_one_and_a_no_op_scores_zero(score_gold):
     tasks = draw(lambda rng: swe.repair_task(rng, swe.swe_instance(rng)), 40)
     assert score_gold("swe", tasks, "think") == [1.0] * len(tasks)
     no_ops = []
-    for task, instance in zip(tasks[:5], instances(5)):
+    for task, _instance in zip(tasks[:5], instances(5)):
         search = task.answer.split("<<<<<<< SEARCH\n")[1].split("=======\n")[0]
-        no_ops.append(task.__class__(**{**task.__dict__, "answer": task.answer.replace(
-            task.answer.split("=======\n")[1].split(">>>>>>> REPLACE")[0], search)}))
+        no_ops.append(
+            task.__class__(
+                **{
+                    **task.__dict__,
+                    "answer": task.answer.replace(
+                        task.answer.split("=======\n")[1].split(">>>>>>> REPLACE")[0], search
+                    ),
+                }
+            )
+        )
     assert set(score_gold("swe", no_ops, "think")) == {0.0}
 
 

@@ -7,10 +7,16 @@ from transformers import AutoTokenizer
 from cascade_rl.chat import SPECIAL_TOKENS, render
 from cascade_rl.world.tokenizer import PAD_TOKEN, build_tokenizer
 
-CORPUS = ["Tell me about owls. Owls hunt at night.", "What is 47 + 85? 7 + 5 = 12, so far 2, carry 1",
-          "def add(a, b):\n    return a + b\n", "Привет, мир! café"] * 50
-CONVERSATION = [{"role": "user", "content": "What is 4 + 5?", "mode": "think"},
-                {"role": "assistant", "content": "<think>4 + 5 = 9</think>The answer is \\boxed{9}."}]
+CORPUS = [
+    "Tell me about owls. Owls hunt at night.",
+    "What is 47 + 85? 7 + 5 = 12, so far 2, carry 1",
+    "def add(a, b):\n    return a + b\n",
+    "Привет, мир! café",
+] * 50
+CONVERSATION = [
+    {"role": "user", "content": "What is 4 + 5?", "mode": "think"},
+    {"role": "assistant", "content": "<think>4 + 5 = 9</think>The answer is \\boxed{9}."},
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +44,7 @@ def test_digits_are_one_per_token(saved):
 
 
 def test_round_trip_keeps_think_and_tool_tokens_and_drops_control_tokens(saved):
-    text = "<think>4 + 5 = 9</think><tool_call>\n{\"name\": \"f\"}\n</tool_call>Привет café"
+    text = '<think>4 + 5 = 9</think><tool_call>\n{"name": "f"}\n</tool_call>Привет café'
     ids = saved(text + "<|im_end|>", add_special_tokens=False)["input_ids"]
     assert saved.decode(ids, skip_special_tokens=False) == text + "<|im_end|>"
     assert saved.decode(ids, skip_special_tokens=True) == text
@@ -54,8 +60,9 @@ def test_chat_template_is_the_cascade_template(saved):
 
 
 def test_assistant_mask_covers_the_answer_only(saved):
-    encoded = saved.apply_chat_template(CONVERSATION, tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
+    encoded = saved.apply_chat_template(
+        CONVERSATION, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     kept = [i for i, m in zip(encoded["input_ids"], encoded["assistant_masks"]) if m]
     assert saved.decode(kept).startswith("<think>4 + 5 = 9</think>The answer")
 

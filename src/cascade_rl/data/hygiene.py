@@ -8,7 +8,8 @@ formatting differences do not hide an overlap.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 Row = TypeVar("Row")
 _WORD = re.compile(r"[0-9a-z\u00c0-\uffff]+")
@@ -21,7 +22,7 @@ def words(text: str) -> list[str]:
 def ngrams(text: str, n: int = 9) -> Iterator[tuple[str, ...]]:
     tokens = words(text)
     for start in range(len(tokens) - n + 1):
-        yield tuple(tokens[start:start + n])
+        yield tuple(tokens[start : start + n])
 
 
 def ngram_index(texts: Iterable[str], n: int = 9) -> set[tuple[str, ...]]:
@@ -31,8 +32,9 @@ def ngram_index(texts: Iterable[str], n: int = 9) -> set[tuple[str, ...]]:
     return index
 
 
-def decontaminate(rows: Iterable[Row], test_texts: Iterable[str], text_of: Callable[[Row], str],
-                  n: int = 9) -> tuple[list[Row], int]:
+def decontaminate(
+    rows: Iterable[Row], test_texts: Iterable[str], text_of: Callable[[Row], str], n: int = 9
+) -> tuple[list[Row], int]:
     """Rows that share no ``n``-gram with any test text, and how many were dropped."""
     index = ngram_index(test_texts, n)
     kept, dropped = [], 0

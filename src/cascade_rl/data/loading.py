@@ -14,9 +14,10 @@ import json
 import math
 import random
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from cascade_rl.recipe import DataSource, expand
 from cascade_rl.rewards.registry import get_domain, missing_fields
@@ -37,7 +38,7 @@ class LoadReport:
         self.skipped[reason] += 1
         self.examples.setdefault(reason, where)
 
-    def merge(self, other: "LoadReport") -> None:
+    def merge(self, other: LoadReport) -> None:
         self.read += other.read
         self.kept += other.kept
         self.skipped.update(other.skipped)
@@ -47,8 +48,9 @@ class LoadReport:
     def summary(self) -> str:
         text = f"{self.kept} of {self.read} rows kept"
         if self.skipped:
-            reasons = "; ".join(f"{count} {reason} (e.g. {self.examples[reason]})"
-                                for reason, count in self.skipped.most_common())
+            reasons = "; ".join(
+                f"{count} {reason} (e.g. {self.examples[reason]})" for reason, count in self.skipped.most_common()
+            )
             text += f", skipped: {reasons}"
         return text
 
@@ -80,8 +82,9 @@ def read_rows(path: Path, report: LoadReport) -> Iterator[tuple[str, Any]]:
                 report.skip("invalid JSON", where)
 
 
-def load_source(source: DataSource, normalise: Callable[[dict], dict], *, seed: int = 0,
-                variables: dict[str, str] | None = None) -> tuple[list[dict], LoadReport]:
+def load_source(
+    source: DataSource, normalise: Callable[[dict], dict], *, seed: int = 0, variables: dict[str, str] | None = None
+) -> tuple[list[dict], LoadReport]:
     """Read one source, rename its fields, normalise each row (a ``ValueError`` from
     ``normalise`` skips the row with that reason), then apply ``limit`` and ``upsample``."""
     report = LoadReport()
@@ -104,8 +107,13 @@ def load_source(source: DataSource, normalise: Callable[[dict], dict], *, seed: 
     return rows, report
 
 
-def load_sources(sources: Iterable[DataSource], normalise: Callable[[dict], dict], *, seed: int = 0,
-                 variables: dict[str, str] | None = None) -> tuple[list[dict], LoadReport]:
+def load_sources(
+    sources: Iterable[DataSource],
+    normalise: Callable[[dict], dict],
+    *,
+    seed: int = 0,
+    variables: dict[str, str] | None = None,
+) -> tuple[list[dict], LoadReport]:
     total = LoadReport()
     rows: list[dict] = []
     for source in sources:
@@ -158,8 +166,14 @@ def _clean_message(message: dict) -> dict:
         for call in message["tool_calls"]:
             function = call.get("function", call)
             arguments = function.get("arguments", {})
-            calls.append({"function": {"name": str(function.get("name", "")),
-                                       "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}})
+            calls.append(
+                {
+                    "function": {
+                        "name": str(function.get("name", "")),
+                        "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    }
+                }
+            )
         out["tool_calls"] = calls
     return out
 
@@ -211,6 +225,7 @@ def _answer(value: Any, what: str) -> list[dict]:
 def rl_normaliser(default_domain: str | None) -> Callable[[dict], dict]:
     """Normaliser for RL prompt rows: prompt messages, a known reward domain and the
     reference fields that domain needs (DESIGN convention 3)."""
+
     def normalise(row: dict) -> dict:
         prompt = as_messages(row.get("prompt") if "prompt" in row else row.get("messages"), "prompt")
         while prompt and prompt[-1]["role"] == "assistant":  # chat rows may carry their answer
@@ -229,4 +244,5 @@ def rl_normaliser(default_domain: str | None) -> Callable[[dict], dict]:
             raise ValueError(f"domain {domain.name} needs field {missing[0]!r}")
         reference = {k: v for k, v in row.items() if k not in ("prompt", "messages", "domain")}
         return {"prompt": prompt, "domain": domain.name, "reference": reference, "id": row.get("id")}
+
     return normalise

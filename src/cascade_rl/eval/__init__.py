@@ -7,5 +7,16 @@
 from cascade_rl.eval.elo import Contest, Contestant, ContestResult, Problem, Standing, codeforces_elo
 from cascade_rl.eval.metrics import avg_at_k, best_at_k, majority_at_k, pass_at_k, pass_at_k_estimate
 
-__all__ = ["Contest", "Contestant", "ContestResult", "Problem", "Standing", "avg_at_k", "best_at_k",
-           "codeforces_elo", "majority_at_k", "pass_at_k", "pass_at_k_estimate"]
+__all__ = [
+    "Contest",
+    "Contestant",
+    "ContestResult",
+    "Problem",
+    "Standing",
+    "avg_at_k",
+    "best_at_k",
+    "codeforces_elo",
+    "majority_at_k",
+    "pass_at_k",
+    "pass_at_k_estimate",
+]

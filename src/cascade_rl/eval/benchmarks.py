@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from cascade_rl.chat import decode_response, last_user_text, stop_token_ids, with_mode
 from cascade_rl.data.loading import load_sources, rl_normaliser
@@ -41,15 +42,26 @@ class BenchmarkResult:
 
 
 def load_benchmark(bench: Benchmark, variables: Mapping[str, str] | None = None) -> list[dict]:
-    rows, report = load_sources([DataSource(path=bench.data, limit=bench.limit)], rl_normaliser(bench.domain),
-                                variables=dict(variables or {}))
+    rows, report = load_sources(
+        [DataSource(path=bench.data, limit=bench.limit)], rl_normaliser(bench.domain), variables=dict(variables or {})
+    )
     if report.skipped:
         log.warning("benchmark %s: %s", bench.name, report.summary())
     return rows
 
 
-def sample_responses(model: Any, tokenizer: Any, prompts: Sequence[Sequence[dict]], *, k: int, temperature: float,
-                     top_p: float, max_new_tokens: int, batch_size: int = 32, seed: int = 0) -> list[list[str]]:
+def sample_responses(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[dict]],
+    *,
+    k: int,
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> list[list[str]]:
     """``k`` sampled responses per chat prompt with transformers' ``generate`` (greedy when
     ``temperature`` is 0), decoded with their thinking tags intact."""
     import torch
@@ -61,17 +73,27 @@ def sample_responses(model: Any, tokenizer: Any, prompts: Sequence[Sequence[dict
     outputs: list[list[str]] = []
     per_batch = max(1, batch_size // k) if k <= batch_size else 1
     for start in range(0, len(prompts), per_batch):
-        texts = [tokenizer.apply_chat_template(list(p), tokenize=False, add_generation_prompt=True)
-                 for p in prompts[start:start + per_batch]]
+        texts = [
+            tokenizer.apply_chat_template(list(p), tokenize=False, add_generation_prompt=True)
+            for p in prompts[start : start + per_batch]
+        ]
         batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         budget = max_new_tokens if limit is None else max(1, min(max_new_tokens, limit - batch["input_ids"].shape[1]))
-        sampling = dict(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else dict(do_sample=False)
+        sampling = (
+            dict(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else dict(do_sample=False)
+        )
         with torch.inference_mode():
-            generated = model.generate(**batch, max_new_tokens=budget, num_return_sequences=k,
-                                       pad_token_id=tokenizer.pad_token_id, eos_token_id=sorted(stops), **sampling)
-        new_tokens = generated[:, batch["input_ids"].shape[1]:]
+            generated = model.generate(
+                **batch,
+                max_new_tokens=budget,
+                num_return_sequences=k,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=sorted(stops),
+                **sampling,
+            )
+        new_tokens = generated[:, batch["input_ids"].shape[1] :]
         decoded = [decode_response(tokenizer, ids, stops) for ids in new_tokens.tolist()]
-        outputs.extend(decoded[i:i + k] for i in range(0, len(decoded), k))
+        outputs.extend(decoded[i : i + k] for i in range(0, len(decoded), k))
     return outputs
 
 
@@ -79,13 +101,24 @@ def _requests(rows: Sequence[dict], samples: Sequence[Sequence[str]]) -> list[tu
     out = []
     for index, (row, responses) in enumerate(zip(rows, samples)):
         for response in responses:
-            out.append((row["domain"], {**row["reference"], "response": response, "prompt": last_user_text(row["prompt"]),
-                                        "messages": row["prompt"], "group": str(index)}))
+            out.append(
+                (
+                    row["domain"],
+                    {
+                        **row["reference"],
+                        "response": response,
+                        "prompt": last_user_text(row["prompt"]),
+                        "messages": row["prompt"],
+                        "group": str(index),
+                    },
+                )
+            )
     return out
 
 
-def score_samples(rows: Sequence[dict], samples: Sequence[Sequence[str]], options: Mapping[str, Any],
-                  workers: int = 4) -> list[list[Any]]:
+def score_samples(
+    rows: Sequence[dict], samples: Sequence[Sequence[str]], options: Mapping[str, Any], workers: int = 4
+) -> list[list[Any]]:
     """Scores per prompt and sample, each domain scored as one batch through the registry."""
     requests = _requests(rows, samples)
     by_domain: dict[str, list[int]] = {}
@@ -93,12 +126,14 @@ def score_samples(rows: Sequence[dict], samples: Sequence[Sequence[str]], option
         by_domain.setdefault(domain, []).append(index)
     flat: list[Any] = [None] * len(requests)
     for domain, members in by_domain.items():
-        scores = score_batch(get_domain(domain), [requests[i][1] for i in members], options.get(domain), workers=workers)
+        scores = score_batch(
+            get_domain(domain), [requests[i][1] for i in members], options.get(domain), workers=workers
+        )
         for i, score in zip(members, scores):
             flat[i] = score
     out, cursor = [], 0
     for responses in samples:
-        out.append(flat[cursor:cursor + len(responses)])
+        out.append(flat[cursor : cursor + len(responses)])
         cursor += len(responses)
     return out
 
@@ -118,14 +153,21 @@ def verify_result(bench: Benchmark, scores: Sequence[Sequence[Any]]) -> Benchmar
     else:
         value = metrics.avg_at_k(correct, bench.k)
     per_prompt = [sum(row) / len(row) for row in correct if row]
-    extra = {"mean_reward": sum(rewards) / max(len(rewards), 1),
-             "pass@k": 100.0 * metrics.pass_at_k(correct, bench.k),
-             "stderr": 100.0 * metrics.standard_error(per_prompt)}
+    extra = {
+        "mean_reward": sum(rewards) / max(len(rewards), 1),
+        "pass@k": 100.0 * metrics.pass_at_k(correct, bench.k),
+        "stderr": 100.0 * metrics.standard_error(per_prompt),
+    }
     return BenchmarkResult(bench.name, 100.0 * value, bench.metric, bench.k, len(scores), extra)
 
 
-def arena_result(bench: Benchmark, rows: Sequence[dict], samples: Sequence[Sequence[str]], references: Sequence[str],
-                 reward_model: str) -> BenchmarkResult:
+def arena_result(
+    bench: Benchmark,
+    rows: Sequence[dict],
+    samples: Sequence[Sequence[str]],
+    references: Sequence[str],
+    reward_model: str,
+) -> BenchmarkResult:
     from cascade_rl.eval.metrics import standard_error
     from cascade_rl.rewards.preference import rm_scores
 
@@ -135,26 +177,46 @@ def arena_result(bench: Benchmark, rows: Sequence[dict], samples: Sequence[Seque
     reference_scores = rm_scores(reference_requests, reward_model)
     wins, per_prompt, cursor = [], [], 0
     for index, group in enumerate(samples):
-        group_wins = [1.0 if value > reference_scores[index] else 0.5 if value == reference_scores[index] else 0.0
-                      for value in sample_scores[cursor:cursor + len(group)]]
+        group_wins = [
+            1.0 if value > reference_scores[index] else 0.5 if value == reference_scores[index] else 0.0
+            for value in sample_scores[cursor : cursor + len(group)]
+        ]
         wins += group_wins
         per_prompt += [sum(group_wins) / len(group_wins)] if group_wins else []
         cursor += len(group)
-    return BenchmarkResult(bench.name, 100.0 * sum(wins) / max(len(wins), 1), "win rate", bench.k, len(rows),
-                           {"mean_rm_score": sum(sample_scores) / max(len(sample_scores), 1),
-                            "stderr": 100.0 * standard_error(per_prompt)})
+    return BenchmarkResult(
+        bench.name,
+        100.0 * sum(wins) / max(len(wins), 1),
+        "win rate",
+        bench.k,
+        len(rows),
+        {
+            "mean_rm_score": sum(sample_scores) / max(len(sample_scores), 1),
+            "stderr": 100.0 * standard_error(per_prompt),
+        },
+    )
 
 
-def evaluate(model_dir: Path, benchmarks: Sequence[Benchmark], out_dir: Path, *,
-             variables: Mapping[str, str] | None = None, reward_model: str | None = None,
-             arena_dir: Path | None = None, batch_size: int = 32, workers: int = 4, seed: int = 0) -> dict[str, dict]:
+def evaluate(
+    model_dir: Path,
+    benchmarks: Sequence[Benchmark],
+    out_dir: Path,
+    *,
+    variables: Mapping[str, str] | None = None,
+    reward_model: str | None = None,
+    arena_dir: Path | None = None,
+    batch_size: int = 32,
+    workers: int = 4,
+    seed: int = 0,
+) -> dict[str, dict]:
     """Evaluate ``model_dir`` on ``benchmarks``; write ``out_dir/eval.json`` (+ samples)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True,
-                                                 dtype=torch.bfloat16 if torch.cuda.is_available() else torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, local_files_only=True, dtype=torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    )
     model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
     samples_dir = out_dir / "eval-samples"
     samples_dir.mkdir(parents=True, exist_ok=True)
@@ -165,8 +227,13 @@ def evaluate(model_dir: Path, benchmarks: Sequence[Benchmark], out_dir: Path, *,
         if bench.kind == "arena" and not reward_model:
             log.info("%s: skipped (an arena benchmark needs a trained reward model)", bench.name)
             continue
-        generate = dict(temperature=bench.temperature, top_p=bench.top_p, max_new_tokens=bench.max_new_tokens,
-                        batch_size=batch_size, seed=seed)
+        generate = dict(
+            temperature=bench.temperature,
+            top_p=bench.top_p,
+            max_new_tokens=bench.max_new_tokens,
+            batch_size=batch_size,
+            seed=seed,
+        )
         samples = sample_responses(model, tokenizer, prompts, k=bench.k, **generate)
         if bench.kind == "arena":
             references = _arena_references(bench, arena_dir or out_dir, model, tokenizer, prompts, generate)
@@ -183,8 +250,9 @@ def evaluate(model_dir: Path, benchmarks: Sequence[Benchmark], out_dir: Path, *,
     return results
 
 
-def _arena_references(bench: Benchmark, arena_dir: Path, model: Any, tokenizer: Any, prompts: list,
-                      generate: dict) -> list[str]:
+def _arena_references(
+    bench: Benchmark, arena_dir: Path, model: Any, tokenizer: Any, prompts: list, generate: dict
+) -> list[str]:
     path = arena_dir / f"{bench.name}.references.jsonl"
     if path.exists():
         return [json.loads(line)["response"] for line in path.read_text().splitlines()]
@@ -194,8 +262,9 @@ def _arena_references(bench: Benchmark, arena_dir: Path, model: Any, tokenizer: 
     return references
 
 
-def _write_samples(path: Path, rows: Sequence[dict], samples: Sequence[Sequence[str]],
-                   scores: Sequence[Sequence[Any]] | None) -> None:
+def _write_samples(
+    path: Path, rows: Sequence[dict], samples: Sequence[Sequence[str]], scores: Sequence[Sequence[Any]] | None
+) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         for index, (row, group) in enumerate(zip(rows, samples)):
             for j, response in enumerate(group):

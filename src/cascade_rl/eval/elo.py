@@ -40,8 +40,9 @@ Assumptions, where the appendix is silent (each documented and, where it matters
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 ContestStyle = Literal["regular", "icpc"]
 RankEquation = Literal["codeforces", "as_written"]
@@ -55,6 +56,7 @@ _TIE_TOLERANCE = 1e-9
 @dataclass(frozen=True)
 class Problem:
     """One contest problem; ``max_points`` is needed for regular rounds only."""
+
     name: str
     max_points: float | None = None
 
@@ -63,6 +65,7 @@ class Problem:
 class Standing:
     """A scoreboard result: ``points`` for regular rounds; ``solved`` and ``penalty_minutes``
     for ICPC-style rounds."""
+
     points: float = 0.0
     solved: int = 0
     penalty_minutes: float = 0.0
@@ -71,6 +74,7 @@ class Standing:
 @dataclass(frozen=True, kw_only=True)
 class Contestant(Standing):
     """One human on the final scoreboard: their result and pre-contest ``rating``."""
+
     rating: float
 
 
@@ -98,18 +102,23 @@ class Contest:
 class ContestResult:
     """The model's correct-submission count per problem of ``contest`` (same order), out of
     ``submissions`` attempts each."""
+
     contest: Contest
     correct: tuple[int, ...]
     submissions: int = DEFAULT_SUBMISSIONS
 
     def __post_init__(self) -> None:
         if len(self.correct) != len(self.contest.problems):
-            raise ValueError(f"contest {self.contest.name!r}: {len(self.correct)} correct counts for "
-                             f"{len(self.contest.problems)} problems")
+            raise ValueError(
+                f"contest {self.contest.name!r}: {len(self.correct)} correct counts for "
+                f"{len(self.contest.problems)} problems"
+            )
         for problem, k in zip(self.contest.problems, self.correct):
             if not 0 <= k <= self.submissions:
-                raise ValueError(f"contest {self.contest.name!r}, problem {problem.name!r}: "
-                                 f"correct={k} outside 0..{self.submissions}")
+                raise ValueError(
+                    f"contest {self.contest.name!r}, problem {problem.name!r}: "
+                    f"correct={k} outside 0..{self.submissions}"
+                )
 
 
 @dataclass(frozen=True)
@@ -135,8 +144,10 @@ def model_standing(result: ContestResult, min_points_fraction: float = 0.3) -> S
     penalties = [expected_penalties(result.submissions, k) for _, k in solved]
     if contest.style == "icpc":
         return Standing(solved=len(solved), penalty_minutes=PENALTY_MINUTES * sum(penalties))
-    points = sum(max(p.max_points - PENALTY_POINTS * e, min_points_fraction * p.max_points)
-                 for (p, _), e in zip(solved, penalties))
+    points = sum(
+        max(p.max_points - PENALTY_POINTS * e, min_points_fraction * p.max_points)
+        for (p, _), e in zip(solved, penalties)
+    )
     return Standing(points=points, solved=len(solved))
 
 
@@ -159,17 +170,21 @@ def model_rank(contest: Contest, standing: Standing) -> float:
     return 1.0 + outcomes.count(1) + outcomes.count(0) / 2.0
 
 
-def expected_rank(rating: float, opponent_ratings: Sequence[float],
-                  rank_equation: RankEquation = "codeforces") -> float:
+def expected_rank(
+    rating: float, opponent_ratings: Sequence[float], rank_equation: RankEquation = "codeforces"
+) -> float:
     """Expected place of a contestant rated ``rating`` among the opponents (decreasing in rating)."""
     beaten_by = sum(1.0 / (1.0 + 10.0 ** ((rating - other) / 400.0)) for other in opponent_ratings)
     return beaten_by + (1.0 if rank_equation == "codeforces" else 0.0)
 
 
-def performance_rating(rank: float, opponent_ratings: Sequence[float],
-                       rank_equation: RankEquation = "codeforces",
-                       rating_bounds: tuple[float, float] = (-1000.0, 5000.0),
-                       tolerance: float = 1e-6) -> float:
+def performance_rating(
+    rank: float,
+    opponent_ratings: Sequence[float],
+    rank_equation: RankEquation = "codeforces",
+    rating_bounds: tuple[float, float] = (-1000.0, 5000.0),
+    tolerance: float = 1e-6,
+) -> float:
     """Solve expected_rank(R) = rank for R by bisection (expected rank falls monotonically in R)."""
     if not opponent_ratings:
         raise ValueError("need at least one opponent rating")
@@ -193,9 +208,13 @@ def performance_rating(rank: float, opponent_ratings: Sequence[float],
     return (low + high) / 2.0
 
 
-def contest_rating(result: ContestResult, *, rank_equation: RankEquation = "codeforces",
-                   min_points_fraction: float = 0.3,
-                   rating_bounds: tuple[float, float] = (-1000.0, 5000.0)) -> float:
+def contest_rating(
+    result: ContestResult,
+    *,
+    rank_equation: RankEquation = "codeforces",
+    min_points_fraction: float = 0.3,
+    rating_bounds: tuple[float, float] = (-1000.0, 5000.0),
+) -> float:
     """The model's performance rating in one contest."""
     contest = result.contest
     rank = model_rank(contest, model_standing(result, min_points_fraction))
@@ -203,18 +222,24 @@ def contest_rating(result: ContestResult, *, rank_equation: RankEquation = "code
     return performance_rating(rank, ratings, rank_equation, rating_bounds)
 
 
-def codeforces_elo(results: Sequence[ContestResult], *, rank_equation: RankEquation = "codeforces",
-                   min_points_fraction: float = 0.3,
-                   rating_bounds: tuple[float, float] = (-1000.0, 5000.0)) -> EloEstimate:
+def codeforces_elo(
+    results: Sequence[ContestResult],
+    *,
+    rank_equation: RankEquation = "codeforces",
+    min_points_fraction: float = 0.3,
+    rating_bounds: tuple[float, float] = (-1000.0, 5000.0),
+) -> EloEstimate:
     """Mean performance rating over contests (the paper's reported Codeforces Elo)."""
     if not results:
         raise ValueError("codeforces_elo needs at least one contest result")
     names = [result.contest.name for result in results]
     if len(set(names)) != len(names):
         raise ValueError(f"contest names must be unique, got {names}")
-    per_contest = {result.contest.name: contest_rating(result, rank_equation=rank_equation,
-                                                       min_points_fraction=min_points_fraction,
-                                                       rating_bounds=rating_bounds)
-                   for result in results}
+    per_contest = {
+        result.contest.name: contest_rating(
+            result, rank_equation=rank_equation, min_points_fraction=min_points_fraction, rating_bounds=rating_bounds
+        )
+        for result in results
+    }
     elo = math.fsum(per_contest.values()) / len(per_contest)
     return EloEstimate(elo=elo, per_contest=per_contest)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 Correctness = bool | float
 T = TypeVar("T")
@@ -113,8 +114,9 @@ def normalize_answer(answer: str | None) -> str:
     return re.sub(r"\s+", " ", answer.strip().lower())
 
 
-def majority_vote(answers: Sequence[str | None],
-                  normalize: Callable[[str | None], str] = normalize_answer) -> int | None:
+def majority_vote(
+    answers: Sequence[str | None], normalize: Callable[[str | None], str] = normalize_answer
+) -> int | None:
     """Index of the first sample carrying the most frequent normalised answer, or None when no
     sample has an answer. Ties go to the answer seen first."""
     keys = [normalize(answer) for answer in answers]
@@ -125,8 +127,9 @@ def majority_vote(answers: Sequence[str | None],
     return next(index for index, key in enumerate(keys) if key and counts[key] == top)
 
 
-def _paired(per_sample: Sequence[Sequence[T]], correct: Sequence[Sequence[Correctness]], k: int,
-            what: str) -> Iterator[tuple[int, Sequence[T], Sequence[Correctness]]]:
+def _paired(
+    per_sample: Sequence[Sequence[T]], correct: Sequence[Sequence[Correctness]], k: int, what: str
+) -> Iterator[tuple[int, Sequence[T], Sequence[Correctness]]]:
     """Validate a per-sample list against ``correct`` prompt by prompt; yield
     (prompt index, first k entries, that prompt's correctness)."""
     _check_k(k)
@@ -135,13 +138,18 @@ def _paired(per_sample: Sequence[Sequence[T]], correct: Sequence[Sequence[Correc
         raise ValueError(f"{what}: {len(per_sample)} prompts but correct has {len(correct)}")
     for index, (samples, prompt_correct) in enumerate(zip(per_sample, correct)):
         if len(samples) != len(prompt_correct):
-            raise ValueError(f"{what}: prompt {index} has {len(samples)} entries but "
-                             f"{len(prompt_correct)} correctness values")
+            raise ValueError(
+                f"{what}: prompt {index} has {len(samples)} entries but {len(prompt_correct)} correctness values"
+            )
         yield index, _first_k(samples, k, index), prompt_correct
 
 
-def majority_at_k(answers: Sequence[Sequence[str | None]], correct: Sequence[Sequence[Correctness]],
-                  k: int, normalize: Callable[[str | None], str] = normalize_answer) -> float:
+def majority_at_k(
+    answers: Sequence[Sequence[str | None]],
+    correct: Sequence[Sequence[Correctness]],
+    k: int,
+    normalize: Callable[[str | None], str] = normalize_answer,
+) -> float:
     """Fraction of prompts whose majority answer among the first ``k`` samples is correct.
 
     ``answers[p][j]`` is sample j's extracted answer; ``correct[p][j]`` its correctness as judged
@@ -154,8 +162,7 @@ def majority_at_k(answers: Sequence[Sequence[str | None]], correct: Sequence[Seq
     return _mean(scores)
 
 
-def best_at_k(selection_scores: Sequence[Sequence[Any]], correct: Sequence[Sequence[Correctness]],
-              k: int) -> float:
+def best_at_k(selection_scores: Sequence[Sequence[Any]], correct: Sequence[Sequence[Correctness]], k: int) -> float:
     """Fraction of prompts whose highest-selection-score sample among the first ``k`` is correct.
 
     Selection scores may be numbers or tuples (compared lexicographically); ties go to the

@@ -29,27 +29,34 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
 
 TRAINING_KINDS = ("sft", "reward_model", "grpo")
 STAGE_KINDS = TRAINING_KINDS + ("eval",)
 DEFAULT_TARGETS: dict[str, str] = {
-    "rlhf": "toy-arena", "ifrl": "toy-ifeval", "math": "toy-math", "code": "toy-code", "swe": "toy-swe"}
+    "rlhf": "toy-arena",
+    "ifrl": "toy-ifeval",
+    "math": "toy-math",
+    "code": "toy-code",
+    "swe": "toy-swe",
+}
 DEFAULT_MIN_GAIN = 10.0
 DEFAULT_FORGETTING_LIMIT = 5.0
 BASELINE_LABEL = "base model"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_STAGE_DIR = re.compile(r"^\d+-")   # <NN-stage>
+_STAGE_DIR = re.compile(r"^\d+-")  # <NN-stage>
 _NUMBER_TEXT = re.compile(r"^(\*\*)?[+-]?\d+(\.\d+)?(\*\*)?$")
 
 
 @dataclass
 class StageRecord:
     """One finished stage as read from its directory."""
+
     directory: Path
     index: int
     name: str
@@ -65,6 +72,7 @@ class StageRecord:
 @dataclass
 class TargetCheck:
     """The own-domain gain of one RL stage and whether its benchmark was later forgotten."""
+
     stage: str
     benchmark: str
     start: float | None
@@ -98,29 +106,45 @@ class TargetCheck:
         if self.end is None:
             found.append(f"`{self.stage}`: {self.benchmark} was not evaluated after the stage")
         elif self.start is None:
-            found.append(f"`{self.stage}`: no {self.benchmark} value for the checkpoint it started "
-                         f"from, so its gain is unknown")
+            found.append(
+                f"`{self.stage}`: no {self.benchmark} value for the checkpoint it started from, so its gain is unknown"
+            )
         elif not self.gain_met:
-            found.append(f"`{self.stage}`: {self.benchmark} changed by {self.delta:+.1f} points "
-                         f"({self.start:.1f} -> {self.end:.1f}); target +{self.min_gain:.1f}, "
-                         f"short by {self.min_gain - self.delta:.1f}")
+            found.append(
+                f"`{self.stage}`: {self.benchmark} changed by {self.delta:+.1f} points "
+                f"({self.start:.1f} -> {self.end:.1f}); target +{self.min_gain:.1f}, "
+                f"short by {self.min_gain - self.delta:.1f}"
+            )
         if not self.forgetting_met:
-            found.append(f"{self.benchmark} fell {self.later_fall:.1f} points after `{self.stage}` "
-                         f"(lowest after `{self.worst_later_stage}`); limit {self.forgetting_limit:.1f}, "
-                         f"over by {self.later_fall - self.forgetting_limit:.1f}")
+            found.append(
+                f"{self.benchmark} fell {self.later_fall:.1f} points after `{self.stage}` "
+                f"(lowest after `{self.worst_later_stage}`); limit {self.forgetting_limit:.1f}, "
+                f"over by {self.later_fall - self.forgetting_limit:.1f}"
+            )
         return found
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "benchmark": self.benchmark, "start": self.start, "end": self.end,
-                "delta": self.delta, "min_gain": self.min_gain, "gain_met": self.gain_met,
-                "later_fall": self.later_fall, "worst_later_stage": self.worst_later_stage,
-                "forgetting_limit": self.forgetting_limit, "forgetting_met": self.forgetting_met,
-                "met": not self.problems(), "problems": self.problems()}
+        return {
+            "stage": self.stage,
+            "benchmark": self.benchmark,
+            "start": self.start,
+            "end": self.end,
+            "delta": self.delta,
+            "min_gain": self.min_gain,
+            "gain_met": self.gain_met,
+            "later_fall": self.later_fall,
+            "worst_later_stage": self.worst_later_stage,
+            "forgetting_limit": self.forgetting_limit,
+            "forgetting_met": self.forgetting_met,
+            "met": not self.problems(),
+            "problems": self.problems(),
+        }
 
 
 @dataclass
 class RunSummary:
     """Everything the report shows, derived from the stage directories."""
+
     run_dir: Path
     rows: list[StageRecord]
     baseline: dict[str, float]
@@ -131,6 +155,7 @@ class RunSummary:
 
 
 # ---------------------------------------------------------------- reading the run directory
+
 
 def _read_json(path: Path) -> Any:
     try:
@@ -228,10 +253,20 @@ def load_stages(run_dir: Path) -> tuple[list[StageRecord], list[str]]:
             continue
         values, labels, stderr = read_eval(directory / "eval.json")
         metrics, bad = read_metrics(directory / "metrics.jsonl")
-        stages.append(StageRecord(directory=directory, index=info["index"], name=str(info["name"]),
-                                  kind=info["kind"], wall_s=info["wall_s"], eval=values, eval_labels=labels,
-                                  eval_stderr=stderr,
-                                  metrics=metrics, bad_metric_lines=bad))
+        stages.append(
+            StageRecord(
+                directory=directory,
+                index=info["index"],
+                name=str(info["name"]),
+                kind=info["kind"],
+                wall_s=info["wall_s"],
+                eval=values,
+                eval_labels=labels,
+                eval_stderr=stderr,
+                metrics=metrics,
+                bad_metric_lines=bad,
+            )
+        )
     stages.sort(key=lambda stage: stage.index)
     return stages, unfinished
 
@@ -252,11 +287,19 @@ def summarize_run(run_dir: Path) -> RunSummary:
             rows[-1].eval.update(stage.eval)
         else:
             baseline.update(stage.eval)
-    return RunSummary(run_dir=run_dir, rows=rows, baseline=baseline, benchmarks=benchmarks, labels=labels,
-                      total_wall_s=sum(stage.wall_s for stage in stages), unfinished=unfinished)
+    return RunSummary(
+        run_dir=run_dir,
+        rows=rows,
+        baseline=baseline,
+        benchmarks=benchmarks,
+        labels=labels,
+        total_wall_s=sum(stage.wall_s for stage in stages),
+        unfinished=unfinished,
+    )
 
 
 # ---------------------------------------------------------------- derived numbers
+
 
 def _evaluations(summary: RunSummary) -> list[tuple[str, dict[str, float]]]:
     """(row label, eval values) in order, the base model first when it was evaluated."""
@@ -273,14 +316,14 @@ def forgetting_matrix(summary: RunSummary) -> tuple[list[str], list[list[float |
         if not row.eval:
             continue
         names.append(row.name)
-        deltas.append([row.eval[b] - latest[b] if b in row.eval and b in latest else None
-                       for b in summary.benchmarks])
+        deltas.append([row.eval[b] - latest[b] if b in row.eval and b in latest else None for b in summary.benchmarks])
         latest.update(row.eval)
     return names, deltas
 
 
-def check_targets(summary: RunSummary, targets: Mapping[str, str], min_gain: float,
-                  forgetting_limit: float) -> list[TargetCheck]:
+def check_targets(
+    summary: RunSummary, targets: Mapping[str, str], min_gain: float, forgetting_limit: float
+) -> list[TargetCheck]:
     """One check per stage of the run named in ``targets`` (stage name -> own benchmark)."""
     evaluations = _evaluations(summary)
     checks = []
@@ -290,15 +333,25 @@ def check_targets(summary: RunSummary, targets: Mapping[str, str], min_gain: flo
             continue
         benchmark = targets[label]
         earlier = [v[benchmark] for _, v in evaluations[:position] if benchmark in v]
-        later = [(name, v[benchmark]) for name, v in evaluations[position + 1:] if benchmark in v]
+        later = [(name, v[benchmark]) for name, v in evaluations[position + 1 :] if benchmark in v]
         worst = min(later, key=lambda item: item[1]) if later else (None, None)
-        checks.append(TargetCheck(stage=label, benchmark=benchmark, start=earlier[-1] if earlier else None,
-                                  end=values.get(benchmark), min_gain=min_gain, worst_later_stage=worst[0],
-                                  worst_later_value=worst[1], forgetting_limit=forgetting_limit))
+        checks.append(
+            TargetCheck(
+                stage=label,
+                benchmark=benchmark,
+                start=earlier[-1] if earlier else None,
+                end=values.get(benchmark),
+                min_gain=min_gain,
+                worst_later_stage=worst[0],
+                worst_later_value=worst[1],
+                forgetting_limit=forgetting_limit,
+            )
+        )
     return checks
 
 
 # ---------------------------------------------------------------- formatting
+
 
 def format_cell(value: Any) -> str:
     """Markdown cell text: None -> '—', floats with one decimal, pipes escaped."""
@@ -355,6 +408,7 @@ def _column_title(benchmark: str, labels: Mapping[str, str]) -> str:
 
 # ---------------------------------------------------------------- plots
 
+
 def _step_axis(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[int]]:
     """x positions (cumulative step) and the positions where a new sub-stage starts (its step
     counter restarts or its ``substage`` key changes)."""
@@ -362,8 +416,11 @@ def _step_axis(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[in
     for position, row in enumerate(metrics, start=1):
         if position > 1:
             previous = metrics[position - 2]
-            restarted = isinstance(row.get("step"), (int, float)) and isinstance(previous.get("step"), (int, float)) \
+            restarted = (
+                isinstance(row.get("step"), (int, float))
+                and isinstance(previous.get("step"), (int, float))
                 and row["step"] <= previous["step"]
+            )
             if restarted or row.get("substage") != previous.get("substage"):
                 boundaries.append(position)
         positions.append(position)
@@ -371,8 +428,11 @@ def _step_axis(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[in
 
 
 def _series(metrics: Sequence[Mapping[str, Any]], key: str, positions: Sequence[int]) -> tuple[list[int], list[float]]:
-    pairs = [(x, float(row[key])) for x, row in zip(positions, metrics)
-             if isinstance(row.get(key), (int, float)) and not isinstance(row.get(key), bool)]
+    pairs = [
+        (x, float(row[key]))
+        for x, row in zip(positions, metrics)
+        if isinstance(row.get(key), (int, float)) and not isinstance(row.get(key), bool)
+    ]
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
@@ -386,14 +446,29 @@ def plot_training_curves(stage: StageRecord, path: Path) -> Path:
     reward_axes.plot(xs, mean, color="black", linewidth=2, label="reward/mean")
     std_xs, std = _series(metrics, "reward/std", positions)
     if std_xs == xs and xs:
-        reward_axes.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-                                 color="grey", alpha=0.25, label="± std")
-    domain_keys = sorted({key for row in metrics for key in row
-                          if key.startswith("reward/") and key.endswith("/mean") and key.count("/") == 2})
+        reward_axes.fill_between(
+            xs,
+            [m - s for m, s in zip(mean, std)],
+            [m + s for m, s in zip(mean, std)],
+            color="grey",
+            alpha=0.25,
+            label="± std",
+        )
+    domain_keys = sorted(
+        {
+            key
+            for row in metrics
+            for key in row
+            if key.startswith("reward/") and key.endswith("/mean") and key.count("/") == 2
+        }
+    )
     for key in domain_keys:
         reward_axes.plot(*_series(metrics, key, positions), linewidth=1, label=key)
-    for key, style in (("response_length/mean", "-"), ("response_length/think", "--"),
-                       ("response_length/no_think", ":")):
+    for key, style in (
+        ("response_length/mean", "-"),
+        ("response_length/think", "--"),
+        ("response_length/no_think", ":"),
+    ):
         length_axes.plot(*_series(metrics, key, positions), linestyle=style, label=key)
     for axes, title in ((reward_axes, "reward per step"), (length_axes, "response length per step (tokens)")):
         for boundary in boundaries:
@@ -423,8 +498,15 @@ def plot_forgetting(summary: RunSummary, targets: Mapping[str, str], path: Path)
     for r, row in enumerate(deltas):
         for c, delta in enumerate(row):
             own = targets.get(names[r]) == summary.benchmarks[c]
-            axes.text(c, r, "—" if delta is None else f"{delta:+.1f}", ha="center", va="center",
-                      fontsize=9, fontweight="bold" if own else "normal")
+            axes.text(
+                c,
+                r,
+                "—" if delta is None else f"{delta:+.1f}",
+                ha="center",
+                va="center",
+                fontsize=9,
+                fontweight="bold" if own else "normal",
+            )
             if own:
                 axes.add_patch(_outline(c, r))
     axes.set_title("change vs previous evaluation (points)\noutlined: the stage's own domain", fontsize=10)
@@ -436,10 +518,12 @@ def plot_forgetting(summary: RunSummary, targets: Mapping[str, str], path: Path)
 
 def _outline(column: int, row: int):
     from matplotlib.patches import Rectangle
+
     return Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2)
 
 
 # ---------------------------------------------------------------- report
+
 
 def _eval_table(summary: RunSummary) -> str:
     columns = ["after stage", "kind", "wall"] + [_column_title(b, summary.labels) for b in summary.benchmarks]
@@ -453,25 +537,43 @@ def _eval_table(summary: RunSummary) -> str:
 
 def _forgetting_table(summary: RunSummary, targets: Mapping[str, str]) -> str:
     names, deltas = forgetting_matrix(summary)
-    rows = [[name] + [_signed(d, bold=targets.get(name) == b) for b, d in zip(summary.benchmarks, row)]
-            for name, row in zip(names, deltas)]
+    rows = [
+        [name] + [_signed(d, bold=targets.get(name) == b) for b, d in zip(summary.benchmarks, row)]
+        for name, row in zip(names, deltas)
+    ]
     return format_table(rows, ["after stage"] + summary.benchmarks)
 
 
 def _targets_section(checks: Sequence[TargetCheck]) -> list[str]:
     if not checks:
         return ["No stage of this run has a target benchmark."]
-    rows = [[c.stage, c.benchmark, c.start, c.end, _signed(c.delta), f"+{c.min_gain:.1f}",
-             None if c.later_fall is None else f"{c.later_fall:.1f} (limit {c.forgetting_limit:.1f})",
-             "met" if not c.problems() else "**not met**"] for c in checks]
-    lines = [format_table(rows, ["stage", "own benchmark", "start", "end", "change", "target",
-                                 "largest later fall", "status"]), ""]
+    rows = [
+        [
+            c.stage,
+            c.benchmark,
+            c.start,
+            c.end,
+            _signed(c.delta),
+            f"+{c.min_gain:.1f}",
+            None if c.later_fall is None else f"{c.later_fall:.1f} (limit {c.forgetting_limit:.1f})",
+            "met" if not c.problems() else "**not met**",
+        ]
+        for c in checks
+    ]
+    lines = [
+        format_table(
+            rows, ["stage", "own benchmark", "start", "end", "change", "target", "largest later fall", "status"]
+        ),
+        "",
+    ]
     problems = [problem for check in checks for problem in check.problems()]
     if problems:
         lines += ["Targets not met:", ""] + [f"- {problem}" for problem in problems]
     else:
-        lines.append("All targets met: every RL stage raised its own benchmark by the target, "
-                     "and no earlier domain fell by more than the forgetting limit later.")
+        lines.append(
+            "All targets met: every RL stage raised its own benchmark by the target, "
+            "and no earlier domain fell by more than the forgetting limit later."
+        )
     return lines
 
 
@@ -484,9 +586,12 @@ def _noise_section(summary: RunSummary) -> list[str]:
     if not largest:
         return []
     noise = ", ".join(f"{name} {value:.1f}" for name, value in largest.items())
-    return ["Sampling noise: the largest standard error over prompts of any value, in points: "
-            f"{noise}. Stages are compared on the same prompts, so a change between two stages "
-            "is less noisy than that, but a change of a few points in one run is not conclusive.", ""]
+    return [
+        "Sampling noise: the largest standard error over prompts of any value, in points: "
+        f"{noise}. Stages are compared on the same prompts, so a change between two stages "
+        "is less noisy than that, but a change of a few points in one run is not conclusive.",
+        "",
+    ]
 
 
 def _curves_section(summary: RunSummary, plots: Mapping[str, str]) -> list[str]:
@@ -506,17 +611,35 @@ def _curves_section(summary: RunSummary, plots: Mapping[str, str]) -> list[str]:
     return lines
 
 
-def _markdown(summary: RunSummary, targets: Mapping[str, str], checks: Sequence[TargetCheck],
-              plots: Mapping[str, str], forgetting_plot: str | None) -> str:
-    lines = [f"# Cascade RL report: {summary.run_dir.name}", "",
-             f"{len(summary.rows)} stage(s), total wall time {format_duration(summary.total_wall_s)}. "
-             "Benchmark values in percent; changes in points.", ""]
+def _markdown(
+    summary: RunSummary,
+    targets: Mapping[str, str],
+    checks: Sequence[TargetCheck],
+    plots: Mapping[str, str],
+    forgetting_plot: str | None,
+) -> str:
+    lines = [
+        f"# Cascade RL report: {summary.run_dir.name}",
+        "",
+        f"{len(summary.rows)} stage(s), total wall time {format_duration(summary.total_wall_s)}. "
+        "Benchmark values in percent; changes in points.",
+        "",
+    ]
     if summary.unfinished:
         lines += [f"Unfinished stage(s), not reported: {', '.join(summary.unfinished)}.", ""]
-    lines += ["## Evaluation after each stage", "", _eval_table(summary), "",
-              "## Change against the previous evaluation (forgetting)", "",
-              "Each cell: the benchmark's value after the stage minus its latest earlier value. "
-              "**Bold**: the RL stage's own domain.", "", _forgetting_table(summary, targets), ""]
+    lines += [
+        "## Evaluation after each stage",
+        "",
+        _eval_table(summary),
+        "",
+        "## Change against the previous evaluation (forgetting)",
+        "",
+        "Each cell: the benchmark's value after the stage minus its latest earlier value. "
+        "**Bold**: the RL stage's own domain.",
+        "",
+        _forgetting_table(summary, targets),
+        "",
+    ]
     if forgetting_plot:
         lines += [f"![forgetting matrix]({forgetting_plot})", ""]
     lines += ["## Targets", ""] + _targets_section(checks) + [""] + _noise_section(summary)
@@ -525,13 +648,15 @@ def _markdown(summary: RunSummary, targets: Mapping[str, str], checks: Sequence[
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _report_json(summary: RunSummary, checks: Sequence[TargetCheck], plots: Mapping[str, str],
-                 forgetting_plot: str | None) -> dict[str, Any]:
+def _report_json(
+    summary: RunSummary, checks: Sequence[TargetCheck], plots: Mapping[str, str], forgetting_plot: str | None
+) -> dict[str, Any]:
     names, deltas = forgetting_matrix(summary)
     report: dict[str, Any] = {
         "total_wall_s": summary.total_wall_s,
-        "stages": [{"stage": row.name, "kind": row.kind, "wall_s": row.wall_s, "eval": dict(row.eval)}
-                   for row in summary.rows],
+        "stages": [
+            {"stage": row.name, "kind": row.kind, "wall_s": row.wall_s, "eval": dict(row.eval)} for row in summary.rows
+        ],
         "benchmarks": summary.benchmarks,
         "metrics": summary.labels,
         "forgetting": {"stages": names, "benchmarks": summary.benchmarks, "deltas": deltas},
@@ -546,9 +671,13 @@ def _report_json(summary: RunSummary, checks: Sequence[TargetCheck], plots: Mapp
     return report
 
 
-def build_report(run_dir: Path, targets: Mapping[str, str] | None = None, *,
-                 min_gain: float = DEFAULT_MIN_GAIN,
-                 forgetting_limit: float = DEFAULT_FORGETTING_LIMIT) -> Path:
+def build_report(
+    run_dir: Path,
+    targets: Mapping[str, str] | None = None,
+    *,
+    min_gain: float = DEFAULT_MIN_GAIN,
+    forgetting_limit: float = DEFAULT_FORGETTING_LIMIT,
+) -> Path:
     """Write report.md, report.json and plots/ into ``run_dir``; return the report.md path.
 
     ``targets`` maps RL stage name -> its own benchmark (default: the toy world's mapping);
@@ -560,15 +689,19 @@ def build_report(run_dir: Path, targets: Mapping[str, str] | None = None, *,
     summary = summarize_run(run_dir)
     plot_dir = run_dir / "plots"
     plot_dir.mkdir(exist_ok=True)
-    plots = {row.directory.name: str(plot_training_curves(row, plot_dir / f"{row.directory.name}.png").relative_to(run_dir))
-             for row in summary.rows if row.kind == "grpo" and row.metrics}
+    plots = {
+        row.directory.name: str(plot_training_curves(row, plot_dir / f"{row.directory.name}.png").relative_to(run_dir))
+        for row in summary.rows
+        if row.kind == "grpo" and row.metrics
+    }
     heatmap = plot_forgetting(summary, targets, plot_dir / "forgetting.png")
     forgetting_plot = str(heatmap.relative_to(run_dir)) if heatmap else None
     checks = check_targets(summary, targets, min_gain, forgetting_limit)
     report_path = run_dir / "report.md"
     report_path.write_text(_markdown(summary, targets, checks, plots, forgetting_plot), encoding="utf-8")
     (run_dir / "report.json").write_text(
-        json.dumps(_report_json(summary, checks, plots, forgetting_plot), indent=2) + "\n", encoding="utf-8")
+        json.dumps(_report_json(summary, checks, plots, forgetting_plot), indent=2) + "\n", encoding="utf-8"
+    )
     return report_path
 
 
@@ -591,12 +724,18 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
     if report.get("baseline"):
         table.add_row(BASELINE_LABEL, "—", "—", *[format_cell(report["baseline"].get(b)) for b in benchmarks])
     for stage in stages:
-        table.add_row(stage["stage"], stage["kind"], format_duration(stage.get("wall_s", 0.0)),
-                      *[format_cell(stage.get("eval", {}).get(b)) for b in benchmarks])
+        table.add_row(
+            stage["stage"],
+            stage["kind"],
+            format_duration(stage.get("wall_s", 0.0)),
+            *[format_cell(stage.get("eval", {}).get(b)) for b in benchmarks],
+        )
     console.print(table)
     for check in report.get("targets", []):
         if check.get("met"):
-            console.print(f"[green]target met[/green]: {check['stage']} {check['benchmark']} "
-                          f"{format_cell(check['start'])} -> {format_cell(check['end'])}")
+            console.print(
+                f"[green]target met[/green]: {check['stage']} {check['benchmark']} "
+                f"{format_cell(check['start'])} -> {format_cell(check['end'])}"
+            )
         for problem in check.get("problems", []):
             console.print(f"[red]target not met[/red]: {problem}")

@@ -2,13 +2,33 @@
 ``transformers`` backend and an OpenAI-compatible server backend, plus a YES/NO LLM judge
 (SPEC appendix C.2). See :mod:`cascade_rl.llm.base` for the contract."""
 
-from cascade_rl.llm.base import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
-                                 GenerationError, Generator, agenerate_many, apply_modes,
-                                 generate_many, load_generator)
+from cascade_rl.llm.base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    GenerationError,
+    Generator,
+    agenerate_many,
+    apply_modes,
+    generate_many,
+    load_generator,
+)
 from cascade_rl.llm.judge import YesNoJudge
 from cascade_rl.llm.local import LocalGenerator
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator, join_reasoning
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TEMPERATURE", "DEFAULT_TOP_P", "GenerationError", "Generator",
-           "LocalGenerator", "OpenAICompatGenerator", "YesNoJudge", "agenerate_many", "apply_modes",
-           "generate_many", "join_reasoning", "load_generator"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_TEMPERATURE",
+    "DEFAULT_TOP_P",
+    "GenerationError",
+    "Generator",
+    "LocalGenerator",
+    "OpenAICompatGenerator",
+    "YesNoJudge",
+    "agenerate_many",
+    "apply_modes",
+    "generate_many",
+    "join_reasoning",
+    "load_generator",
+]

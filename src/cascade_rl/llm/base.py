@@ -18,9 +18,10 @@ conversations at once (batched locally, concurrently against a server).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from cascade_rl.chat import MODES
 
@@ -39,12 +40,25 @@ class GenerationError(RuntimeError):
 class Generator(Protocol):
     """Samples ``n`` completions of one conversation; ``agenerate`` is the same, awaitable."""
 
-    def generate(self, messages: list[dict], *, n: int = 1, temperature: float = DEFAULT_TEMPERATURE,
-                 top_p: float = DEFAULT_TOP_P, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]: ...
+    def generate(
+        self,
+        messages: list[dict],
+        *,
+        n: int = 1,
+        temperature: float = DEFAULT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> list[str]: ...
 
-    async def agenerate(self, messages: list[dict], *, n: int = 1,
-                        temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
-                        max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]: ...
+    async def agenerate(
+        self,
+        messages: list[dict],
+        *,
+        n: int = 1,
+        temperature: float = DEFAULT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> list[str]: ...
 
 
 def check_request(messages: Messages, n: int, temperature: float, top_p: float, max_tokens: int) -> None:
@@ -90,8 +104,9 @@ def apply_modes(messages: Messages, default_mode: str | None = None) -> list[dic
     return out
 
 
-def generate_many(generator: Generator, conversations: Sequence[Messages], *,
-                  max_workers: int | None = None, **sampling: Any) -> list[list[str]]:
+def generate_many(
+    generator: Generator, conversations: Sequence[Messages], *, max_workers: int | None = None, **sampling: Any
+) -> list[list[str]]:
     """``n`` completions for each conversation, in order. Uses the backend's own batching
     (``generate_batch``: batched forward passes locally, concurrent requests to a server) when it
     has one, else runs ``generate`` in a thread pool of ``max_workers`` threads."""
@@ -103,8 +118,7 @@ def generate_many(generator: Generator, conversations: Sequence[Messages], *,
         return list(pool.map(lambda messages: generator.generate(list(messages), **sampling), conversations))
 
 
-async def agenerate_many(generator: Generator, conversations: Sequence[Messages],
-                         **sampling: Any) -> list[list[str]]:
+async def agenerate_many(generator: Generator, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
     """Awaitable :func:`generate_many`: the backend's ``agenerate_batch`` when it has one, else
     all ``agenerate`` calls at once (the backend bounds its own concurrency)."""
     conversations = list(conversations)
@@ -114,9 +128,14 @@ async def agenerate_many(generator: Generator, conversations: Sequence[Messages]
     return list(await asyncio.gather(*(generator.agenerate(list(m), **sampling) for m in conversations)))
 
 
-SPEC_FORMS = ('"local:/path/to/model"', "an existing model directory",
-              '"openai:http://host:8000/v1#MODEL"', '"http://host:8000/v1#MODEL"',
-              '{"base_url": ..., "model": ..., **options}', '{"model_path": ..., **options}')
+SPEC_FORMS = (
+    '"local:/path/to/model"',
+    "an existing model directory",
+    '"openai:http://host:8000/v1#MODEL"',
+    '"http://host:8000/v1#MODEL"',
+    '{"base_url": ..., "model": ..., **options}',
+    '{"model_path": ..., **options}',
+)
 
 
 def load_generator(spec: str | Mapping[str, Any]) -> Generator:
@@ -134,8 +153,7 @@ def load_generator(spec: str | Mapping[str, Any]) -> Generator:
         path = options.pop("model_path", None) or options.pop("local", None)
         if path:
             return LocalGenerator(path, **options)
-        raise ValueError(f"generator spec dict needs 'base_url' + 'model' or 'model_path', got keys "
-                         f"{sorted(spec)}")
+        raise ValueError(f"generator spec dict needs 'base_url' + 'model' or 'model_path', got keys {sorted(spec)}")
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"generator spec must be a string or a dict, got {spec!r}")
     spec = spec.strip()

@@ -27,7 +27,8 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, split_thinking
 from cascade_rl.llm.base import Generator, Messages, check_request, load_generator
@@ -46,8 +47,9 @@ def _starts_word(token: str, word: str) -> bool:
     return bool(piece) and word.startswith(piece)
 
 
-def yes_probability_from_logprobs(content: Sequence[Mapping[str, Any]], *, yes: str = "YES",
-                                  no: str = "NO", prefix: str = JUDGEMENT_OPEN) -> float | None:
+def yes_probability_from_logprobs(
+    content: Sequence[Mapping[str, Any]], *, yes: str = "YES", no: str = "NO", prefix: str = JUDGEMENT_OPEN
+) -> float | None:
     """P(YES) from the ``choices[0].logprobs.content`` list of a chat completion (entries
     ``{"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]}``); ``None`` when no
     token follows ``prefix`` outside a thinking block, or neither answer is among the
@@ -75,15 +77,25 @@ class YesNoJudge:
     to server requests (the fallback's sample count; the room for the judge to reach its
     judgement)."""
 
-    def __init__(self, backend_or_model: Generator | str | Mapping[str, Any], *, yes: str = "YES",
-                 no: str = "NO", prefix: str = JUDGEMENT_OPEN, samples: int = 16,
-                 max_tokens: int = 64, top_logprobs: int = 20) -> None:
+    def __init__(
+        self,
+        backend_or_model: Generator | str | Mapping[str, Any],
+        *,
+        yes: str = "YES",
+        no: str = "NO",
+        prefix: str = JUDGEMENT_OPEN,
+        samples: int = 16,
+        max_tokens: int = 64,
+        top_logprobs: int = 20,
+    ) -> None:
         backend = backend_or_model
         if isinstance(backend, (str, Mapping)):
             backend = load_generator(backend)
         if not isinstance(backend, (LocalGenerator, OpenAICompatGenerator)):
-            raise TypeError(f"YesNoJudge needs a LocalGenerator, an OpenAICompatGenerator or a spec, "
-                            f"got {type(backend_or_model).__name__}")
+            raise TypeError(
+                f"YesNoJudge needs a LocalGenerator, an OpenAICompatGenerator or a spec, "
+                f"got {type(backend_or_model).__name__}"
+            )
         if not yes or not no or yes == no:
             raise ValueError(f"yes and no must be two different non-empty words, got {yes!r}, {no!r}")
         if samples < 1 or max_tokens < 1 or top_logprobs < 1:
@@ -95,8 +107,7 @@ class YesNoJudge:
         if isinstance(backend, LocalGenerator):
             self._yes_id, self._no_id = (self._first_token(word) for word in (yes, no))
             if self._yes_id == self._no_id:
-                raise ValueError(f"{yes!r} and {no!r} start with the same token; the judge cannot "
-                                 f"tell them apart")
+                raise ValueError(f"{yes!r} and {no!r} start with the same token; the judge cannot tell them apart")
 
     def _first_token(self, word: str) -> int:
         ids = self.backend.tokenizer.encode(word, add_special_tokens=False)
@@ -122,8 +133,9 @@ class YesNoJudge:
         return await self._from_samples(messages)
 
     async def _from_logprobs(self, messages: Messages) -> float | None:
-        response = await self.backend.arequest(messages, temperature=0.0, max_tokens=self.max_tokens,
-                                               logprobs=True, top_logprobs=self.top_logprobs)
+        response = await self.backend.arequest(
+            messages, temperature=0.0, max_tokens=self.max_tokens, logprobs=True, top_logprobs=self.top_logprobs
+        )
         content = (response["choices"][0].get("logprobs") or {}).get("content")
         self.server_logprobs = bool(content)
         if not content:
@@ -131,8 +143,9 @@ class YesNoJudge:
         return yes_probability_from_logprobs(content, yes=self.yes, no=self.no, prefix=self.prefix)
 
     async def _from_samples(self, messages: Messages) -> float:
-        texts = await self.backend.agenerate(list(messages), n=self.samples, temperature=1.0,
-                                             top_p=1.0, max_tokens=self.max_tokens)
+        texts = await self.backend.agenerate(
+            list(messages), n=self.samples, temperature=1.0, top_p=1.0, max_tokens=self.max_tokens
+        )
         return sum(self.judgement(text) == self.yes for text in texts) / len(texts)
 
     def judgement(self, response: str) -> str | None:

@@ -23,12 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cascade_rl.chat import IM_END, install_chat_template
-from cascade_rl.llm.base import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Messages,
-                                 apply_modes, check_request)
+from cascade_rl.llm.base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    Messages,
+    apply_modes,
+    check_request,
+)
 
 
 def _resolve_device(device: str | None) -> str:
@@ -60,9 +67,16 @@ class LocalGenerator:
     ``default_mode`` ("think" / "no_think") flags user turns that carry no mode of their own.
     """
 
-    def __init__(self, model_path: str | Path, *, device: str | None = None, dtype: Any = None,
-                 default_mode: str | None = None, batch_size: int = 8,
-                 use_cascade_template: bool = False) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        device: str | None = None,
+        dtype: Any = None,
+        default_mode: str | None = None,
+        batch_size: int = 8,
+        use_cascade_template: bool = False,
+    ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = Path(model_path).expanduser()
@@ -79,8 +93,11 @@ class LocalGenerator:
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"  # decoder-only batches are padded on the left
-        self.model = AutoModelForCausalLM.from_pretrained(
-            path, local_files_only=True, dtype=_resolve_dtype(dtype, self.device)).to(self.device).eval()
+        self.model = (
+            AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=_resolve_dtype(dtype, self.device))
+            .to(self.device)
+            .eval()
+        )
         self.stop_ids = self._stop_token_ids()
         self._lock = threading.Lock()
 
@@ -101,25 +118,45 @@ class LocalGenerator:
     def render_prompt(self, messages: Messages, assistant_prefix: str = "") -> str:
         """The exact prompt text the model reads: the chat template with the generation prompt,
         followed by ``assistant_prefix`` (text the assistant turn starts with)."""
-        rendered = self.tokenizer.apply_chat_template(apply_modes(messages, self.default_mode),
-                                                      tokenize=False, add_generation_prompt=True)
+        rendered = self.tokenizer.apply_chat_template(
+            apply_modes(messages, self.default_mode), tokenize=False, add_generation_prompt=True
+        )
         return rendered + assistant_prefix
 
-    def generate(self, messages: list[dict], *, n: int = 1, temperature: float = DEFAULT_TEMPERATURE,
-                 top_p: float = DEFAULT_TOP_P, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
+    def generate(
+        self,
+        messages: list[dict],
+        *,
+        n: int = 1,
+        temperature: float = DEFAULT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> list[str]:
         """``n`` completions of one conversation."""
-        return self.generate_batch([messages], n=n, temperature=temperature, top_p=top_p,
-                                   max_tokens=max_tokens)[0]
+        return self.generate_batch([messages], n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)[0]
 
-    async def agenerate(self, messages: list[dict], *, n: int = 1,
-                        temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
-                        max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
-        return await asyncio.to_thread(self.generate, messages, n=n, temperature=temperature,
-                                       top_p=top_p, max_tokens=max_tokens)
+    async def agenerate(
+        self,
+        messages: list[dict],
+        *,
+        n: int = 1,
+        temperature: float = DEFAULT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> list[str]:
+        return await asyncio.to_thread(
+            self.generate, messages, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens
+        )
 
-    def generate_batch(self, conversations: Sequence[Messages], *, n: int = 1,
-                       temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
-                       max_tokens: int = DEFAULT_MAX_TOKENS) -> list[list[str]]:
+    def generate_batch(
+        self,
+        conversations: Sequence[Messages],
+        *,
+        n: int = 1,
+        temperature: float = DEFAULT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> list[list[str]]:
         """``n`` completions for each conversation, in order, in batched forward passes."""
         for messages in conversations:
             check_request(messages, n, temperature, top_p, max_tokens)
@@ -128,38 +165,41 @@ class LocalGenerator:
         results: list[list[str]] = []
         with self._lock:
             for start in range(0, len(prompts), prompts_per_call):
-                results += self._sample(prompts[start:start + prompts_per_call], n, temperature,
-                                        top_p, max_tokens)
+                results += self._sample(prompts[start : start + prompts_per_call], n, temperature, top_p, max_tokens)
         return results
 
     async def agenerate_batch(self, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
         return await asyncio.to_thread(self.generate_batch, conversations, **sampling)
 
-    def _sample(self, prompts: list[str], n: int, temperature: float, top_p: float,
-                max_tokens: int) -> list[list[str]]:
+    def _sample(self, prompts: list[str], n: int, temperature: float, top_p: float, max_tokens: int) -> list[list[str]]:
         import torch
 
-        inputs = self.tokenizer(prompts, return_tensors="pt", padding=True,
-                                add_special_tokens=False).to(self.device)
+        inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         greedy = temperature == 0
-        sampling = ({"do_sample": False, "temperature": None, "top_p": None, "top_k": None} if greedy else
-                    {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0})
+        sampling = (
+            {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+            if greedy
+            else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+        )
         with torch.inference_mode():
-            output = self.model.generate(**inputs, max_new_tokens=max_tokens,
-                                         num_return_sequences=1 if greedy else n,
-                                         eos_token_id=self.stop_ids,
-                                         pad_token_id=self.tokenizer.pad_token_id, **sampling)
-        texts = [self._decode(row) for row in output[:, inputs["input_ids"].shape[1]:].tolist()]
+            output = self.model.generate(
+                **inputs,
+                max_new_tokens=max_tokens,
+                num_return_sequences=1 if greedy else n,
+                eos_token_id=self.stop_ids,
+                pad_token_id=self.tokenizer.pad_token_id,
+                **sampling,
+            )
+        texts = [self._decode(row) for row in output[:, inputs["input_ids"].shape[1] :].tolist()]
         if greedy:  # greedy decoding gives the same text every time
             texts = [text for text in texts for _ in range(n)]
-        return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+        return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     def _decode(self, token_ids: list[int]) -> str:
         """Text of a completion up to its first stop token, special tokens kept (module doc)."""
         stops = set(self.stop_ids)
         end = next((i for i, token in enumerate(token_ids) if token in stops), len(token_ids))
-        return self.tokenizer.decode(token_ids[:end], skip_special_tokens=False,
-                                     clean_up_tokenization_spaces=False)
+        return self.tokenizer.decode(token_ids[:end], skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     def next_token_logprobs(self, messages: Messages, assistant_prefix: str = "") -> Any:
         """Log-probabilities (a 1-D tensor over the vocabulary) of the token that follows the
@@ -167,8 +207,9 @@ class LocalGenerator:
         import torch
 
         check_request(messages, 1, 1.0, 1.0, 1)
-        inputs = self.tokenizer(self.render_prompt(messages, assistant_prefix), return_tensors="pt",
-                                add_special_tokens=False).to(self.device)
+        inputs = self.tokenizer(
+            self.render_prompt(messages, assistant_prefix), return_tensors="pt", add_special_tokens=False
+        ).to(self.device)
         with self._lock, torch.inference_mode():
             logits = self.model(**inputs).logits[0, -1].float()
         return torch.log_softmax(logits, dim=-1).cpu()

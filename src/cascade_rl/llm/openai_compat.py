@@ -30,13 +30,21 @@ import random
 import ssl
 import threading
 import weakref
-from typing import Any, Awaitable, Mapping, Sequence, TypeVar
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import httpx
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from cascade_rl.llm.base import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P,
-                                 GenerationError, Messages, apply_modes, check_request)
+from cascade_rl.llm.base import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    GenerationError,
+    Messages,
+    apply_modes,
+    check_request,
+)
 
 T = TypeVar("T")
 
@@ -65,8 +73,10 @@ def tool_call_text(content: str | None, tool_calls: Sequence[Mapping[str, Any]] 
         arguments = function.get("arguments", {})
         arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
         separator = "\n" if text else ""
-        text += f'{separator}{TOOL_CALL_OPEN}\n{{"name": {json.dumps(function.get("name"))}, ' \
-                f'"arguments": {arguments}}}\n{TOOL_CALL_CLOSE}'
+        text += (
+            f'{separator}{TOOL_CALL_OPEN}\n{{"name": {json.dumps(function.get("name"))}, '
+            f'"arguments": {arguments}}}\n{TOOL_CALL_CLOSE}'
+        )
     return text
 
 
@@ -91,10 +101,20 @@ class OpenAICompatGenerator:
     model's name; ``extra_body`` is merged into every request (e.g. ``{"seed": 0}`` or
     ``{"chat_template_kwargs": {...}}``)."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
-                 max_concurrency: int = 8, timeout: float = 600.0, max_retries: int = 5,
-                 backoff_base: float = 0.5, backoff_max: float = 30.0,
-                 default_mode: str | None = None, extra_body: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_concurrency: int = 8,
+        timeout: float = 600.0,
+        max_retries: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        default_mode: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if not model:
@@ -121,15 +141,27 @@ class OpenAICompatGenerator:
 
     # ------------------------------------------------------------------ public API
 
-    def generate(self, messages: list[dict], *, n: int = 1, temperature: float = DEFAULT_TEMPERATURE,
-                 top_p: float = DEFAULT_TOP_P, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
+    def generate(
+        self,
+        messages: list[dict],
+        *,
+        n: int = 1,
+        temperature: float = DEFAULT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> list[str]:
         """``n`` completions of one conversation (blocking; thread-safe)."""
-        return self.run_sync(self.agenerate(messages, n=n, temperature=temperature, top_p=top_p,
-                                            max_tokens=max_tokens))
+        return self.run_sync(self.agenerate(messages, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens))
 
-    async def agenerate(self, messages: list[dict], *, n: int = 1,
-                        temperature: float = DEFAULT_TEMPERATURE, top_p: float = DEFAULT_TOP_P,
-                        max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
+    async def agenerate(
+        self,
+        messages: list[dict],
+        *,
+        n: int = 1,
+        temperature: float = DEFAULT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> list[str]:
         """``n`` completions of one conversation."""
         check_request(messages, n, temperature, top_p, max_tokens)
         params = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
@@ -173,7 +205,7 @@ class OpenAICompatGenerator:
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)
 
-    def __enter__(self) -> "OpenAICompatGenerator":
+    def __enter__(self) -> OpenAICompatGenerator:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -182,9 +214,13 @@ class OpenAICompatGenerator:
     # ------------------------------------------------------------------ internals
 
     def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base_url, headers=self.headers, verify=self._ssl_context,
-                                 timeout=httpx.Timeout(self.timeout),
-                                 limits=httpx.Limits(max_connections=self.max_concurrency))
+        return httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=self.headers,
+            verify=self._ssl_context,
+            timeout=httpx.Timeout(self.timeout),
+            limits=httpx.Limits(max_connections=self.max_concurrency),
+        )
 
     def _background_loop(self) -> asyncio.AbstractEventLoop:
         with self._state_lock:
@@ -200,8 +236,7 @@ class OpenAICompatGenerator:
                 self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
             return self._semaphores[loop]
 
-    async def _ask_for_n(self, client: httpx.AsyncClient, messages: Messages, n: int,
-                         params: dict) -> list[str]:
+    async def _ask_for_n(self, client: httpx.AsyncClient, messages: Messages, n: int, params: dict) -> list[str]:
         """Completions from one request for ``n``; fewer (or none, if the server rejects ``n``)
         when the server does not honour it."""
         try:
@@ -216,8 +251,7 @@ class OpenAICompatGenerator:
         return texts[:n]
 
     async def _chat(self, client: httpx.AsyncClient, messages: Messages, params: Mapping[str, Any]) -> dict:
-        body = {**self.extra_body, **params, "model": self.model,
-                "messages": apply_modes(messages, self.default_mode)}
+        body = {**self.extra_body, **params, "model": self.model, "messages": apply_modes(messages, self.default_mode)}
         response = await self._post_with_retries(client, "/chat/completions", body)
         if not response.get("choices"):
             raise GenerationError(f"{self.base_url}: response without choices: {str(response)[:300]}")
@@ -231,11 +265,15 @@ class OpenAICompatGenerator:
                 async with self._semaphore():
                     response = await asyncio.wait_for(client.post(path, json=body), self.timeout)
             except (httpx.TransportError, asyncio.TimeoutError) as error:
-                reason = "timed out" if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError)) \
+                reason = (
+                    "timed out"
+                    if isinstance(error, (httpx.TimeoutException, asyncio.TimeoutError))
                     else f"connection failed ({type(error).__name__}: {error})"
+                )
                 if last:
-                    raise GenerationError(f"POST {url} {reason} after {attempt + 1} attempt(s) "
-                                          f"(timeout {self.timeout:g} s)") from error
+                    raise GenerationError(
+                        f"POST {url} {reason} after {attempt + 1} attempt(s) (timeout {self.timeout:g} s)"
+                    ) from error
                 await asyncio.sleep(self._backoff(attempt))
                 continue
             if response.status_code < 400:
@@ -249,7 +287,7 @@ class OpenAICompatGenerator:
         raise AssertionError("unreachable")
 
     def _backoff(self, attempt: int, retry_after: str | None = None) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2 ** attempt) * random.uniform(1.0, 1.25)
+        delay = min(self.backoff_max, self.backoff_base * 2**attempt) * random.uniform(1.0, 1.25)
         try:
             delay = max(delay, min(self.backoff_max, float(retry_after))) if retry_after else delay
         except ValueError:  # an HTTP date instead of seconds: keep the computed delay
@@ -269,4 +307,3 @@ def _json(response: httpx.Response, url: str) -> dict:
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable
-

@@ -23,9 +23,10 @@ import json
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import mean, pstdev
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from cascade_rl.chat import decode_response, last_user_text, stop_token_ids
 from cascade_rl.rewards.registry import get_domain, score_batch
@@ -50,10 +51,17 @@ class ScoredBatch:
 class CascadeReward:
     """TRL reward function over the registry; see the module docstring."""
 
-    def __init__(self, tokenizer: Any, *, domain: str | None = None,
-                 options: Mapping[str, Mapping[str, Any]] | None = None, overlong_filter: bool = False,
-                 workers: int = 4, shaping: str = "none",
-                 on_scored: Callable[[ScoredBatch], None] | None = None):
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        domain: str | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        overlong_filter: bool = False,
+        workers: int = 4,
+        shaping: str = "none",
+        on_scored: Callable[[ScoredBatch], None] | None = None,
+    ):
         self.__name__ = "cascade"
         self.tokenizer = tokenizer
         self.domain = domain
@@ -65,10 +73,18 @@ class CascadeReward:
         self.stop_ids = stop_token_ids(tokenizer)
 
     # --------------------------------------------------------------------- TRL entry point
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Sequence[Sequence[int]],
-                 _ref: Sequence[str] | None = None, _pidx: Sequence[int] | None = None,
-                 _mode: Sequence[str] | None = None, _domain: Sequence[str] | None = None,
-                 log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float | None]:
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]],
+        _ref: Sequence[str] | None = None,
+        _pidx: Sequence[int] | None = None,
+        _mode: Sequence[str] | None = None,
+        _domain: Sequence[str] | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        **_: Any,
+    ) -> list[float | None]:
         start = time.perf_counter()
         count = len(completion_ids)
         references = [json.loads(r) if r else {} for r in (_ref or [None] * count)]
@@ -85,9 +101,16 @@ class CascadeReward:
             if not (self.overlong_filter and truncated[i]):
                 by_domain[domains[i]].append(i)
         for name, members in by_domain.items():
-            requests = [{**references[i], "response": texts[i], "prompt": last_user_text(prompts[i]),
-                         "messages": _prompt_messages(prompts[i]), "group": f"{indices[i]}:{modes[i]}"}
-                        for i in members]
+            requests = [
+                {
+                    **references[i],
+                    "response": texts[i],
+                    "prompt": last_user_text(prompts[i]),
+                    "messages": _prompt_messages(prompts[i]),
+                    "group": f"{indices[i]}:{modes[i]}",
+                }
+                for i in members
+            ]
             scores = score_batch(get_domain(name), requests, self.options.get(name), workers=self.workers)
             for i, score in zip(members, scores):
                 rewards[i] = float(score.reward)

@@ -49,34 +49,35 @@ import asyncio
 import json
 import re
 import textwrap
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import nullcontext
 from dataclasses import dataclass
-from decimal import Context, Decimal, InvalidOperation, MAX_EMAX, MIN_EMIN
-from typing import Any, Mapping, Sequence
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
+from typing import Any
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.language import is_mixed
-from cascade_rl.sandbox import (Limits, RunResult, SandboxError, SandboxPool, isolation,
-                                shared_pool)
+from cascade_rl.sandbox import Limits, RunResult, SandboxError, SandboxPool, isolation, shared_pool
 
-DEFAULT_TIME_LIMIT_S = 6.0       # per test, LiveCodeBench's timeout
-DEFAULT_MEMORY_MB = 2048         # address space per process
+DEFAULT_TIME_LIMIT_S = 6.0  # per test, LiveCodeBench's timeout
+DEFAULT_MEMORY_MB = 2048  # address space per process
 DEFAULT_OUTPUT_BYTES = 8 * 1024 * 1024
 RECURSION_LIMIT = 1_000_000
 TOLERANCE = 1e-6
 STDERR_TAIL = 1000
 PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
-OPTION_NAMES = ("language_penalty", "time_limit", "memory_mb", "output_bytes",
-                "stop_on_failure")
+OPTION_NAMES = ("language_penalty", "time_limit", "memory_mb", "output_bytes", "stop_on_failure")
 
-CALL_PRELUDE = ("from typing import *\nfrom collections import *\nfrom heapq import *\n"
-                "from bisect import *\nfrom itertools import *\nfrom functools import *\n"
-                "import math, re, string, sys, collections, heapq, bisect, itertools, functools\n")
+CALL_PRELUDE = (
+    "from typing import *\nfrom collections import *\nfrom heapq import *\n"
+    "from bisect import *\nfrom itertools import *\nfrom functools import *\n"
+    "import math, re, string, sys, collections, heapq, bisect, itertools, functools\n"
+)
 
 # The call-based driver; the candidate's source and fn_name are inserted as literals.
-CALL_DRIVER = '''\
+CALL_DRIVER = """\
 import json as _json, os as _os, sys as _sys
 _dumps, _write = _json.dumps, _os.write   # bound before the program can replace them
 _arguments = _json.loads(_sys.stdin.read())
@@ -92,7 +93,7 @@ else:
     raise SystemExit("no class Solution with a method " + {fn_name!r} + " and no function " + {fn_name!r})
 _result = _target(*_arguments)
 _write(3, _dumps(_result, default=lambda v: sorted(v) if isinstance(v, (set, frozenset)) else repr(v)).encode())
-'''
+"""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,8 +189,7 @@ def outputs_match(actual: str, expected: str, tolerance: float = TOLERANCE) -> b
     if len(actual_lines) != len(expected_lines):
         return False
     for got, want in zip(actual_lines, expected_lines):
-        if len(got) != len(want) or not all(tokens_equal(a, e, tolerance)
-                                            for a, e in zip(got, want)):
+        if len(got) != len(want) or not all(tokens_equal(a, e, tolerance) for a, e in zip(got, want)):
             return False
     return True
 
@@ -206,11 +206,9 @@ def values_match(actual: Any, expected: Any, tolerance: float = TOLERANCE) -> bo
         except (ArithmeticError, ValueError):
             return False
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-        return len(actual) == len(expected) and all(
-            values_match(a, e, tolerance) for a, e in zip(actual, expected))
+        return len(actual) == len(expected) and all(values_match(a, e, tolerance) for a, e in zip(actual, expected))
     if isinstance(actual, dict) and isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(
-            values_match(actual[k], expected[k], tolerance) for k in actual)
+        return actual.keys() == expected.keys() and all(values_match(actual[k], expected[k], tolerance) for k in actual)
     return type(actual) is type(expected) and actual == expected
 
 
@@ -232,11 +230,12 @@ def _loads(text: str | bytes) -> Any:
 # ----------------------------------------------------------------------------------------------
 # tests
 
+
 @dataclass(frozen=True)
 class TestSuite:
     """Parsed tests: stdin bytes per test, expected outputs, and the function for call-based."""
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
     inputs: tuple[bytes, ...]
     expected: tuple[Any, ...]
@@ -258,8 +257,7 @@ def _call_arguments(value: Any, index: int) -> list:
         try:
             return [_loads(line) for line in value.split("\n") if line.strip()]
         except ValueError as error:
-            raise ValueError(f"tests: input {index} is not newline-separated JSON: {error}") \
-                from None
+            raise ValueError(f"tests: input {index} is not newline-separated JSON: {error}") from None
     raise ValueError(f"tests: input {index} must be a JSON string or a list of arguments")
 
 
@@ -285,12 +283,17 @@ def parse_tests(tests: Mapping[str, Any] | str) -> TestSuite:
     if not isinstance(inputs, list) or not isinstance(outputs, list):
         raise ValueError("tests: 'inputs' and 'outputs' must both be lists")
     if len(inputs) != len(outputs) or not inputs:
-        raise ValueError(f"tests: need as many outputs as inputs and at least one test, got "
-                         f"{len(inputs)} inputs and {len(outputs)} outputs")
+        raise ValueError(
+            f"tests: need as many outputs as inputs and at least one test, got "
+            f"{len(inputs)} inputs and {len(outputs)} outputs"
+        )
     fn_name = tests.get("fn_name") or None
     if fn_name is None:
-        return TestSuite(tuple(_text(v, f"input {i}").encode("utf-8") for i, v in enumerate(inputs)),
-                         tuple(_text(v, f"output {i}") for i, v in enumerate(outputs)), None)
+        return TestSuite(
+            tuple(_text(v, f"input {i}").encode("utf-8") for i, v in enumerate(inputs)),
+            tuple(_text(v, f"output {i}") for i, v in enumerate(outputs)),
+            None,
+        )
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
         raise ValueError(f"tests: fn_name must be a Python identifier, got {fn_name!r}")
     stdins = tuple(json.dumps(_call_arguments(v, i)).encode() for i, v in enumerate(inputs))
@@ -299,6 +302,7 @@ def parse_tests(tests: Mapping[str, Any] | str) -> TestSuite:
 
 # ----------------------------------------------------------------------------------------------
 # running one program
+
 
 @dataclass(frozen=True)
 class _Program:
@@ -324,13 +328,16 @@ def _failure_kind(run: RunResult) -> str | None:
 def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, RunResult]:
     """(failure kind or None, run) of test ``index``."""
     suite = program.suite
-    options = {"stdin": suite.inputs[index], "limits": program.limits,
-               "recursion_limit": RECURSION_LIMIT, "int_max_str_digits": 0}
+    options = {
+        "stdin": suite.inputs[index],
+        "limits": program.limits,
+        "recursion_limit": RECURSION_LIMIT,
+        "int_max_str_digits": 0,
+    }
     if suite.fn_name is None:
         run = runner.run_python(program.source, filename="solution.py", **options)
     else:
-        driver = CALL_DRIVER.format(prelude=CALL_PRELUDE, source=program.source,
-                                    fn_name=suite.fn_name)
+        driver = CALL_DRIVER.format(prelude=CALL_PRELUDE, source=program.source, fn_name=suite.fn_name)
         run = runner.run_python(driver, filename="driver.py", result_channel=True, **options)
     kind = _failure_kind(run)
     if kind is not None:
@@ -341,7 +348,7 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         try:
             passed = _result_matches(_loads(run.result), suite.expected[index])
         except ValueError:
-            passed = False   # nothing, or not JSON, on the result channel
+            passed = False  # nothing, or not JSON, on the result channel
     return (None if passed else "wrong_answer"), run
 
 
@@ -354,9 +361,16 @@ def _run_tests(runner: Any, program: _Program) -> Score:
         try:
             kind, run = _run_test(runner, program, index)
         except SandboxError as error:
-            return Score(0.0, {"passed": passed, "total": total, "timeout": timed_out,
-                               "first_failure": {"index": index, "kind": "runtime_error"},
-                               "error": f"SandboxError: {error}"})
+            return Score(
+                0.0,
+                {
+                    "passed": passed,
+                    "total": total,
+                    "timeout": timed_out,
+                    "first_failure": {"index": index, "kind": "runtime_error"},
+                    "error": f"SandboxError: {error}",
+                },
+            )
         seconds += run.seconds
         timed_out = timed_out or kind == "timeout"
         if kind is None:
@@ -369,19 +383,33 @@ def _run_tests(runner: Any, program: _Program) -> Score:
             stderr = run.stderr_text[-STDERR_TAIL:]
         if program.stop_on_failure:
             break
-    details = {"passed": passed, "total": total, "first_failure": first_failure,
-               "timeout": timed_out, "stderr": stderr, "test_seconds": round(seconds, 6),
-               "isolation": isolation()}
+    details = {
+        "passed": passed,
+        "total": total,
+        "first_failure": first_failure,
+        "timeout": timed_out,
+        "stderr": stderr,
+        "test_seconds": round(seconds, 6),
+        "isolation": isolation(),
+    }
     return Score(1.0 if passed == total else 0.0, details)
 
 
 # ----------------------------------------------------------------------------------------------
 # public API
 
-def _prepare(response: str, *, tests: Any, prompt: Any = None, language_penalty: float = 0.0,
-             time_limit: float = DEFAULT_TIME_LIMIT_S, memory_mb: int = DEFAULT_MEMORY_MB,
-             output_bytes: int = DEFAULT_OUTPUT_BYTES,
-             stop_on_failure: bool = True) -> Score | _Program:
+
+def _prepare(
+    response: str,
+    *,
+    tests: Any,
+    prompt: Any = None,
+    language_penalty: float = 0.0,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    output_bytes: int = DEFAULT_OUTPUT_BYTES,
+    stop_on_failure: bool = True,
+) -> Score | _Program:
     """A final Score when no test needs to run, else the program to run."""
     suite = parse_tests(tests)
     limits = Limits(time_s=time_limit, memory_mb=memory_mb, output_bytes=output_bytes)
@@ -399,34 +427,48 @@ def _prepare(response: str, *, tests: Any, prompt: Any = None, language_penalty:
 
 def _no_run(reward: float, total: int, kind: str | None, **flags: bool) -> Score:
     failure = {"index": None, "kind": kind} if kind else None
-    return Score(reward, {"passed": 0, "total": total, "first_failure": failure,
-                          "timeout": False, **flags})
+    return Score(reward, {"passed": 0, "total": total, "first_failure": failure, "timeout": False, **flags})
 
 
-def score(response: str, *, tests: Mapping[str, Any] | str, prompt: Any = None,
-          language_penalty: float = 0.0, time_limit: float = DEFAULT_TIME_LIMIT_S,
-          memory_mb: int = DEFAULT_MEMORY_MB, output_bytes: int = DEFAULT_OUTPUT_BYTES,
-          stop_on_failure: bool = True, pool: SandboxPool | None = None) -> Score:
+def score(
+    response: str,
+    *,
+    tests: Mapping[str, Any] | str,
+    prompt: Any = None,
+    language_penalty: float = 0.0,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    output_bytes: int = DEFAULT_OUTPUT_BYTES,
+    stop_on_failure: bool = True,
+    pool: SandboxPool | None = None,
+) -> Score:
     """Reward of one response: 1 if its program passes every test, else 0 (module docstring).
 
     ``details``: ``passed``, ``total``, ``first_failure`` (``index``, ``kind``: wrong_answer,
     runtime_error, timeout, memory, output_limit or no_code), ``timeout``, ``stderr`` (tail of
     the failing test's), ``language_mixed`` / ``unfinished`` when they decided the reward.
     """
-    prepared = _prepare(response, tests=tests, prompt=prompt, language_penalty=language_penalty,
-                        time_limit=time_limit, memory_mb=memory_mb, output_bytes=output_bytes,
-                        stop_on_failure=stop_on_failure)
+    prepared = _prepare(
+        response,
+        tests=tests,
+        prompt=prompt,
+        language_penalty=language_penalty,
+        time_limit=time_limit,
+        memory_mb=memory_mb,
+        output_bytes=output_bytes,
+        stop_on_failure=stop_on_failure,
+    )
     if isinstance(prepared, Score):
         return prepared
     return (pool or shared_pool()).submit_job(_run_tests, prepared).result()
 
 
-def _submit(request: Mapping[str, Any], options: Mapping[str, Any],
-            pool: SandboxPool) -> Future:
+def _submit(request: Mapping[str, Any], options: Mapping[str, Any], pool: SandboxPool) -> Future:
     """A future Score for one request; bad requests score 0 with the error in the details."""
     try:
-        prepared = _prepare(request.get("response") or "", tests=request.get("tests"),
-                            prompt=request.get("prompt"), **options)
+        prepared = _prepare(
+            request.get("response") or "", tests=request.get("tests"), prompt=request.get("prompt"), **options
+        )
     except (ValueError, TypeError) as error:
         prepared = Score(0.0, {"error": f"{type(error).__name__}: {error}"})
     if isinstance(prepared, Score):
@@ -439,13 +481,17 @@ def _submit(request: Mapping[str, Any], options: Mapping[str, Any],
 def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
-        raise TypeError(f"code reward: unknown option(s) {', '.join(unknown)}; "
-                        f"known: {', '.join(OPTION_NAMES)}")
+        raise TypeError(f"code reward: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTION_NAMES)}")
     return dict(options)
 
 
-def score_batch(requests: Sequence[Mapping[str, Any]], *, workers: int | None = None,
-                pool: SandboxPool | None = None, **options: Any) -> list[Score]:
+def score_batch(
+    requests: Sequence[Mapping[str, Any]],
+    *,
+    workers: int | None = None,
+    pool: SandboxPool | None = None,
+    **options: Any,
+) -> list[Score]:
     """Score many ``{"response", "prompt", "tests"}`` requests concurrently, in order.
 
     Runs on ``pool``, else a pool of ``workers`` sandboxes made for this call, else the
@@ -457,8 +503,9 @@ def score_batch(requests: Sequence[Mapping[str, Any]], *, workers: int | None = 
         return [future.result() for future in [_submit(r, options, active) for r in requests]]
 
 
-async def score_many(requests: Sequence[Mapping[str, Any]], *, pool: SandboxPool | None = None,
-                     **options: Any) -> list[Score]:
+async def score_many(
+    requests: Sequence[Mapping[str, Any]], *, pool: SandboxPool | None = None, **options: Any
+) -> list[Score]:
     """:func:`score_batch` for asyncio: awaits the pool's futures, so rewards are computed while
     the event loop goes on (e.g. generating the next batch)."""
     options = _checked_options(options)

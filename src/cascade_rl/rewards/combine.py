@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from statistics import mean, pstdev
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.preference import rm_scores
@@ -44,17 +45,35 @@ def combine(if_rewards: Sequence[float], rm_values: Sequence[float], groups: Seq
     return [r_if + sigmoid(zi) if r_if == 1 else 0.0 for r_if, zi in zip(if_rewards, z)]
 
 
-def score_batch(requests: Sequence[Mapping[str, Any]], *, reward_model: str, mode: str = "strict",
-                batch_size: int = 8, max_length: int = 4096, **_: Any) -> list[Score]:
+def score_batch(
+    requests: Sequence[Mapping[str, Any]],
+    *,
+    reward_model: str,
+    mode: str = "strict",
+    batch_size: int = 8,
+    max_length: int = 4096,
+    **_: Any,
+) -> list[Score]:
     from cascade_rl.rewards.ifeval import score as if_score
 
     if not requests:
         return []
-    if_results = [if_score(r.get("response") or "", instruction_id_list=r["instruction_id_list"], kwargs=r["kwargs"],
-                           prompt=r.get("prompt") if isinstance(r.get("prompt"), str) else None, mode=mode)
-                  for r in requests]
+    if_results = [
+        if_score(
+            r.get("response") or "",
+            instruction_id_list=r["instruction_id_list"],
+            kwargs=r["kwargs"],
+            prompt=r.get("prompt") if isinstance(r.get("prompt"), str) else None,
+            mode=mode,
+        )
+        for r in requests
+    ]
     rm_values = rm_scores(requests, reward_model, batch_size=batch_size, max_length=max_length)
     groups = [r.get("group", str(r.get("prompt"))) for r in requests]
     rewards = combine([s.reward for s in if_results], rm_values, groups)
-    return [Score(value, {"if_reward": s.reward, "rm_score": rm, **{k: v for k, v in s.details.items() if k == "follow_list"}})
-            for value, s, rm in zip(rewards, if_results, rm_values)]
+    return [
+        Score(
+            value, {"if_reward": s.reward, "rm_score": rm, **{k: v for k, v in s.details.items() if k == "follow_list"}}
+        )
+        for value, s, rm in zip(rewards, if_results, rm_values)
+    ]

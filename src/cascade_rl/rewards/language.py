@@ -33,21 +33,40 @@ import re
 import unicodedata
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Mapping, Sequence
 
 from cascade_rl.chat import last_user_text
 
-__all__ = ["MixingResult", "allowed_scripts", "detect_mixing", "is_mixed", "prompt_script",
-           "script_of", "strip_ignored"]
+__all__ = [
+    "MixingResult",
+    "allowed_scripts",
+    "detect_mixing",
+    "is_mixed",
+    "prompt_script",
+    "script_of",
+    "strip_ignored",
+]
 
 # Unicode blocks of each script (inclusive code-point ranges). Non-letters inside a block (Arabic
 # comma, CJK radicals) are dropped by the letter check, so whole blocks are fine here.
 _SCRIPT_BLOCKS: dict[str, tuple[tuple[int, int], ...]] = {
-    "Latin": ((0x41, 0x5A), (0x61, 0x7A), (0xAA, 0xAA), (0xBA, 0xBA), (0xC0, 0x2AF),
-              (0x1D00, 0x1DBF), (0x1E00, 0x1EFF), (0x2C60, 0x2C7F), (0xA720, 0xA7FF),
-              (0xAB30, 0xAB6F), (0xFB00, 0xFB06), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A)),
+    "Latin": (
+        (0x41, 0x5A),
+        (0x61, 0x7A),
+        (0xAA, 0xAA),
+        (0xBA, 0xBA),
+        (0xC0, 0x2AF),
+        (0x1D00, 0x1DBF),
+        (0x1E00, 0x1EFF),
+        (0x2C60, 0x2C7F),
+        (0xA720, 0xA7FF),
+        (0xAB30, 0xAB6F),
+        (0xFB00, 0xFB06),
+        (0xFF21, 0xFF3A),
+        (0xFF41, 0xFF5A),
+    ),
     "Greek": ((0x370, 0x3FF), (0x1F00, 0x1FFF)),
     "Cyrillic": ((0x400, 0x52F), (0x1C80, 0x1C8F), (0x2DE0, 0x2DFF), (0xA640, 0xA69F)),
     "Armenian": ((0x530, 0x58F), (0xFB13, 0xFB17)),
@@ -73,8 +92,7 @@ _SCRIPT_BLOCKS: dict[str, tuple[tuple[int, int], ...]] = {
     "Tibetan": ((0xF00, 0xFFF),),
     "Myanmar": ((0x1000, 0x109F), (0xA9E0, 0xA9FF), (0xAA60, 0xAA7F)),
     "Georgian": ((0x10A0, 0x10FF), (0x1C90, 0x1CBF), (0x2D00, 0x2D2F)),
-    "Hangul": ((0x1100, 0x11FF), (0x3130, 0x318F), (0xA960, 0xA97F), (0xAC00, 0xD7FF),
-               (0xFFA0, 0xFFDC)),
+    "Hangul": ((0x1100, 0x11FF), (0x3130, 0x318F), (0xA960, 0xA97F), (0xAC00, 0xD7FF), (0xFFA0, 0xFFDC)),
     "Ethiopic": ((0x1200, 0x139F), (0x2D80, 0x2DDF), (0xAB00, 0xAB2F)),
     "Cherokee": ((0x13A0, 0x13FF), (0xAB70, 0xABBF)),
     "Canadian Aboriginal": ((0x1400, 0x167F), (0x18B0, 0x18FF)),
@@ -87,9 +105,17 @@ _SCRIPT_BLOCKS: dict[str, tuple[tuple[int, int], ...]] = {
     "Hiragana": ((0x3040, 0x309F), (0x1B001, 0x1B11F)),
     "Katakana": ((0x30A0, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F), (0x1B000, 0x1B000)),
     "Bopomofo": ((0x3100, 0x312F), (0x31A0, 0x31BF)),
-    "Han": ((0x2E80, 0x2FDF), (0x3005, 0x3007), (0x3021, 0x3029), (0x3038, 0x303B),
-            (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2FA1F),
-            (0x30000, 0x323AF)),
+    "Han": (
+        (0x2E80, 0x2FDF),
+        (0x3005, 0x3007),
+        (0x3021, 0x3029),
+        (0x3038, 0x303B),
+        (0x3400, 0x4DBF),
+        (0x4E00, 0x9FFF),
+        (0xF900, 0xFAFF),
+        (0x20000, 0x2FA1F),
+        (0x30000, 0x323AF),
+    ),
     "Yi": ((0xA000, 0xA4CF),),
     "Vai": ((0xA500, 0xA63F),),
 }
@@ -104,8 +130,7 @@ _SCRIPT_GROUPS: dict[str, frozenset[str]] = {
 _CJK_WEIGHT = 3
 _CJK = frozenset({"Han", "Hiragana", "Katakana", "Hangul", "Bopomofo"})
 
-_RANGES = sorted((start, end, script) for script, blocks in _SCRIPT_BLOCKS.items()
-                 for start, end in blocks)
+_RANGES = sorted((start, end, script) for script, blocks in _SCRIPT_BLOCKS.items() for start, end in blocks)
 _STARTS = [start for start, _, _ in _RANGES]
 
 
@@ -138,7 +163,8 @@ def script_of(char: str) -> str | None:
 # at their next opener (a tempered token), so an unclosed opener never rescans the whole text.
 # A pass runs only when its trigger occurs in the text.
 _IGNORED_PASSES: tuple[tuple[str, re.Pattern], ...] = tuple(
-    (trigger, re.compile(pattern, re.DOTALL)) for trigger, pattern in (
+    (trigger, re.compile(pattern, re.DOTALL))
+    for trigger, pattern in (
         ("```", r"```.*?(?:```|\Z)"),  # fenced code; an unclosed fence runs to the end
         ("~~~", r"~~~.*?(?:~~~|\Z)"),
         ("\\begin", r"\\begin\{([A-Za-z]+\*?)\}(?:(?!\\begin\{\1\}).)*?\\end\{\1\}"),
@@ -149,7 +175,8 @@ _IGNORED_PASSES: tuple[tuple[str, re.Pattern], ...] = tuple(
         ("$", r"\$[^$\n]+\$"),  # inline math (escaped \$ are blanked first)
         ("://", r"://\S*"),  # URLs: the scheme is ASCII, so only the rest needs removing
         ("www.", r"www\.\S+"),
-    ))
+    )
+)
 
 
 def strip_ignored(text: str) -> str:
@@ -177,8 +204,7 @@ def _dominant_script(text: str) -> str:
     counts = _count_scripts(strip_ignored(text))
     if not counts:
         return "Latin"
-    weighted = {script: count * (_CJK_WEIGHT if script in _CJK else 1)
-                for script, count in counts.items()}
+    weighted = {script: count * (_CJK_WEIGHT if script in _CJK else 1) for script, count in counts.items()}
     dominant = max(weighted, key=lambda script: (weighted[script], script))
     has_kana = counts.get("Hiragana", 0) + counts.get("Katakana", 0) > 0
     if dominant in ("Han", "Hiragana", "Katakana") and has_kana:
@@ -195,9 +221,13 @@ def allowed_scripts(script: str) -> frozenset[str]:
 def _disallowed_patterns(allowed: frozenset[str]) -> tuple[re.Pattern, re.Pattern]:
     """Character classes of every block of the scripts not in ``allowed``: (Basic Multilingual
     Plane only, all planes). The BMP-only class compiles to a table lookup and scans ~4x faster."""
+
     def char_class(limit: int) -> re.Pattern:
-        ranges = "".join(f"{re.escape(chr(start))}-{re.escape(chr(min(end, limit)))}"
-                         for start, end, script in _RANGES if script not in allowed and start <= limit)
+        ranges = "".join(
+            f"{re.escape(chr(start))}-{re.escape(chr(min(end, limit)))}"
+            for start, end, script in _RANGES
+            if script not in allowed and start <= limit
+        )
         return re.compile(f"[{ranges}]")
 
     return char_class(0xFFFF), char_class(0x10FFFF)
@@ -210,8 +240,7 @@ def _disallowed_pattern(text: str, allowed: frozenset[str]) -> re.Pattern:
     return every_plane if has_astral else bmp
 
 
-def detect_mixing(text: str, prompt: str | Sequence[Mapping] | None = None, *,
-                  min_letters: int = 1) -> MixingResult:
+def detect_mixing(text: str, prompt: str | Sequence[Mapping] | None = None, *, min_letters: int = 1) -> MixingResult:
     """Whether ``text`` mixes in letters of a script its prompt does not use (module docstring).
 
     ``prompt``: the prompt as text or chat messages (its last user turn is read); None = English.
@@ -231,7 +260,6 @@ def detect_mixing(text: str, prompt: str | Sequence[Mapping] | None = None, *,
     return MixingResult(sum(offending.values()) >= min_letters, dict(offending), script)
 
 
-def is_mixed(response: str, prompt: str | Sequence[Mapping] | None = None, *,
-             min_letters: int = 1) -> bool:
+def is_mixed(response: str, prompt: str | Sequence[Mapping] | None = None, *, min_letters: int = 1) -> bool:
     """Whether the whole response (reasoning and answer) mixes languages."""
     return detect_mixing(response, prompt, min_letters=min_letters).mixed

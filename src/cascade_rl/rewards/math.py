@@ -28,9 +28,10 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from functools import lru_cache
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 import mpmath
 
@@ -39,8 +40,17 @@ from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.language import detect_mixing
 from cascade_rl.rewards.timeout import CallTimeout, WorkerDied, WorkerPool
 
-__all__ = ["Equivalence", "equivalent", "extract_boxed", "fast_verdict", "math_verify_equal",
-           "normalize_answer", "score", "strip_math_delimiters", "verifier_pool"]
+__all__ = [
+    "Equivalence",
+    "equivalent",
+    "extract_boxed",
+    "fast_verdict",
+    "math_verify_equal",
+    "normalize_answer",
+    "score",
+    "strip_math_delimiters",
+    "verifier_pool",
+]
 
 # ----------------------------------------------------------------------------- extraction
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
@@ -57,7 +67,7 @@ def extract_boxed(text: str) -> str | None:
     if not isinstance(text, str):
         raise TypeError(f"extract_boxed: text must be a str, got {type(text).__name__}")
     last = None
-    for last in _BOX_COMMAND.finditer(text):
+    for last in _BOX_COMMAND.finditer(text):  # noqa: B007 - keep the last match
         pass
     if last is None:
         return None
@@ -79,7 +89,7 @@ def _braced_content(text: str, open_brace: int) -> str | None:
         elif token.group() == "}":
             depth -= 1
             if depth == 0:
-                return text[open_brace + 1:token.start()]
+                return text[open_brace + 1 : token.start()]
     return None
 
 
@@ -109,7 +119,7 @@ def strip_math_delimiters(text: str) -> str:
         stripped = False
         for opener, closer in _MATH_DELIMITERS:
             if len(text) > len(opener) + len(closer) and text.startswith(opener) and text.endswith(closer):
-                text, stripped = text[len(opener):-len(closer)].strip(), True
+                text, stripped = text[len(opener) : -len(closer)].strip(), True
                 break
     return text
 
@@ -252,7 +262,7 @@ class _Polynomial:
         self.terms = {monomial: c for monomial, c in terms.items() if c != 0}
 
     @classmethod
-    def constant(cls, value: Fraction) -> "_Polynomial":
+    def constant(cls, value: Fraction) -> _Polynomial:
         return cls({(): value})
 
     def value(self) -> Fraction | None:
@@ -264,19 +274,19 @@ class _Polynomial:
     def degree(self) -> int:
         return max((sum(power for _, power in monomial) for monomial in self.terms), default=0)
 
-    def __add__(self, other: "_Polynomial") -> "_Polynomial":
+    def __add__(self, other: _Polynomial) -> _Polynomial:
         terms = dict(self.terms)
         for monomial, coefficient in other.terms.items():
             terms[monomial] = terms.get(monomial, 0) + coefficient
         return _Polynomial(terms)
 
-    def __neg__(self) -> "_Polynomial":
+    def __neg__(self) -> _Polynomial:
         return _Polynomial({monomial: -c for monomial, c in self.terms.items()})
 
-    def __sub__(self, other: "_Polynomial") -> "_Polynomial":
+    def __sub__(self, other: _Polynomial) -> _Polynomial:
         return self + -other
 
-    def __mul__(self, other: "_Polynomial") -> "_Polynomial":
+    def __mul__(self, other: _Polynomial) -> _Polynomial:
         terms: dict[tuple, Fraction] = {}
         for left, a in self.terms.items():
             for right, b in other.terms.items():
@@ -378,7 +388,7 @@ class _Approximate:
     def power(self, base: mpmath.mpf, exponent: mpmath.mpf) -> mpmath.mpf:
         if base < 0 and exponent != int(exponent) or base == 0 and exponent <= 0:
             raise _Unsure
-        return self.check(base ** exponent)
+        return self.check(base**exponent)
 
     def check(self, value: mpmath.mpf) -> mpmath.mpf:
         if not abs(value) < self.largest:
@@ -542,8 +552,10 @@ def _compare_expressions(a: _Reading, b: _Reading) -> tuple[bool, str] | None:
         if a.value != b.value:
             return False, "numeric"
         # a lone variable goes through math-verify's symbol rules, which compare names only
-        lone = any(len(r.variables) == 1 and r.value.degree() == 1 and len(r.value.terms) == 1
-                   and 1 in r.value.terms.values() for r in (a, b))
+        lone = any(
+            len(r.variables) == 1 and r.value.degree() == 1 and len(r.value.terms) == 1 and 1 in r.value.terms.values()
+            for r in (a, b)
+        )
         return None if lone else (True, "numeric")
     if isinstance(a.value, _Polynomial) or isinstance(b.value, _Polynomial):
         a, b = _approximate(a), _approximate(b)  # type: ignore[assignment]
@@ -657,8 +669,7 @@ def _ends_apart(a: mpmath.mpf, b: mpmath.mpf) -> bool:
     return _apart(a, b)
 
 
-_SHAPES = ((_read_set, _compare_sets), (_read_interval, _compare_intervals),
-           (_read_expression, _compare_expressions))
+_SHAPES = ((_read_set, _compare_sets), (_read_interval, _compare_intervals), (_read_expression, _compare_expressions))
 
 
 # ----------------------------------------------------------------------------- math-verify
@@ -673,9 +684,16 @@ def math_verify_equal(prediction: str, reference: str) -> bool:
     return bool(verify(gold, predicted, timeout_seconds=None))
 
 
-_WARM_UP_PAIRS = (("\\frac{1}{2}", "\\{x + 1, 2\\}"), ("x = 3", "3"), ("\\ln 6", "\\ln 2 + \\ln 3"),
-                  ("e^{2}", "\\sqrt{e^4}"), ("(-\\infty, 3]", "[-\\infty, 3]"), ("50\\%", "0.5"),
-                  ("30^\\circ", "\\frac{\\pi}{6}"), ("(x+1)^2", "x^2 + 2x + 1"))
+_WARM_UP_PAIRS = (
+    ("\\frac{1}{2}", "\\{x + 1, 2\\}"),
+    ("x = 3", "3"),
+    ("\\ln 6", "\\ln 2 + \\ln 3"),
+    ("e^{2}", "\\sqrt{e^4}"),
+    ("(-\\infty, 3]", "[-\\infty, 3]"),
+    ("50\\%", "0.5"),
+    ("30^\\circ", "\\frac{\\pi}{6}"),
+    ("(x+1)^2", "x^2 + 2x + 1"),
+)
 
 
 def warm_up() -> None:
@@ -697,9 +715,9 @@ def verifier_pool() -> WorkerPool:
     global _VERIFIER_POOL
     with _POOL_LOCK:
         if _VERIFIER_POOL is None:
-            _VERIFIER_POOL = WorkerPool(min(4, os.cpu_count() or 1),
-                                        preload=(f"{__name__}:warm_up",),
-                                        memory_limit_mb=WORKER_MEMORY_MB)
+            _VERIFIER_POOL = WorkerPool(
+                min(4, os.cpu_count() or 1), preload=(f"{__name__}:warm_up",), memory_limit_mb=WORKER_MEMORY_MB
+            )
         return _VERIFIER_POOL
 
 
@@ -752,9 +770,15 @@ def _reference_answer(answer: object) -> str:
     return text
 
 
-def score(response: str, *, answer: str | int | float,
-          prompt: str | Sequence[Mapping] | None = None, language_penalty: float = -1.0,
-          timeout: float = 5.0, mixing_min_letters: int = 1) -> Score:
+def score(
+    response: str,
+    *,
+    answer: str | int | float,
+    prompt: str | Sequence[Mapping] | None = None,
+    language_penalty: float = -1.0,
+    timeout: float = 5.0,
+    mixing_min_letters: int = 1,
+) -> Score:
     """The Math RL reward of one response (see the module docstring for the rules).
 
     ``answer``: the ground truth. ``prompt``: text or chat messages; sets the script the response
@@ -773,8 +797,7 @@ def score(response: str, *, answer: str | int | float,
     extracted = extract_boxed(final) if finished else None
     details: dict = {"extracted": extracted, "language_mixing": mixing.mixed, "timeout": False}
     if mixing.mixed:
-        details.update(reason="language_mixing", mixing_scripts=mixing.scripts,
-                       prompt_script=mixing.prompt_script)
+        details.update(reason="language_mixing", mixing_scripts=mixing.scripts, prompt_script=mixing.prompt_script)
         return Score(float(language_penalty), details)
     if not finished:
         return Score(0.0, {**details, "reason": "unfinished"})
@@ -784,8 +807,11 @@ def score(response: str, *, answer: str | int | float,
     if not extracted.strip():
         return Score(0.0, {**details, "reason": "empty_box"})
     result = equivalent(extracted, reference, timeout=timeout)
-    details.update(method=result.method, timeout=result.timed_out,
-                   reason="timeout" if result.timed_out else ("correct" if result.equal else "wrong"))
+    details.update(
+        method=result.method,
+        timeout=result.timed_out,
+        reason="timeout" if result.timed_out else ("correct" if result.equal else "wrong"),
+    )
     if result.error:
         details["error"] = result.error
     return Score(1.0 if result.equal else 0.0, details)

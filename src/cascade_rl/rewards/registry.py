@@ -20,9 +20,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from cascade_rl.rewards.base import Score
 
@@ -62,42 +63,57 @@ def _build(domains: Iterable[RewardDomain]) -> dict[str, RewardDomain]:
     return registry
 
 
-REGISTRY: dict[str, RewardDomain] = _build([
-    RewardDomain(
-        "math", ("answer",),
-        "1 if the last \\boxed{} of the answer equals `answer` (math-verify), else 0; "
-        "language mixing -> language_penalty (-1)",
-        scorer="cascade_rl.rewards.math:score"),
-    RewardDomain(
-        "ifeval", ("instruction_id_list", "kwargs"),
-        "1 if every IFEval / IFBench instruction holds (strict by default), else 0",
-        scorer="cascade_rl.rewards.ifeval:score"),
-    RewardDomain(
-        "code", ("tests",),
-        "1 if the last ```python block passes all tests in the sandbox, else 0; "
-        "language mixing -> 0",
-        scorer="cascade_rl.rewards.code:score",
-        batch_scorer="cascade_rl.rewards.code:score_batch"),
-    RewardDomain(
-        "swe", ("files", "golden_patch"),
-        "SEARCH/REPLACE repair: 1 identical to the golden patch, 0 no-op, -1 unparseable, "
-        "else lexical (unidiff) or judged similarity",
-        scorer="cascade_rl.rewards.swe:score"),
-    RewardDomain(
-        "tool_call", ("expected_calls",),
-        "1 if the answer's <tool_call> blocks make exactly the expected calls (names and arguments), else 0",
-        scorer="cascade_rl.rewards.tool_call:score"),
-    RewardDomain(
-        "preference", (),
-        "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
-        batch_scorer="cascade_rl.rewards.preference:score_batch",
-        required_options=("reward_model",)),
-    RewardDomain(
-        "if_rm", ("instruction_id_list", "kwargs"),
-        "thinking-model IF-RL: R_IF + sigmoid(z(R_RM)) if R_IF == 1 else 0, z over the prompt's rollouts",
-        batch_scorer="cascade_rl.rewards.combine:score_batch",
-        required_options=("reward_model",)),
-])
+REGISTRY: dict[str, RewardDomain] = _build(
+    [
+        RewardDomain(
+            "math",
+            ("answer",),
+            "1 if the last \\boxed{} of the answer equals `answer` (math-verify), else 0; "
+            "language mixing -> language_penalty (-1)",
+            scorer="cascade_rl.rewards.math:score",
+        ),
+        RewardDomain(
+            "ifeval",
+            ("instruction_id_list", "kwargs"),
+            "1 if every IFEval / IFBench instruction holds (strict by default), else 0",
+            scorer="cascade_rl.rewards.ifeval:score",
+        ),
+        RewardDomain(
+            "code",
+            ("tests",),
+            "1 if the last ```python block passes all tests in the sandbox, else 0; language mixing -> 0",
+            scorer="cascade_rl.rewards.code:score",
+            batch_scorer="cascade_rl.rewards.code:score_batch",
+        ),
+        RewardDomain(
+            "swe",
+            ("files", "golden_patch"),
+            "SEARCH/REPLACE repair: 1 identical to the golden patch, 0 no-op, -1 unparseable, "
+            "else lexical (unidiff) or judged similarity",
+            scorer="cascade_rl.rewards.swe:score",
+        ),
+        RewardDomain(
+            "tool_call",
+            ("expected_calls",),
+            "1 if the answer's <tool_call> blocks make exactly the expected calls (names and arguments), else 0",
+            scorer="cascade_rl.rewards.tool_call:score",
+        ),
+        RewardDomain(
+            "preference",
+            (),
+            "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
+            batch_scorer="cascade_rl.rewards.preference:score_batch",
+            required_options=("reward_model",),
+        ),
+        RewardDomain(
+            "if_rm",
+            ("instruction_id_list", "kwargs"),
+            "thinking-model IF-RL: R_IF + sigmoid(z(R_RM)) if R_IF == 1 else 0, z over the prompt's rollouts",
+            batch_scorer="cascade_rl.rewards.combine:score_batch",
+            required_options=("reward_model",),
+        ),
+    ]
+)
 
 
 def get_domain(name: str) -> RewardDomain:
@@ -107,8 +123,10 @@ def get_domain(name: str) -> RewardDomain:
     if ":" in name:
         _load(name)  # fail now, with the import error, rather than mid-stage
         return RewardDomain(name, (), f"user scorer {name}", scorer=name)
-    raise KeyError(f"unknown reward domain {name!r}; known: {', '.join(sorted(REGISTRY))} "
-                   "(or give a scorer as 'package.module:function')")
+    raise KeyError(
+        f"unknown reward domain {name!r}; known: {', '.join(sorted(REGISTRY))} "
+        "(or give a scorer as 'package.module:function')"
+    )
 
 
 def missing_fields(domain: RewardDomain, row: Mapping[str, Any]) -> list[str]:
@@ -116,8 +134,13 @@ def missing_fields(domain: RewardDomain, row: Mapping[str, Any]) -> list[str]:
     return [name for name in domain.fields if row.get(name) is None]
 
 
-def score_batch(domain: RewardDomain | str, requests: Sequence[Mapping[str, Any]],
-                options: Mapping[str, Any] | None = None, *, workers: int = 1) -> list[Score]:
+def score_batch(
+    domain: RewardDomain | str,
+    requests: Sequence[Mapping[str, Any]],
+    options: Mapping[str, Any] | None = None,
+    *,
+    workers: int = 1,
+) -> list[Score]:
     """Score ``requests`` (each ``{"response", "prompt"?, **fields}``) with ``domain``.
 
     Uses the domain's batch scorer when it has one, else its per-response scorer (on
@@ -145,8 +168,7 @@ def score_batch(domain: RewardDomain | str, requests: Sequence[Mapping[str, Any]
         return list(pool.map(one, requests))
 
 
-def score_one(scorer: Callable[..., Score], request: Mapping[str, Any],
-              options: Mapping[str, Any]) -> Score:
+def score_one(scorer: Callable[..., Score], request: Mapping[str, Any], options: Mapping[str, Any]) -> Score:
     """Call a per-response scorer on one request; exceptions become reward 0."""
     arguments = _accepted(scorer, {**request, **options})
     response = arguments.pop("response", "") or ""

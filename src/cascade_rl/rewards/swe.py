@@ -42,14 +42,22 @@ from __future__ import annotations
 import difflib
 import json
 import math
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Literal, Mapping, Protocol, Sequence
+from typing import Literal, Protocol
 
 from cascade_rl.chat import last_user_text, split_thinking
 from cascade_rl.rewards.base import Score
 from cascade_rl.swe.edits import (
-    Ambiguity, EditApplyError, EditParseError, PatchApplyError, apply_patch, edits_to_patch,
-    parse_patch, patched_path, unified_diff,
+    Ambiguity,
+    EditApplyError,
+    EditParseError,
+    PatchApplyError,
+    apply_patch,
+    edits_to_patch,
+    parse_patch,
+    patched_path,
+    unified_diff,
 )
 from cascade_rl.swe.prompts import format_files, judge_messages, repair_prompt
 
@@ -64,10 +72,18 @@ class Judge(Protocol):
     def probability_yes(self, messages: list[dict]) -> float: ...
 
 
-def score(response: str, *, files: Mapping[str, str] | str, golden_patch: str,
-          prompt: str | Sequence[dict] | None = None, problem_statement: str | None = None,
-          similarity: Similarity = "lexical", judge: Judge | str | None = None,
-          shaping: bool = False, ambiguous: Ambiguity = "first") -> Score:
+def score(
+    response: str,
+    *,
+    files: Mapping[str, str] | str,
+    golden_patch: str,
+    prompt: str | Sequence[dict] | None = None,
+    problem_statement: str | None = None,
+    similarity: Similarity = "lexical",
+    judge: Judge | str | None = None,
+    shaping: bool = False,
+    ambiguous: Ambiguity = "first",
+) -> Score:
     """Reward of one repair response (see the module docstring).
 
     ``files``: the original files ``{path: content}`` (or that dict JSON-encoded);
@@ -107,8 +123,7 @@ def score(response: str, *, files: Mapping[str, str] | str, golden_patch: str,
         assert judge is not None
         if isinstance(judge, str):
             judge = _judge_from_spec(judge)
-        value = _judged(judge, _policy_prompt(prompt, problem_statement, files),
-                        golden_patch, result.patch)
+        value = _judged(judge, _policy_prompt(prompt, problem_statement, files), golden_patch, result.patch)
     reward = 0.0 if shaping and value < SHAPING_THRESHOLD else value
     return Score(reward, {"kind": "similar", "patch": result.patch, "similarity": value})
 
@@ -123,13 +138,13 @@ def _checked_files(files: Mapping[str, str] | str) -> dict[str, str]:
             files = json.loads(files)
         except json.JSONDecodeError as error:
             raise ValueError(f"files is a string but not JSON: {error}") from None
-    if not isinstance(files, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+    if not isinstance(files, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise ValueError("files must map repository paths to file contents (str -> str)")
     return dict(files)
 
 
 # ---- normalisation ------------------------------------------------------------------------
+
 
 def _golden_files(files: Mapping[str, str], golden_patch: str) -> dict[str, str | None] | None:
     """The files the golden patch produces from ``files``, or None when it does not apply."""
@@ -154,13 +169,20 @@ def _normalised_text(text: str | None) -> tuple[str, ...] | None:
 
 
 def _changed(files: Mapping[str, str], after: Mapping[str, str | None]) -> dict[str, tuple[str, ...] | None]:
-    return {path: _normalised_text(text) for path, text in after.items()
-            if _normalised_text(text) != _normalised_text(files.get(path))}
+    return {
+        path: _normalised_text(text)
+        for path, text in after.items()
+        if _normalised_text(text) != _normalised_text(files.get(path))
+    }
 
 
-def _identical(files: Mapping[str, str], model_after: Mapping[str, str],
-               golden_after: Mapping[str, str | None] | None, model_patch: str,
-               golden_patch: str) -> bool:
+def _identical(
+    files: Mapping[str, str],
+    model_after: Mapping[str, str],
+    golden_after: Mapping[str, str | None] | None,
+    model_patch: str,
+    golden_patch: str,
+) -> bool:
     if golden_after is not None:
         return _changed(files, model_after) == _changed(files, golden_after)
     return patch_key(model_patch) == patch_key(golden_patch)
@@ -205,6 +227,7 @@ def _change_blocks(hunk) -> list[tuple[int, tuple[str, ...], tuple[str, ...]]]:
 
 # ---- similarity ---------------------------------------------------------------------------
 
+
 def file_changes(patch: str) -> dict[str, str]:
     """Per changed file, the text of its hunks (``@@`` lines and bodies, no file headers)."""
     changes = {}
@@ -222,13 +245,16 @@ def lexical_similarity(model_patch: str, golden_patch: str) -> float:
     paths = set(model) | set(golden)
     if not paths:
         return 0.0
-    ratios = [difflib.SequenceMatcher(None, model[path], golden[path], autojunk=False).ratio()
-              if path in model and path in golden else 0.0 for path in paths]
+    ratios = [
+        difflib.SequenceMatcher(None, model[path], golden[path], autojunk=False).ratio()
+        if path in model and path in golden
+        else 0.0
+        for path in paths
+    ]
     return sum(ratios) / len(ratios)
 
 
-def _policy_prompt(prompt: str | Sequence[dict] | None, problem_statement: str | None,
-                   files: Mapping[str, str]) -> str:
+def _policy_prompt(prompt: str | Sequence[dict] | None, problem_statement: str | None, files: Mapping[str, str]) -> str:
     """The repair prompt the policy answered (rebuilt from the files when not given)."""
     text = last_user_text(prompt)
     return text or repair_prompt(problem_statement or "", format_files(files))
@@ -239,7 +265,6 @@ def _judged(judge: Judge, policy_prompt: str, golden_patch: str, model_patch: st
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"judge returned {value!r}, expected a probability in [0, 1]")
     return value
-
 
 
 @lru_cache(maxsize=4)

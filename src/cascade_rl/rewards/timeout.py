@@ -37,8 +37,9 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = ["CallTimeout", "WorkerDied", "WorkerPool"]
 
@@ -51,7 +52,7 @@ class WorkerDied(RuntimeError):
     """The worker process exited during the call (crash, memory limit, killed from outside)."""
 
 
-_LIVE_WORKERS: "weakref.WeakSet[_Worker]" = weakref.WeakSet()
+_LIVE_WORKERS: weakref.WeakSet[_Worker] = weakref.WeakSet()
 
 
 class _Worker:
@@ -59,12 +60,18 @@ class _Worker:
 
     def __init__(self, preload: Sequence[str], memory_limit_mb: int | None) -> None:
         parent_end, child_end = socket.socketpair()
-        command = [sys.executable, "-c", "from cascade_rl.rewards.timeout import serve; serve()",
-                   str(child_end.fileno()), str(memory_limit_mb or 0), *preload]
+        command = [
+            sys.executable,
+            "-c",
+            "from cascade_rl.rewards.timeout import serve; serve()",
+            str(child_end.fileno()),
+            str(memory_limit_mb or 0),
+            *preload,
+        ]
         with child_end:
             self.process = subprocess.Popen(
-                command, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
-                env=_child_environment())
+                command, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, env=_child_environment()
+            )
         self.connection = Connection(parent_end.detach())
         self.ready = False
         #: a request was sent and its answer not yet read: the connection is out of step
@@ -127,12 +134,19 @@ class WorkerPool:
 
     ``preload``: what each worker does before it takes calls, paid once per worker and outside
     any deadline: ``"module"`` imports a module, ``"module:function"`` also calls
-    ``function()`` (a warm-up, e.g. to build a parser's tables). ``memory_limit_mb``: address-space cap per worker (None: no cap).
+    ``function()`` (a warm-up, e.g. to build a parser's tables). ``memory_limit_mb``: address-space cap per
+    worker (None: no cap).
     ``start_timeout``: how long a new worker may take to start before :class:`WorkerDied`.
     """
 
-    def __init__(self, size: int = 2, *, preload: Sequence[str] = (),
-                 memory_limit_mb: int | None = None, start_timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        size: int = 2,
+        *,
+        preload: Sequence[str] = (),
+        memory_limit_mb: int | None = None,
+        start_timeout: float = 120.0,
+    ) -> None:
         if size < 1:
             raise ValueError(f"WorkerPool size must be >= 1, got {size}")
         if memory_limit_mb is not None and memory_limit_mb < 64:
@@ -250,7 +264,7 @@ class WorkerPool:
         for worker in idle:
             worker.kill()
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

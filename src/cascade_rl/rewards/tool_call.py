@@ -19,20 +19,21 @@ objects key-wise. ``expected_calls`` items are ``{"name", "arguments"}`` or Open
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cascade_rl.chat import parse_tool_calls, split_thinking
 from cascade_rl.rewards.base import Score
 
 
-def score(response: str, *, expected_calls: Sequence[Mapping[str, Any]],
-          prompt: Any = None) -> Score:
+def score(response: str, *, expected_calls: Sequence[Mapping[str, Any]], prompt: Any = None) -> Score:
     """1.0 when the answer's tool calls match ``expected_calls`` (see the module docstring)."""
     expected = [_normalise_call(call, f"expected_calls[{i}]") for i, call in enumerate(_as_list(expected_calls))]
     split = split_thinking(response)
     if not split.finished:
-        return Score(0.0, {"error": "unfinished thinking: no answer after <think>",
-                           "expected": len(expected), "parsed": 0})
+        return Score(
+            0.0, {"error": "unfinished thinking: no answer after <think>", "expected": len(expected), "parsed": 0}
+        )
     calls = parse_tool_calls(split.answer)
     details: dict[str, Any] = {"expected": len(expected), "parsed": len(calls)}
     invalid = [call["invalid"] for call in calls if "invalid" in call]

@@ -56,9 +56,30 @@ process that escapes to a new session (setsid) is still found and killed (the su
 child subreaper), but the host's other processes and files are reachable.
 """
 
-from cascade_rl.sandbox.core import (DEFAULT_LIMITS, Limits, RunResult, SandboxError,
-                                     SandboxServer, available, isolation, run, run_python)
+from cascade_rl.sandbox.core import (
+    DEFAULT_LIMITS,
+    Limits,
+    RunResult,
+    SandboxError,
+    SandboxServer,
+    available,
+    isolation,
+    run,
+    run_python,
+)
 from cascade_rl.sandbox.pool import Runner, SandboxPool, shared_pool
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "RunResult", "Runner", "SandboxError", "SandboxPool",
-           "SandboxServer", "available", "isolation", "run", "run_python", "shared_pool"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Limits",
+    "RunResult",
+    "Runner",
+    "SandboxError",
+    "SandboxPool",
+    "SandboxServer",
+    "available",
+    "isolation",
+    "run",
+    "run_python",
+    "shared_pool",
+]

@@ -27,9 +27,9 @@ import threading
 import time
 import warnings
 from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 logger = logging.getLogger("cascade_rl.sandbox")
 
@@ -37,15 +37,24 @@ MiB = 1024 * 1024
 #: ``CASCADE_SANDBOX=rlimits`` forces the rlimits-only fallback (testing); ``=bwrap`` makes a
 #: missing or broken bubblewrap an error instead of a warning.
 ISOLATION_ENV = "CASCADE_SANDBOX"
-SANDBOX_UID = 65534          # "nobody": the uid programs run as; no capabilities
+SANDBOX_UID = 65534  # "nobody": the uid programs run as; no capabilities
 SUPERVISOR_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
-STARTUP_TIMEOUT_S = 30.0     # bwrap + interpreter start-up on a very busy machine
-HOST_GRACE_S = 5.0           # the host waits this long past a run's time limit for the server
-DRAIN_S = 1.0                # after the run ended, how long to wait for pipes to reach EOF
+STARTUP_TIMEOUT_S = 30.0  # bwrap + interpreter start-up on a very busy machine
+HOST_GRACE_S = 5.0  # the host waits this long past a run's time limit for the server
+DRAIN_S = 1.0  # after the run ended, how long to wait for pipes to reach EOF
 SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 #: the only files of /etc the sandbox sees (users, dynamic linker, time zone, alternatives)
-ETC_FILES = ("passwd", "group", "nsswitch.conf", "hosts", "ld.so.cache", "ld.so.conf",
-             "ld.so.conf.d", "localtime", "alternatives")
+ETC_FILES = (
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "alternatives",
+)
 
 
 class SandboxError(RuntimeError):
@@ -128,11 +137,14 @@ class RunResult:
 # ----------------------------------------------------------------------------------------------
 # isolation mode
 
+
 def _warn_unisolated(reason: str) -> None:
-    message = (f"cascade_rl.sandbox: {reason}; untrusted code runs with rlimits only: NO "
-               "filesystem, network or process isolation (programs can read and write your "
-               "files, use the network and signal your processes). Install bubblewrap "
-               "(`apt-get install bubblewrap`, or `make system-deps`) for real isolation.")
+    message = (
+        f"cascade_rl.sandbox: {reason}; untrusted code runs with rlimits only: NO "
+        "filesystem, network or process isolation (programs can read and write your "
+        "files, use the network and signal your processes). Install bubblewrap "
+        "(`apt-get install bubblewrap`, or `make system-deps`) for real isolation."
+    )
     logger.warning(message)
     warnings.warn(message, RuntimeWarning, stacklevel=4)
 
@@ -144,7 +156,7 @@ def isolation() -> str:
     unusable bubblewrap into :class:`SandboxError`. Cached: call ``isolation.cache_clear()``
     after changing the environment variable.
     """
-    with _isolation_lock:   # one probe and at most one warning, however many threads ask
+    with _isolation_lock:  # one probe and at most one warning, however many threads ask
         return _detect_isolation()
 
 
@@ -182,8 +194,7 @@ def _bwrap_problem() -> str | None:
         return "bubblewrap (bwrap) is not installed"
     probe = bwrap_argv(Limits()) + [sys.executable, "-I", "-S", "-c", "pass"]
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=STARTUP_TIMEOUT_S,
-                              cwd="/", env=_server_env())
+        done = subprocess.run(probe, capture_output=True, timeout=STARTUP_TIMEOUT_S, cwd="/", env=_server_env())
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"bubblewrap does not start ({error})"
     if done.returncode != 0:
@@ -195,23 +206,29 @@ def _bwrap_problem() -> str | None:
 # ----------------------------------------------------------------------------------------------
 # the bwrap command line and the environment
 
+
 def _python_roots() -> list[str]:
     """Directories the interpreter needs: its prefixes (venv and base) and its real location."""
     executable = Path(os.path.realpath(sys.executable))
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                  str(executable.parent.parent)}
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(executable.parent.parent)}
     roots = set()
     for path in candidates:
         real = os.path.realpath(path)
         if real == "/" or real == "/usr" or real.startswith("/usr/"):
-            continue   # already visible
+            continue  # already visible
         roots.add(real)
     # parents first, so that a nested root is mounted on top of its parent, not hidden by it
     return sorted(roots, key=lambda p: (p.count("/"), p))
 
 
-def bwrap_argv(limits: Limits, *, workdir: Path | None = None, writable_workdir: bool = True,
-               network: bool = False, userns_fd: int | None = None) -> list[str]:
+def bwrap_argv(
+    limits: Limits,
+    *,
+    workdir: Path | None = None,
+    writable_workdir: bool = True,
+    network: bool = False,
+    userns_fd: int | None = None,
+) -> list[str]:
     """The ``bwrap`` prefix of a sandbox (see the package docstring for what each part does).
 
     ``userns_fd``: a user namespace from :class:`_UserNamespace`; the supervisor then runs as
@@ -220,14 +237,30 @@ def bwrap_argv(limits: Limits, *, workdir: Path | None = None, writable_workdir:
     capabilities; supervisor and programs share the uid)."""
     argv = ["bwrap"]
     if userns_fd is None:
-        argv += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-                 "--disable-userns", "--cap-drop", "ALL"]
+        argv += [
+            "--unshare-user",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--disable-userns",
+            "--cap-drop",
+            "ALL",
+        ]
     else:
         argv += ["--userns", str(userns_fd), "--uid", "0", "--gid", "0", "--cap-drop", "ALL"]
         for capability in SUPERVISOR_CAPABILITIES:
             argv += ["--cap-add", capability]
-    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-             "--hostname", "sandbox", "--die-with-parent", "--new-session"]
+    argv += [
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+    ]
     if not network:
         argv.append("--unshare-net")
     argv += ["--ro-bind", "/usr", "/usr"]
@@ -240,13 +273,28 @@ def bwrap_argv(limits: Limits, *, workdir: Path | None = None, writable_workdir:
     for name in ETC_FILES:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     # the private /tmp first: an interpreter (a venv) that lives under /tmp is mounted on top of it
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/tmp",
-             "--size", str(int(limits.tmp_mb) * MiB), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(int(limits.tmp_mb) * MiB),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        str(int(limits.tmp_mb) * MiB),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/dev/shm",
+    ]
     created: set[str] = {"/tmp", "/dev", "/dev/shm", "/proc"}
     for root in _python_roots():
-        for parent in reversed(Path(root).parents[:-1]):   # e.g. /root, /root/.pyenv: the
-            if str(parent) not in created:                   # programs' uid must traverse them
+        for parent in reversed(Path(root).parents[:-1]):  # e.g. /root, /root/.pyenv: the
+            if str(parent) not in created:  # programs' uid must traverse them
                 argv += ["--perms", "0755", "--dir", str(parent)]
                 created.add(str(parent))
         argv += ["--ro-bind", root, root]
@@ -264,10 +312,17 @@ def _server_env() -> dict[str, str]:
 
 def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment programs see: a fixed minimal set plus ``extra`` (which wins)."""
-    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
-           "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {
+        "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
     env.update({str(k): str(v) for k, v in (extra or {}).items()})
     return env
 
@@ -280,16 +335,21 @@ def _server_source() -> str:
 # ----------------------------------------------------------------------------------------------
 # one sandboxed server
 
+
 def _sealed_memfd(name: str, data: bytes) -> int:
     """A read-only in-memory file holding ``data`` (sealed against writes where supported)."""
     flags = os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 0)
     fd = os.memfd_create(name, flags)
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
-    seals = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_GROW", 0) | \
-        getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
+    seals = (
+        getattr(fcntl, "F_SEAL_WRITE", 0)
+        | getattr(fcntl, "F_SEAL_GROW", 0)
+        | getattr(fcntl, "F_SEAL_SHRINK", 0)
+        | getattr(fcntl, "F_SEAL_SEAL", 0)
+    )
     if seals and hasattr(fcntl, "F_ADD_SEALS"):
         try:
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
@@ -320,8 +380,13 @@ class _UserNamespace:
 
     def __init__(self) -> None:
         self._helper = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _USERNS_HELPER], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", env=_server_env())
+            [sys.executable, "-I", "-S", "-c", _USERNS_HELPER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/",
+            env=_server_env(),
+        )
         self.fd = -1
         try:
             self._expect("unshared")
@@ -367,14 +432,19 @@ class SandboxServer:
     ``--die-with-parent`` follows the creating thread), so start it in the thread that uses it.
     ``separate_uids`` says whether programs run under their own uid (root hosts, no workdir)."""
 
-    def __init__(self, *, limits: Limits = DEFAULT_LIMITS, workdir: Path | None = None,
-                 writable_workdir: bool = True, network: bool = False,
-                 mode: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        workdir: Path | None = None,
+        writable_workdir: bool = True,
+        network: bool = False,
+        mode: str | None = None,
+    ) -> None:
         self.mode = mode or isolation()
         self.workdir = Path(workdir) if workdir is not None else None
         self.network = network
-        separate = (self.mode == "bwrap" and self.workdir is None
-                    and _separate_uids_possible())
+        separate = self.mode == "bwrap" and self.workdir is None and _separate_uids_possible()
         try:
             self._start(limits, writable_workdir, separate)
         except SandboxError as error:
@@ -386,31 +456,50 @@ class SandboxServer:
 
     def _start(self, limits: Limits, writable_workdir: bool, separate: bool) -> None:
         """Start bwrap and the supervisor; wait for its hello."""
-        namespace = _UserNamespace() if separate else None   # may raise: nothing to undo yet
+        namespace = _UserNamespace() if separate else None  # may raise: nothing to undo yet
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host_end
         self._stderr = tempfile.TemporaryFile()
         self.separate_uids = separate
-        config = json.dumps({"socket_fd": server_end.fileno(), "isolated": self.mode == "bwrap",
-                             "forget": self.workdir is None,
-                             "run_uid": SANDBOX_UID if separate else None})
+        config = json.dumps(
+            {
+                "socket_fd": server_end.fileno(),
+                "isolated": self.mode == "bwrap",
+                "forget": self.workdir is None,
+                "run_uid": SANDBOX_UID if separate else None,
+            }
+        )
         argv = [sys.executable, "-I", "-c", _server_source(), config]
         if self.mode == "bwrap":
-            argv = bwrap_argv(limits, workdir=self.workdir, writable_workdir=writable_workdir,
-                              network=self.network,
-                              userns_fd=namespace.fd if namespace else None) + argv
+            argv = (
+                bwrap_argv(
+                    limits,
+                    workdir=self.workdir,
+                    writable_workdir=writable_workdir,
+                    network=self.network,
+                    userns_fd=namespace.fd if namespace else None,
+                )
+                + argv
+            )
         inherited = (server_end.fileno(),) + ((namespace.fd,) if namespace else ())
         try:
             self._process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-                pass_fds=inherited, cwd="/", env=_server_env(), start_new_session=True)
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                pass_fds=inherited,
+                cwd="/",
+                env=_server_env(),
+                start_new_session=True,
+            )
         finally:
             server_end.close()
         try:
             hello = self._receive(time.monotonic() + STARTUP_TIMEOUT_S)
         finally:
             if namespace is not None:
-                namespace.close()   # the sandbox's processes keep the namespace alive
+                namespace.close()  # the sandbox's processes keep the namespace alive
         if not (hello and hello.get("ready")):
             reason = self._stderr_tail()
             self.close()
@@ -425,7 +514,7 @@ class SandboxServer:
     def close(self) -> None:
         """Stop the server and everything in its sandbox."""
         if self._sock.fileno() >= 0:
-            self._sock.close()   # the supervisor exits at end of file
+            self._sock.close()  # the supervisor exits at end of file
         try:
             self._process.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
@@ -441,7 +530,7 @@ class SandboxServer:
         if self._sock.fileno() >= 0:
             self._sock.close()
 
-    def __enter__(self) -> "SandboxServer":
+    def __enter__(self) -> SandboxServer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -456,40 +545,68 @@ class SandboxServer:
 
     # -- running programs
 
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
-            env: Mapping[str, str] | None = None, cwd: Path | None = None) -> RunResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes = b"",
+        limits: Limits = DEFAULT_LIMITS,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> RunResult:
         """Run ``argv`` (PATH is searched inside the sandbox) with ``stdin`` and ``limits``."""
         if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
         request = {"argv": list(argv), "cwd": str(cwd or self.workdir or "/tmp")}
         return self._execute(request, stdin, limits, env, source=None, result_channel=False)
 
-    def run_python(self, source: str, *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
-                   env: Mapping[str, str] | None = None, filename: str = "main.py",
-                   recursion_limit: int | None = None, int_max_str_digits: int | None = None,
-                   result_channel: bool = False) -> RunResult:
+    def run_python(
+        self,
+        source: str,
+        *,
+        stdin: bytes = b"",
+        limits: Limits = DEFAULT_LIMITS,
+        env: Mapping[str, str] | None = None,
+        filename: str = "main.py",
+        recursion_limit: int | None = None,
+        int_max_str_digits: int | None = None,
+        result_channel: bool = False,
+    ) -> RunResult:
         """Run Python ``source`` as ``__main__`` in a fork of the sandboxed interpreter (no
         interpreter start-up). ``recursion_limit`` / ``int_max_str_digits`` are set first;
         with ``result_channel`` the program may write to fd 3, returned as ``result``."""
         if not isinstance(source, str):
             raise TypeError(f"source must be a str, got {type(source).__name__}")
-        request = {"python": True, "cwd": str(self.workdir or "/tmp"),
-                   "python_options": {"filename": filename, "recursion_limit": recursion_limit,
-                                      "int_max_str_digits": int_max_str_digits,
-                                      "result_fd": result_channel}}
-        return self._execute(request, stdin, limits, env,
-                             source=source.encode("utf-8", "surrogateescape"),
-                             result_channel=result_channel)
+        request = {
+            "python": True,
+            "cwd": str(self.workdir or "/tmp"),
+            "python_options": {
+                "filename": filename,
+                "recursion_limit": recursion_limit,
+                "int_max_str_digits": int_max_str_digits,
+                "result_fd": result_channel,
+            },
+        }
+        return self._execute(
+            request, stdin, limits, env, source=source.encode("utf-8", "surrogateescape"), result_channel=result_channel
+        )
 
-    def _execute(self, request: dict, stdin: bytes, limits: Limits, env: Mapping | None,
-                 source: bytes | None, result_channel: bool) -> RunResult:
+    def _execute(
+        self,
+        request: dict,
+        stdin: bytes,
+        limits: Limits,
+        env: Mapping | None,
+        source: bytes | None,
+        result_channel: bool,
+    ) -> RunResult:
         if not isinstance(stdin, (bytes, bytearray, memoryview)):
             raise TypeError(f"stdin must be bytes, got {type(stdin).__name__}")
         if not self.alive:
             raise SandboxError("sandbox server is not running")
         request = {**request, "env": sandbox_env(env), "limits": limits.for_server()}
-        mine: list[int] = []       # read ends we keep
-        theirs: list[int] = []     # fds handed to the server
+        mine: list[int] = []  # read ends we keep
+        theirs: list[int] = []  # fds handed to the server
         try:
             theirs.append(_sealed_memfd("request", json.dumps(request).encode()))
             theirs.append(_sealed_memfd("stdin", bytes(stdin)))
@@ -500,8 +617,7 @@ class SandboxServer:
                 theirs.append(write_end)
             if source is not None:
                 theirs.append(_sealed_memfd("source", source))
-            self._sock.sendmsg([b'{"op": "run"}'],
-                               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", theirs))])
+            self._sock.sendmsg([b'{"op": "run"}'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", theirs))])
         except OSError as error:
             for fd in mine:
                 os.close(fd)
@@ -528,17 +644,21 @@ class SandboxServer:
                 if now >= deadline:
                     if status is None:
                         self._kill()
-                        return _failed("sandbox server did not answer in time", captured,
-                                       truncated, timed_out=True, seconds=limits.time_s)
-                    break   # pipes still open: a process escaped (rlimits-only mode)
+                        return _failed(
+                            "sandbox server did not answer in time",
+                            captured,
+                            truncated,
+                            timed_out=True,
+                            seconds=limits.time_s,
+                        )
+                    break  # pipes still open: a process escaped (rlimits-only mode)
                 for fd, _ in poller.poll((deadline - now) * 1000):
                     if fd == self._sock.fileno():
                         status = self._receive(deadline)
                         poller.unregister(fd)
                         if status is None:
                             self._kill()
-                            return _failed(f"sandbox server died: {self._stderr_tail()}",
-                                           captured, truncated)
+                            return _failed(f"sandbox server died: {self._stderr_tail()}", captured, truncated)
                         deadline = min(deadline, time.monotonic() + DRAIN_S)
                         continue
                     chunk = os.read(fd, 1 << 16)
@@ -549,7 +669,7 @@ class SandboxServer:
                         continue
                     buffer = captured[pipes[fd]]
                     room = limits.output_bytes - len(buffer)
-                    buffer += chunk[:max(room, 0)]
+                    buffer += chunk[: max(room, 0)]
                     if len(chunk) > room and not truncated:
                         truncated = True
                         self._send({"op": "kill", "reason": "output"})
@@ -582,13 +702,27 @@ class SandboxServer:
             return json.loads(data) if data else None
 
 
-def _failed(reason: str, captured: Mapping[str, bytearray] | None = None,
-            truncated: bool = False, *, timed_out: bool = False,
-            seconds: float = 0.0) -> RunResult:
+def _failed(
+    reason: str,
+    captured: Mapping[str, bytearray] | None = None,
+    truncated: bool = False,
+    *,
+    timed_out: bool = False,
+    seconds: float = 0.0,
+) -> RunResult:
     captured = captured or {}
-    return RunResult(None, bytes(captured.get("stdout", b"")), bytes(captured.get("stderr", b"")),
-                     timed_out, truncated, seconds, None, "time" if timed_out else None,
-                     reason, bytes(captured.get("result", b"")))
+    return RunResult(
+        None,
+        bytes(captured.get("stdout", b"")),
+        bytes(captured.get("stderr", b"")),
+        timed_out,
+        truncated,
+        seconds,
+        None,
+        "time" if timed_out else None,
+        reason,
+        bytes(captured.get("result", b"")),
+    )
 
 
 def _result(status: dict, captured: Mapping[str, bytearray], truncated: bool) -> RunResult:
@@ -601,32 +735,57 @@ def _result(status: dict, captured: Mapping[str, bytearray], truncated: bool) ->
     elif limit is None and signal_number == signal.SIGXFSZ:
         limit = "file_size"
     return RunResult(
-        returncode=status.get("returncode"), stdout=bytes(captured.get("stdout", b"")),
-        stderr=bytes(captured.get("stderr", b"")), timed_out=bool(status.get("timed_out")),
-        output_truncated=truncated, seconds=float(status.get("seconds", 0.0)),
-        killed_by_signal=signal_number, limit=limit, result=bytes(captured.get("result", b"")))
+        returncode=status.get("returncode"),
+        stdout=bytes(captured.get("stdout", b"")),
+        stderr=bytes(captured.get("stderr", b"")),
+        timed_out=bool(status.get("timed_out")),
+        output_truncated=truncated,
+        seconds=float(status.get("seconds", 0.0)),
+        killed_by_signal=signal_number,
+        limit=limit,
+        result=bytes(captured.get("result", b"")),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # one-shot helpers
 
-def run(argv: list[str], *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
-        workdir: Path | None = None, writable_workdir: bool = True,
-        env: dict | None = None, network: bool = False) -> RunResult:
+
+def run(
+    argv: list[str],
+    *,
+    stdin: bytes = b"",
+    limits: Limits = DEFAULT_LIMITS,
+    workdir: Path | None = None,
+    writable_workdir: bool = True,
+    env: dict | None = None,
+    network: bool = False,
+) -> RunResult:
     """Run ``argv`` once in a fresh sandbox; ``workdir`` is bound at its own path (read-write
     unless ``writable_workdir=False``) and is the working directory. See the package
     docstring for the isolation and :class:`Limits` for the limits."""
-    with SandboxServer(limits=limits, workdir=workdir, writable_workdir=writable_workdir,
-                       network=network) as server:
+    with SandboxServer(limits=limits, workdir=workdir, writable_workdir=writable_workdir, network=network) as server:
         return server.run(argv, stdin=stdin, limits=limits, env=env)
 
 
-def run_python(source: str, *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
-               env: dict | None = None, **options) -> RunResult:
+def run_python(
+    source: str, *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS, env: dict | None = None, **options
+) -> RunResult:
     """Run Python ``source`` once in a fresh sandbox (see :meth:`SandboxServer.run_python`)."""
     with SandboxServer(limits=limits) as server:
         return server.run_python(source, stdin=stdin, limits=limits, env=env, **options)
 
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "RunResult", "SandboxError", "SandboxServer",
-           "available", "bwrap_argv", "isolation", "run", "run_python", "sandbox_env"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Limits",
+    "RunResult",
+    "SandboxError",
+    "SandboxServer",
+    "available",
+    "bwrap_argv",
+    "isolation",
+    "run",
+    "run_python",
+    "sandbox_env",
+]

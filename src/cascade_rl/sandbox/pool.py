@@ -19,9 +19,10 @@ import asyncio
 import atexit
 import os
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from cascade_rl.sandbox import core
 from cascade_rl.sandbox.core import DEFAULT_LIMITS, Limits, RunResult, SandboxServer
@@ -44,14 +45,28 @@ class Runner:
             self._server = SandboxServer(limits=Limits(tmp_mb=self.tmp_mb), network=self.network)
         return self._server
 
-    def run(self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits = DEFAULT_LIMITS,
-            env: Mapping[str, str] | None = None, workdir: Path | None = None,
-            writable_workdir: bool = True, network: bool | None = None) -> RunResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes = b"",
+        limits: Limits = DEFAULT_LIMITS,
+        env: Mapping[str, str] | None = None,
+        workdir: Path | None = None,
+        writable_workdir: bool = True,
+        network: bool | None = None,
+    ) -> RunResult:
         """Like :func:`cascade_rl.sandbox.run`, in this worker's sandbox when it fits."""
         if workdir is not None or (network is not None and network != self.network):
-            return core.run(list(argv), stdin=stdin, limits=limits, workdir=workdir,
-                            writable_workdir=writable_workdir, env=dict(env or {}),
-                            network=bool(network))
+            return core.run(
+                list(argv),
+                stdin=stdin,
+                limits=limits,
+                workdir=workdir,
+                writable_workdir=writable_workdir,
+                env=dict(env or {}),
+                network=bool(network),
+            )
         return self._live_server().run(argv, stdin=stdin, limits=limits, env=env)
 
     def run_python(self, source: str, **options: Any) -> RunResult:
@@ -67,16 +82,16 @@ class Runner:
 class SandboxPool:
     """``workers`` persistent sandboxes behind a thread pool (see the module docstring)."""
 
-    def __init__(self, workers: int | None = None, *, network: bool = False,
-                 tmp_mb: int = DEFAULT_LIMITS.tmp_mb) -> None:
+    def __init__(
+        self, workers: int | None = None, *, network: bool = False, tmp_mb: int = DEFAULT_LIMITS.tmp_mb
+    ) -> None:
         workers = (os.cpu_count() or 1) if workers is None else workers
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"SandboxPool: workers must be a positive integer, got {workers!r}")
         self.workers = workers
         self.network = network
         self.tmp_mb = tmp_mb
-        self._executor = ThreadPoolExecutor(max_workers=workers,
-                                            thread_name_prefix="cascade-sandbox")
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cascade-sandbox")
         self._local = threading.local()
         self._runners: list[Runner] = []
         self._lock = threading.Lock()
@@ -122,7 +137,7 @@ class SandboxPool:
         for runner in runners:
             runner.close()
 
-    def __enter__(self) -> "SandboxPool":
+    def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc: Any) -> None:

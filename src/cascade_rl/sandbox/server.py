@@ -39,12 +39,12 @@ import socket
 import stat
 import sys
 import time
-from os import _exit as hard_exit   # bound now: a program may replace os._exit
+from os import _exit as hard_exit  # bound now: a program may replace os._exit
 
 MiB = 1024 * 1024
 RESULT_FD = 3
-TICK_ISOLATED_S = 0.02   # process / memory watchdog period inside a pid namespace (cheap /proc)
-TICK_HOST_S = 0.1        # ... when /proc lists every process on the host (rlimits-only mode)
+TICK_ISOLATED_S = 0.02  # process / memory watchdog period inside a pid namespace (cheap /proc)
+TICK_HOST_S = 0.1  # ... when /proc lists every process on the host (rlimits-only mode)
 MAX_FDS_PER_MESSAGE = 8
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -52,6 +52,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 # ----------------------------------------------------------------------------------------------
 # process table helpers (work in both modes: inside the pid namespace /proc is small)
+
 
 def process_parents():
     """{pid: parent pid} of every process visible in /proc (vanishing ones are skipped)."""
@@ -64,8 +65,8 @@ def process_parents():
                 stat = handle.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and fields[0] != b"Z":   # zombies hold no resources
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[0] != b"Z":  # zombies hold no resources
             parents[int(name)] = int(fields[1])
     return parents
 
@@ -199,8 +200,7 @@ def sysv_ipc_ids():
     for table in ("shm", "msg", "sem"):
         try:
             with open(f"/proc/sysvipc/{table}") as handle:
-                ids[table] = [int(line.split()[1]) for line in handle.readlines()[1:]
-                              if line.strip()]
+                ids[table] = [int(line.split()[1]) for line in handle.readlines()[1:] if line.strip()]
         except (OSError, ValueError, IndexError):
             ids[table] = []
     return ids
@@ -214,11 +214,12 @@ def remove_sysv_ipc(ids):
         return
     for table, call in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
         for ipc_id in ids[table]:
-            getattr(LIBC, call)(ipc_id, 0, 0, 0)   # 0 = IPC_RMID
+            getattr(LIBC, call)(ipc_id, 0, 0, 0)  # 0 = IPC_RMID
 
 
 # ----------------------------------------------------------------------------------------------
 # the child: limits, file descriptors, then exec or python
+
 
 def set_limit(which, value):
     """Set soft and hard limit to ``value`` (never above the current hard limit)."""
@@ -231,8 +232,7 @@ def set_limit(which, value):
 def apply_limits(limits, isolated):
     cpu = max(1, int(-(-limits["cpu_s"] // 1)))
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1 if hard == resource.RLIM_INFINITY
-                                             else min(cpu + 1, hard)))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1 if hard == resource.RLIM_INFINITY else min(cpu + 1, hard)))
     memory = int(limits["memory_mb"]) * MiB
     set_limit(resource.RLIMIT_AS, memory)
     # Deep recursion needs a big main-thread stack; it still counts against RLIMIT_AS.
@@ -275,9 +275,10 @@ def exit_status(error):
 def print_exception(error):
     tb = error.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
-        tb = tb.tb_next   # hide this server's frames: the traceback starts in the program
+        tb = tb.tb_next  # hide this server's frames: the traceback starts in the program
     try:
         import traceback
+
         traceback.print_exception(type(error), error, tb)
     except Exception:
         pass
@@ -290,6 +291,7 @@ def finish_python(status, streams):
         if threading is not None:
             threading._shutdown()
         import atexit
+
         atexit._run_exitfuncs()
     except SystemExit as error:
         status = exit_status(error)
@@ -301,7 +303,7 @@ def finish_python(status, streams):
             stream.flush()
         except Exception:
             if stream is sys.stdout or stream is streams[0]:
-                status = status or 120   # CPython: stdout could not be flushed at exit
+                status = status or 120  # CPython: stdout could not be flushed at exit
     return status
 
 
@@ -310,12 +312,19 @@ def run_python(source, options):
     import builtins
     import io
     import types
-    stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                             encoding="utf-8", errors="surrogateescape")
-    stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
-                              encoding="utf-8", errors="surrogateescape")
-    stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-                              encoding="utf-8", errors="backslashreplace", line_buffering=True)
+
+    stdin = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="surrogateescape"
+    )
+    stdout = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="surrogateescape"
+    )
+    stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )
     sys.stdin = sys.__stdin__ = stdin
     sys.stdout = sys.__stdout__ = stdout
     sys.stderr = sys.__stderr__ = stderr
@@ -368,18 +377,17 @@ def child_main(request, fds, isolated, run_uid):
         apply_limits(request["limits"], isolated)
         if run_uid is not None:
             become(run_uid)
-        prctl(PR_SET_DUMPABLE, 1)   # a normal process again (its own /proc files are its own)
-        if source is not None:   # os.environ already holds the run's environment
+        prctl(PR_SET_DUMPABLE, 1)  # a normal process again (its own /proc files are its own)
+        if source is not None:  # os.environ already holds the run's environment
             run_python(source, request.get("python_options") or {})
-        for name in ("SIGPIPE", "SIGXFSZ", "SIGXCPU"):   # what subprocess's restore_signals does
+        for name in ("SIGPIPE", "SIGXFSZ", "SIGXCPU"):  # what subprocess's restore_signals does
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
         argv = [str(a) for a in request["argv"]]
         os.execvpe(argv[0], argv, dict(os.environ))
-    except BaseException as error:   # noqa: BLE001 - report and leave
+    except BaseException as error:  # noqa: BLE001 - report and leave
         try:
-            os.write(2, f"sandbox: cannot start the program: {type(error).__name__}: {error}\n"
-                        .encode())
+            os.write(2, f"sandbox: cannot start the program: {type(error).__name__}: {error}\n".encode())
         except Exception:
             pass
     hard_exit(127)
@@ -387,6 +395,7 @@ def child_main(request, fds, isolated, run_uid):
 
 # ----------------------------------------------------------------------------------------------
 # the server: one run at a time
+
 
 class Server:
     def __init__(self, sock, isolated, forget, run_uid):
@@ -402,11 +411,10 @@ class Server:
     def receive(self):
         """(message, fds) or (None, []) at end of file."""
         fds = array.array("i")
-        data, ancillary, _, _ = self.sock.recvmsg(
-            1 << 16, socket.CMSG_SPACE(MAX_FDS_PER_MESSAGE * fds.itemsize))
+        data, ancillary, _, _ = self.sock.recvmsg(1 << 16, socket.CMSG_SPACE(MAX_FDS_PER_MESSAGE * fds.itemsize))
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
         if not data:
             for fd in fds:
                 os.close(fd)
@@ -453,7 +461,7 @@ class Server:
         pid = os.fork()
         if pid == 0:
             child_main(request, named, self.isolated, self.run_uid)
-        for fd in fds:   # the child owns them now: pipes reach EOF when the run's processes die
+        for fd in fds:  # the child owns them now: pipes reach EOF when the run's processes die
             os.close(fd)
         fds.clear()
         return self.supervise(pid, request["limits"], start)
@@ -467,7 +475,7 @@ class Server:
             pidfd = os.pidfd_open(pid)
             poller.register(pidfd, select.POLLIN)
         except (AttributeError, OSError):
-            pass   # no pidfd: notice the exit on the next watchdog tick
+            pass  # no pidfd: notice the exit on the next watchdog tick
         poller.register(self.sock.fileno(), select.POLLIN)
         next_check = start + self.tick
         try:
@@ -497,7 +505,7 @@ class Server:
             os.kill(pid, signal.SIGKILL)
             _, wait_status = os.waitpid(pid, 0)
             self.decode(wait_status, status, killed_by_us=True)
-        kill_descendants(self.isolated)   # survivors of the main process: daemons, forks, orphans
+        kill_descendants(self.isolated)  # survivors of the main process: daemons, forks, orphans
         if self.forget:
             forget_run(self.run_uid)
         return status
@@ -507,7 +515,7 @@ class Server:
         message, extra = self.receive()
         for stray in extra:
             os.close(stray)
-        if message is None:   # the host went away: stop everything
+        if message is None:  # the host went away: stop everything
             kill_descendants(self.isolated)
             hard_exit(0)
         if message.get("op") == "kill":
@@ -534,7 +542,7 @@ class Server:
         return None
 
 
-LIBC = None   # ctypes handle on the C library, when ctypes works here
+LIBC = None  # ctypes handle on the C library, when ctypes works here
 
 
 def prctl(option, value):
@@ -547,6 +555,7 @@ def harden():
     global LIBC
     try:
         import ctypes
+
         LIBC = ctypes.CDLL(None, use_errno=True)
     except Exception as error:  # noqa: BLE001 - documented degradation
         sys.stderr.write(f"sandbox server: prctl unavailable ({error})\n")
@@ -558,7 +567,9 @@ def preload():
     """Import now what every child would otherwise import after the fork (execvpe needs
     warnings; python mode needs io, types, atexit, traceback on errors), then freeze the heap
     so that the children's garbage collections do not copy its pages."""
-    import atexit, builtins, gc, io, traceback, types, warnings  # noqa: F401,E401
+    import atexit  # noqa: F401,E401
+    import gc
+
     gc.collect()
     gc.freeze()
 
@@ -569,8 +580,7 @@ def main(argv):
     harden()
     preload()
     sock = socket.socket(fileno=int(config["socket_fd"]))
-    Server(sock, bool(config["isolated"]), bool(config.get("forget")),
-           config.get("run_uid")).serve()
+    Server(sock, bool(config["isolated"]), bool(config.get("forget")), config.get("run_uid")).serve()
 
 
 if __name__ == "__main__":

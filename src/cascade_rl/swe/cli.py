@@ -16,25 +16,30 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-app = typer.Typer(help="The Agentless SWE pipeline: localise, repair, validate, rank; SWE data.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="The Agentless SWE pipeline: localise, repair, validate, rank; SWE data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 console = Console(stderr=True)
 
 INSTANCES = typer.Option(None, "--instances", "-i", help="SWE-bench instances, JSON list or JSONL.")
 FIXTURES = typer.Option(False, "--fixtures", help="Use the fixture repositories shipped with cascade_rl.")
 CHECKOUT = typer.Option([], "--checkout", help="REPO=PATH: local git checkout of a repository (repeatable).")
 CHECKOUTS_DIR = typer.Option(None, "--checkouts-dir", help="Directory of checkouts named owner__name or name.")
-GENERATOR = typer.Option(None, "--generator", "-g", help="Model: a local directory, local:PATH or http://HOST/v1#MODEL.")
+GENERATOR = typer.Option(
+    None, "--generator", "-g", help="Model: a local directory, local:PATH or http://HOST/v1#MODEL."
+)
 
 
-def _checkouts(pairs: list[str], directory: Optional[Path], rows: list[dict]) -> dict[str, Path]:
+def _checkouts(pairs: list[str], directory: Path | None, rows: list[dict]) -> dict[str, Path]:
     checkouts: dict[str, Path] = {}
     for pair in pairs:
         repo, sep, path = pair.partition("=")
@@ -53,8 +58,9 @@ def _checkouts(pairs: list[str], directory: Optional[Path], rows: list[dict]) ->
     return checkouts
 
 
-def _inputs(instances: Optional[Path], fixtures: bool, checkout: list[str], checkouts_dir: Optional[Path],
-            output: Path) -> tuple[list[dict], dict[str, Path], list[tuple[str, str]]]:
+def _inputs(
+    instances: Path | None, fixtures: bool, checkout: list[str], checkouts_dir: Path | None, output: Path
+) -> tuple[list[dict], dict[str, Path], list[tuple[str, str]]]:
     """Instance rows, checkouts, and unreadable lines of the instances file."""
     from cascade_rl.swe.fixtures import FIXTURES as NAMES
     from cascade_rl.swe.fixtures import materialize
@@ -74,7 +80,7 @@ def _inputs(instances: Optional[Path], fixtures: bool, checkout: list[str], chec
     return rows, _checkouts(checkout, checkouts_dir, rows), bad
 
 
-def _generator(spec: Optional[str], required: bool):
+def _generator(spec: str | None, required: bool):
     if spec is None:
         if required:
             raise typer.BadParameter("this command needs --generator (a model to sample from)")
@@ -84,22 +90,31 @@ def _generator(spec: Optional[str], required: bool):
     return load_generator(spec)
 
 
-def _run(stages: str, instances, fixtures, checkout, checkouts_dir, output: Path, generator_spec,
-         config, model_name: str):
+def _run(
+    stages: str, instances, fixtures, checkout, checkouts_dir, output: Path, generator_spec, config, model_name: str
+):
     from cascade_rl.swe.pipeline import run_pipeline
 
     rows, checkouts, unreadable = _inputs(instances, fixtures, checkout, checkouts_dir, output)
     generator = _generator(generator_spec, required=stages != "localize")
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as progress:
         task = progress.add_task("starting", total=None)
 
         def report_progress(instance_id: str, stage: str) -> None:
             progress.update(task, description=f"{instance_id}: {stage}")
 
-        report = run_pipeline(rows, checkouts, output, generator=generator, config=config,
-                              stages=stages, model_name=model_name or generator_spec or "cascade_rl",
-                              progress=report_progress)
+        report = run_pipeline(
+            rows,
+            checkouts,
+            output,
+            generator=generator,
+            config=config,
+            stages=stages,
+            model_name=model_name or generator_spec or "cascade_rl",
+            progress=report_progress,
+        )
     report.bad_instances[:0] = unreadable
     _print_recall(report.summary)
     return report
@@ -161,25 +176,32 @@ def _config(**values):
 
 @app.command()
 def localize(
-    instances: Optional[Path] = INSTANCES, fixtures: bool = FIXTURES, checkout: list[str] = CHECKOUT,
-    checkouts_dir: Optional[Path] = CHECKOUTS_DIR, generator: Optional[str] = GENERATOR,
+    instances: Path | None = INSTANCES,
+    fixtures: bool = FIXTURES,
+    checkout: list[str] = CHECKOUT,
+    checkouts_dir: Path | None = CHECKOUTS_DIR,
+    generator: str | None = GENERATOR,
     output: Path = typer.Option(Path("runs/swe/localize"), "--output", "-o", help="Output directory."),
     rollouts: int = typer.Option(4, min=1, help="Generation rollouts aggregated by frequency (paper: 16)."),
     top_n: int = typer.Option(5, min=1, help="Files each rollout may list."),
-    embedding_model: Optional[str] = typer.Option(None, help="Local sentence-embedding model instead of BM25."),
+    embedding_model: str | None = typer.Option(None, help="Local sentence-embedding model instead of BM25."),
     max_tokens: int = typer.Option(1024, min=1, help="Tokens per generated answer."),
 ) -> None:
     """Localise files (generation when --generator is given, retrieval, fusion); print recall@k."""
-    config = _config(localization_rollouts=rollouts, localization_top_n=top_n,
-                     embedding_model=embedding_model, max_tokens=max_tokens)
+    config = _config(
+        localization_rollouts=rollouts, localization_top_n=top_n, embedding_model=embedding_model, max_tokens=max_tokens
+    )
     report = _run("localize", instances, fixtures, checkout, checkouts_dir, output, generator, config, "")
     _finish(report)
 
 
 @app.command()
 def repair(
-    instances: Optional[Path] = INSTANCES, fixtures: bool = FIXTURES, checkout: list[str] = CHECKOUT,
-    checkouts_dir: Optional[Path] = CHECKOUTS_DIR, generator: Optional[str] = GENERATOR,
+    instances: Path | None = INSTANCES,
+    fixtures: bool = FIXTURES,
+    checkout: list[str] = CHECKOUT,
+    checkouts_dir: Path | None = CHECKOUTS_DIR,
+    generator: str | None = GENERATOR,
     output: Path = typer.Option(Path("runs/swe/repair"), "--output", "-o", help="Output directory."),
     samples: int = typer.Option(8, min=1, help="Repair samples per instance."),
     files: int = typer.Option(4, min=1, help="Top localised files shown to the model."),
@@ -190,8 +212,14 @@ def repair(
     model_name: str = typer.Option("", help="model_name_or_path written in predictions.jsonl."),
 ) -> None:
     """Localise and sample repairs; write traces and predictions (majority patch, no tests)."""
-    config = _config(repair_samples=samples, repair_files=files, context_budget=budget,
-                     localization_rollouts=rollouts, temperature=temperature, max_tokens=max_tokens)
+    config = _config(
+        repair_samples=samples,
+        repair_files=files,
+        context_budget=budget,
+        localization_rollouts=rollouts,
+        temperature=temperature,
+        max_tokens=max_tokens,
+    )
     report = _run("repair", instances, fixtures, checkout, checkouts_dir, output, generator, config, model_name)
     _print_candidates(report.summary)
     _finish(report)
@@ -199,8 +227,11 @@ def repair(
 
 @app.command()
 def evaluate(
-    instances: Optional[Path] = INSTANCES, fixtures: bool = FIXTURES, checkout: list[str] = CHECKOUT,
-    checkouts_dir: Optional[Path] = CHECKOUTS_DIR, generator: Optional[str] = GENERATOR,
+    instances: Path | None = INSTANCES,
+    fixtures: bool = FIXTURES,
+    checkout: list[str] = CHECKOUT,
+    checkouts_dir: Path | None = CHECKOUTS_DIR,
+    generator: str | None = GENERATOR,
     output: Path = typer.Option(Path("runs/swe/evaluate"), "--output", "-o", help="Output directory."),
     samples: int = typer.Option(8, min=1, help="Repair samples per instance (k)."),
     files: int = typer.Option(4, min=1, help="Top localised files shown to the model."),
@@ -214,10 +245,17 @@ def evaluate(
     model_name: str = typer.Option("", help="model_name_or_path written in predictions.jsonl."),
 ) -> None:
     """The whole pipeline: localise, repair, validate in the sandbox, rank (best@k prediction)."""
-    config = _config(repair_samples=samples, repair_files=files, context_budget=budget,
-                     localization_rollouts=rollouts, reproduction_tests=reproduction_tests,
-                     workers=workers, test_time_s=test_timeout, temperature=temperature,
-                     max_tokens=max_tokens)
+    config = _config(
+        repair_samples=samples,
+        repair_files=files,
+        context_budget=budget,
+        localization_rollouts=rollouts,
+        reproduction_tests=reproduction_tests,
+        workers=workers,
+        test_time_s=test_timeout,
+        temperature=temperature,
+        max_tokens=max_tokens,
+    )
     report = _run("evaluate", instances, fixtures, checkout, checkouts_dir, output, generator, config, model_name)
     _print_candidates(report.summary)
     _print_curves(report.summary)
@@ -227,8 +265,10 @@ def evaluate(
 @app.command("build-data")
 def build_data(
     traces: Path = typer.Option(..., "--traces", help="The traces/ directory of a pipeline run."),
-    instances: Optional[Path] = INSTANCES, fixtures: bool = FIXTURES, checkout: list[str] = CHECKOUT,
-    checkouts_dir: Optional[Path] = CHECKOUTS_DIR,
+    instances: Path | None = INSTANCES,
+    fixtures: bool = FIXTURES,
+    checkout: list[str] = CHECKOUT,
+    checkouts_dir: Path | None = CHECKOUTS_DIR,
     output: Path = typer.Option(Path("runs/swe/data"), "--output", "-o", help="Output directory."),
     threshold: float = typer.Option(0.5, help="Similarity a repair sample must exceed."),
     sft_min_good: int = typer.Option(4, min=1, help="Samples above the threshold for SFT (of --samples)."),
@@ -236,20 +276,27 @@ def build_data(
     max_prompt_tokens: int = typer.Option(24_000, min=1, help="RL prompt limit l (16K -> 24K curriculum)."),
     min_prompt_tokens: int = typer.Option(8_000, min=0, help="RL prompts shorter than this are dropped."),
     max_files: int = typer.Option(5, min=1, help="Files in a mixed-localisation RL prompt."),
-    tokenizer: Optional[str] = typer.Option(None, help="Local tokenizer for exact token counts."),
+    tokenizer: str | None = typer.Option(None, help="Local tokenizer for exact token counts."),
     seed: int = typer.Option(0, help="Seed of the file shuffling."),
 ) -> None:
     """Build SWE SFT data (localisation, repair, test generation) and RL prompts from traces."""
-    from cascade_rl.swe.data import DataConfig, build_data as build, tokenizer_counter
+    from cascade_rl.swe.data import DataConfig, tokenizer_counter
+    from cascade_rl.swe.data import build_data as build
     from cascade_rl.swe.repair import approx_tokens
 
     if not traces.is_dir():
         raise typer.BadParameter(f"traces directory {traces} does not exist")
     rows, checkouts, _ = _inputs(instances, fixtures, checkout, checkouts_dir, output)
     loaded = [json.loads(path.read_text()) for path in sorted(traces.glob("*.json"))]
-    config = DataConfig(similarity_threshold=threshold, sft_min_good=sft_min_good,
-                        samples_per_prompt=samples, max_prompt_tokens=max_prompt_tokens,
-                        min_prompt_tokens=min_prompt_tokens, max_files=max_files, seed=seed)
+    config = DataConfig(
+        similarity_threshold=threshold,
+        sft_min_good=sft_min_good,
+        samples_per_prompt=samples,
+        max_prompt_tokens=max_prompt_tokens,
+        min_prompt_tokens=min_prompt_tokens,
+        max_files=max_files,
+        seed=seed,
+    )
     counter = tokenizer_counter(tokenizer) if tokenizer else approx_tokens
     report = build(loaded, rows, checkouts, output, config=config, count_tokens=counter)
     table = Table(title=f"SWE data from {len(loaded)} trace(s) -> {output}")

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.swe import score as swe_score
@@ -66,10 +67,15 @@ class DataReport:
         self.counts[name] = self.counts.get(name, 0) + amount
 
 
-def build_data(traces: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],
-               checkouts: Mapping[str, str | Path], output_dir: Path, *,
-               config: DataConfig | None = None,
-               count_tokens: Callable[[str], int] = approx_tokens) -> DataReport:
+def build_data(
+    traces: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
+    checkouts: Mapping[str, str | Path],
+    output_dir: Path,
+    *,
+    config: DataConfig | None = None,
+    count_tokens: Callable[[str], int] = approx_tokens,
+) -> DataReport:
     """Build SFT and RL data from pipeline ``traces`` (module docstring) and write it."""
     config = config or DataConfig()
     instances = {}
@@ -111,18 +117,22 @@ def localization_samples(trace: Mapping, instance: SweInstance, report: DataRepo
     """Localisation responses whose file list holds every gold file."""
     localization = trace.get("localization") or {}
     gold = set(instance.gold_files)
-    rows = [_chat_row(localization["prompt"], response, "localization", instance.instance_id)
-            for response, listed in zip(localization.get("responses", []), localization.get("parsed", []))
-            if gold and gold <= set(listed)]
+    rows = [
+        _chat_row(localization["prompt"], response, "localization", instance.instance_id)
+        for response, listed in zip(localization.get("responses", []), localization.get("parsed", []))
+        if gold and gold <= set(listed)
+    ]
     report.count("localization", len(rows))
     return rows
 
 
 def test_generation_samples(trace: Mapping, instance: SweInstance, report: DataReport) -> list[dict]:
     """Reproduction-test responses whose test parsed and ran to completion."""
-    rows = [_chat_row(trace["reproduction_prompt"], test["response"], "test_generation", instance.instance_id)
-            for test in trace.get("reproduction_tests", [])
-            if test["status"] in ("kept", "not_reproducing")]
+    rows = [
+        _chat_row(trace["reproduction_prompt"], test["response"], "test_generation", instance.instance_id)
+        for test in trace.get("reproduction_tests", [])
+        if test["status"] in ("kept", "not_reproducing")
+    ]
     report.count("test_generation", len(rows))
     return rows
 
@@ -144,19 +154,19 @@ def _scoring_files(trace: Mapping, instance: SweInstance, repo: Repository) -> d
     return repo.read(paths)
 
 
-def repair_samples(trace: Mapping, instance: SweInstance, repo: Repository, config: DataConfig,
-                   report: DataReport) -> tuple[str, list[dict]]:
+def repair_samples(
+    trace: Mapping, instance: SweInstance, repo: Repository, config: DataConfig, report: DataReport
+) -> tuple[str, list[dict]]:
     """Classify the instance by its first ``samples_per_prompt`` repair samples: ``"sft"``
     (with the rows of the good samples), ``"rl"``, or the reason it is dropped."""
-    candidates = trace.get("candidates", [])[:config.samples_per_prompt]
+    candidates = trace.get("candidates", [])[: config.samples_per_prompt]
     if not candidates:
         return "no repair samples", []
     files = _scoring_files(trace, instance, repo)
     similarities = [candidate_similarity(c["response"], instance.patch, files) for c in candidates]
     good = [c for c, s in zip(candidates, similarities) if s > config.similarity_threshold]
     if len(good) >= config.sft_min_good:
-        rows = [_chat_row(trace["repair"]["prompt"], c["response"], "repair", instance.instance_id)
-                for c in good]
+        rows = [_chat_row(trace["repair"]["prompt"], c["response"], "repair", instance.instance_id) for c in good]
         report.count("repair", len(rows))
         return "sft", rows
     if any(s > 0 for s in similarities):
@@ -164,8 +174,14 @@ def repair_samples(trace: Mapping, instance: SweInstance, repo: Repository, conf
     return "hopeless: no sample with non-zero similarity", []
 
 
-def rl_prompts(trace: Mapping, instance: SweInstance, repo: Repository, config: DataConfig,
-               count_tokens: Callable[[str], int], report: DataReport) -> list[dict]:
+def rl_prompts(
+    trace: Mapping,
+    instance: SweInstance,
+    repo: Repository,
+    config: DataConfig,
+    count_tokens: Callable[[str], int],
+    report: DataReport,
+) -> list[dict]:
     """The ground-truth and mixed-localisation RL prompts of one instance (module docstring)."""
     gold = repo.read(instance.gold_files)
     if set(gold) != set(instance.gold_files):
@@ -188,15 +204,21 @@ def rl_prompts(trace: Mapping, instance: SweInstance, repo: Repository, config: 
     return rows
 
 
-def _mixed_files(trace: Mapping, instance: SweInstance, repo: Repository, gold: Mapping[str, str],
-                 config: DataConfig, count_tokens: Callable[[str], int]) -> list[tuple[str, str]] | None:
+def _mixed_files(
+    trace: Mapping,
+    instance: SweInstance,
+    repo: Repository,
+    gold: Mapping[str, str],
+    config: DataConfig,
+    count_tokens: Callable[[str], int],
+) -> list[tuple[str, str]] | None:
     """Gold files plus localised distractors while the prompt fits (None: gold alone is too
     long)."""
     files = list(gold.items())
     if _prompt_tokens(instance, files, count_tokens) > config.max_prompt_tokens:
         return None
     ranking = (trace.get("localization") or {}).get("fusion") or []
-    distractors = [path for path in ranking if path not in gold][:config.max_files * 4]
+    distractors = [path for path in ranking if path not in gold][: config.max_files * 4]
     contents = repo.read(distractors)
     for path in distractors:
         if len(files) >= config.max_files:
@@ -210,17 +232,24 @@ def _mixed_files(trace: Mapping, instance: SweInstance, repo: Repository, gold: 
     return files
 
 
-def _prompt_tokens(instance: SweInstance, files: Sequence[tuple[str, str]],
-                   count_tokens: Callable[[str], int]) -> int:
+def _prompt_tokens(instance: SweInstance, files: Sequence[tuple[str, str]], count_tokens: Callable[[str], int]) -> int:
     return count_tokens(repair_messages(instance.problem_statement, format_files(files))[0]["content"])
 
 
-def _rl_row(instance: SweInstance, files: Sequence[tuple[str, str]], form: str,
-            count_tokens: Callable[[str], int]) -> dict:
+def _rl_row(
+    instance: SweInstance, files: Sequence[tuple[str, str]], form: str, count_tokens: Callable[[str], int]
+) -> dict:
     prompt = repair_messages(instance.problem_statement, format_files(files))
-    return {"prompt": prompt, "domain": "swe", "files": dict(files), "golden_patch": instance.patch,
-            "problem_statement": instance.problem_statement, "id": f"{instance.instance_id}:{form}",
-            "form": form, "tokens": count_tokens(prompt[0]["content"])}
+    return {
+        "prompt": prompt,
+        "domain": "swe",
+        "files": dict(files),
+        "golden_patch": instance.patch,
+        "problem_statement": instance.problem_statement,
+        "id": f"{instance.instance_id}:{form}",
+        "form": form,
+        "tokens": count_tokens(prompt[0]["content"]),
+    }
 
 
 def _write(output_dir: Path, report: DataReport) -> None:
@@ -230,8 +259,12 @@ def _write(output_dir: Path, report: DataReport) -> None:
         with open(output_dir / name, "w") as handle:
             for row in rows:
                 handle.write(json.dumps(row) + "\n")
-    summary = {"counts": report.counts, "sft_rows": len(report.sft), "rl_rows": len(report.rl),
-               "dropped": report.dropped}
+    summary = {
+        "counts": report.counts,
+        "sft_rows": len(report.sft),
+        "rl_rows": len(report.rl),
+        "dropped": report.dropped,
+    }
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
@@ -241,4 +274,3 @@ def tokenizer_counter(path: str) -> Callable[[str], int]:
 
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
-

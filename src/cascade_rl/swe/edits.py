@@ -51,8 +51,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Literal, Mapping
+from typing import Literal
 
 from unidiff import PatchSet
 from unidiff.constants import LINE_TYPE_NO_NEWLINE
@@ -114,15 +115,16 @@ def parse_edits(answer: str) -> list[SearchReplace]:
     lines = solution_text(answer or "").splitlines()
     edits: list[SearchReplace] = []
     header_path: str | None = None  # the last "### path" header
-    bare_path: str | None = None    # a path alone on the last line of text, if it was one
+    bare_path: str | None = None  # a path alone on the last line of text, if it was one
     index = 0
     while index < len(lines):
         line = lines[index]
         if _SEARCH_RE.match(line):
             path = bare_path or header_path
             if path is None:
-                raise EditParseError(f"line {index + 1}: SEARCH block without a file path "
-                                     "(expected a '### path' line before it)")
+                raise EditParseError(
+                    f"line {index + 1}: SEARCH block without a file path (expected a '### path' line before it)"
+                )
             search, replace, index = _read_block(lines, index)
             edits.append(SearchReplace(path, search, replace))
             bare_path = None
@@ -150,9 +152,11 @@ def _read_block(lines: list[str], start: int) -> tuple[str, str, int]:
         raise EditParseError(f"line {divider + 1}: SEARCH block has no '>>>>>>> REPLACE' end")
     nested = _find(lines[:end], start + 1, _SEARCH_RE)
     if nested is not None:
-        raise EditParseError(f"line {nested + 1}: SEARCH marker inside the edit that starts at "
-                             f"line {start + 1} (an edit without its end?)")
-    return _join(lines[start + 1:divider]), _join(lines[divider + 1:end]), end + 1
+        raise EditParseError(
+            f"line {nested + 1}: SEARCH marker inside the edit that starts at "
+            f"line {start + 1} (an edit without its end?)"
+        )
+    return _join(lines[start + 1 : divider]), _join(lines[divider + 1 : end]), end + 1
 
 
 def _find(lines: list[str], start: int, pattern: re.Pattern) -> int | None:
@@ -163,8 +167,9 @@ def _join(lines: list[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def apply_edits(files: Mapping[str, str], edits: Iterable[SearchReplace], *,
-                ambiguous: Ambiguity = "first") -> dict[str, str]:
+def apply_edits(
+    files: Mapping[str, str], edits: Iterable[SearchReplace], *, ambiguous: Ambiguity = "first"
+) -> dict[str, str]:
     """Apply ``edits`` in order to ``files`` (``{path: content}``, left unchanged) and return
     the new content of every file an edit touched (created files included).
 
@@ -201,14 +206,16 @@ def _apply_one(content: str | None, edit: SearchReplace, ambiguous: Ambiguity) -
     return replaced
 
 
-def _replace_ignoring_trailing_space(content: str, edit: SearchReplace,
-                                     ambiguous: Ambiguity) -> str | None:
+def _replace_ignoring_trailing_space(content: str, edit: SearchReplace, ambiguous: Ambiguity) -> str | None:
     """Line-wise match of the SEARCH lines ignoring trailing whitespace; None when absent."""
     lines = content.splitlines(keepends=True)
     wanted = [line.rstrip() for line in edit.search.splitlines()]
     size = len(wanted)
-    matches = [start for start in range(len(lines) - size + 1)
-               if [line.rstrip() for line in lines[start:start + size]] == wanted]
+    matches = [
+        start
+        for start in range(len(lines) - size + 1)
+        if [line.rstrip() for line in lines[start : start + size]] == wanted
+    ]
     if not matches:
         return None
     if len(matches) > 1 and ambiguous == "reject":
@@ -217,11 +224,10 @@ def _replace_ignoring_trailing_space(content: str, edit: SearchReplace,
     replacement = edit.replace
     if not lines[start + size - 1].endswith("\n") and start + size == len(lines):
         replacement = replacement.removesuffix("\n")
-    return "".join(lines[:start]) + replacement + "".join(lines[start + size:])
+    return "".join(lines[:start]) + replacement + "".join(lines[start + size :])
 
 
-def unified_diff(original: Mapping[str, str], edited: Mapping[str, str], *,
-                 context: int = 3) -> str:
+def unified_diff(original: Mapping[str, str], edited: Mapping[str, str], *, context: int = 3) -> str:
     """Git-style unified diff from ``original`` to ``edited`` contents (both ``{path: text}``).
 
     Only paths in ``edited`` are compared (a path missing from ``original`` is a new file);
@@ -243,9 +249,12 @@ def _file_diff(path: str, before: str | None, after: str, context: int) -> str:
     if before is None:
         header.append("new file mode 100644\n")
     hunks = difflib.unified_diff(
-        (before or "").splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile="/dev/null" if before is None else f"a/{path}", tofile=f"b/{path}",
-        n=context)
+        (before or "").splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile="/dev/null" if before is None else f"a/{path}",
+        tofile=f"b/{path}",
+        n=context,
+    )
     body = []
     for line in hunks:
         if line.startswith(("---", "+++")):
@@ -256,8 +265,7 @@ def _file_diff(path: str, before: str | None, after: str, context: int) -> str:
     return "".join(header + body)
 
 
-def edits_to_patch(answer: str, files: Mapping[str, str], *,
-                   ambiguous: Ambiguity = "first") -> EditResult:
+def edits_to_patch(answer: str, files: Mapping[str, str], *, ambiguous: Ambiguity = "first") -> EditResult:
     """Parse the edits of ``answer``, apply them to ``files`` and diff the result.
 
     Raises :class:`EditParseError` or :class:`EditApplyError`.
@@ -268,6 +276,7 @@ def edits_to_patch(answer: str, files: Mapping[str, str], *,
 
 
 # ---- unified diffs ------------------------------------------------------------------------
+
 
 class PatchApplyError(ValueError):
     """A unified diff does not parse or does not fit the given files."""
@@ -347,5 +356,4 @@ def _apply_hunks(path: str, before: str, patched_file) -> str:
 def _fix_missing_newlines(lines: list[str]) -> str:
     """Join lines, restoring the newline of any line but the last that lost it (unidiff drops
     it for ``\\ No newline at end of file`` lines that are no longer last)."""
-    return "".join(line if line.endswith("\n") or i == len(lines) - 1 else line + "\n"
-                   for i, line in enumerate(lines))
+    return "".join(line if line.endswith("\n") or i == len(lines) - 1 else line + "\n" for i, line in enumerate(lines))

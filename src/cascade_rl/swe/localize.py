@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.swe.prompts import localization_messages
@@ -36,7 +37,8 @@ _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _STOPWORDS = frozenset(
     "a an and are as at be but by for from has have if in into is it its no not of on or "
     "such that the their then there these they this to was will with self def return none "
-    "true false import".split())
+    "true false import".split()
+)
 
 
 class Retriever(Protocol):
@@ -44,6 +46,7 @@ class Retriever(Protocol):
 
 
 # ---- (a) generation -----------------------------------------------------------------------
+
 
 def parse_file_list(response: str) -> list[str]:
     """The paths a localisation answer lists: the lines of its last fenced block (all lines
@@ -82,20 +85,27 @@ class GeneratedLocalization:
     prompt: list[dict]
 
 
-def localize_by_generation(generator: "Generator", problem_statement: str, repo: "Repository", *,
-                           rollouts: int = 4, top_n: int = 5, temperature: float = 0.6,
-                           top_p: float = 0.95, max_tokens: int = 1024) -> GeneratedLocalization:
+def localize_by_generation(
+    generator: Generator,
+    problem_statement: str,
+    repo: Repository,
+    *,
+    rollouts: int = 4,
+    top_n: int = 5,
+    temperature: float = 0.6,
+    top_p: float = 0.95,
+    max_tokens: int = 1024,
+) -> GeneratedLocalization:
     """Ask ``generator`` (``cascade_rl.llm.base.Generator``) for ``rollouts`` file lists and
     aggregate them by frequency."""
     messages = localization_messages(problem_statement, repo.structure(), top_n)
-    responses = generator.generate(messages, n=rollouts, temperature=temperature, top_p=top_p,
-                                   max_tokens=max_tokens)
+    responses = generator.generate(messages, n=rollouts, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
     parsed = [parse_file_list(response) for response in responses]
-    return GeneratedLocalization(aggregate_by_frequency(parsed, repo.files()), list(responses),
-                                 parsed, messages)
+    return GeneratedLocalization(aggregate_by_frequency(parsed, repo.files()), list(responses), parsed, messages)
 
 
 # ---- (b) retrieval ------------------------------------------------------------------------
+
 
 def code_tokens(text: str) -> list[str]:
     """Lower-cased identifiers and their snake_case / camelCase parts, without stopwords:
@@ -103,8 +113,9 @@ def code_tokens(text: str) -> list[str]:
     tokens = []
     for word in _IDENTIFIER_RE.findall(text):
         parts = [part.lower() for piece in word.split("_") for part in _CAMEL_RE.findall(piece)]
-        tokens.extend(token for token in dict.fromkeys([word.lower(), *parts])
-                      if len(token) > 1 and token not in _STOPWORDS)
+        tokens.extend(
+            token for token in dict.fromkeys([word.lower(), *parts]) if len(token) > 1 and token not in _STOPWORDS
+        )
     return tokens
 
 
@@ -119,8 +130,9 @@ class BM25Retriever:
             raise ValueError("BM25Retriever needs at least one file to index")
         self.paths = sorted(files)
         self._index = bm25s.BM25()
-        self._index.index([code_tokens(f"{path}\n{files[path]}") or ["<empty>"] for path in self.paths],
-                          show_progress=False)
+        self._index.index(
+            [code_tokens(f"{path}\n{files[path]}") or ["<empty>"] for path in self.paths], show_progress=False
+        )
         self._vocabulary = set(self._index.vocab_dict)
 
     def scores(self, query: str) -> dict[str, float]:
@@ -145,8 +157,15 @@ class EmbeddingRetriever:
     into windows of ``max_length`` tokens and scores its best window. Files are embedded once,
     in the constructor."""
 
-    def __init__(self, model_path: str, files: Mapping[str, str], *, max_length: int = 512,
-                 batch_size: int = 16, device: str = "cpu"):
+    def __init__(
+        self,
+        model_path: str,
+        files: Mapping[str, str],
+        *,
+        max_length: int = 512,
+        batch_size: int = 16,
+        device: str = "cpu",
+    ):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -168,7 +187,7 @@ class EmbeddingRetriever:
     def _windows(self, text: str) -> list[str]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         size = max(self.max_length - 2, 1)
-        return [self.tokenizer.decode(ids[start:start + size]) for start in range(0, max(len(ids), 1), size)]
+        return [self.tokenizer.decode(ids[start : start + size]) for start in range(0, max(len(ids), 1), size)]
 
     def embed(self, texts: Sequence[str]):
         """L2-normalised mean-pooled embeddings of ``texts`` (one row each)."""
@@ -176,9 +195,13 @@ class EmbeddingRetriever:
         rows = []
         with torch.no_grad():
             for start in range(0, len(texts), self.batch_size):
-                batch = self.tokenizer(list(texts[start:start + self.batch_size]), padding=True,
-                                       truncation=True, max_length=self.max_length,
-                                       return_tensors="pt").to(self.device)
+                batch = self.tokenizer(
+                    list(texts[start : start + self.batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
                 hidden = self.model(**batch).last_hidden_state
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
@@ -204,8 +227,9 @@ class IndexCache:
         self._cache: OrderedDict[tuple, Retriever] = OrderedDict()
         self.builds = 0
 
-    def get(self, repo: "Repository", *, embedding_model: str | None = None,
-            suffixes: Sequence[str] = (".py",)) -> Retriever:
+    def get(
+        self, repo: Repository, *, embedding_model: str | None = None, suffixes: Sequence[str] = (".py",)
+    ) -> Retriever:
         key = (str(repo.path), repo.commit, embedding_model, tuple(suffixes))
         if key in self._cache:
             self._cache.move_to_end(key)
@@ -213,8 +237,7 @@ class IndexCache:
         files = repo.read(repo.source_files(suffixes))
         if not files:
             raise ValueError(f"{repo.path}: no {'/'.join(suffixes)} files at {repo.commit[:12]} to index")
-        retriever: Retriever = (EmbeddingRetriever(embedding_model, files) if embedding_model
-                                else BM25Retriever(files))
+        retriever: Retriever = EmbeddingRetriever(embedding_model, files) if embedding_model else BM25Retriever(files)
         self.builds += 1
         self._cache[key] = retriever
         while len(self._cache) > self.size:
@@ -223,6 +246,7 @@ class IndexCache:
 
 
 # ---- (c) fusion and metrics ---------------------------------------------------------------
+
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: float = 0.0) -> list[str]:
     """Fuse rankings: score(f) = sum of 1 / (k + rank) over the rankings that hold f (ranks
@@ -245,8 +269,9 @@ def recall_at_k(ranking: Sequence[str], gold: Iterable[str], k: int) -> float:
     return float(bool(gold) and gold <= set(ranking[:k]))
 
 
-def recall_table(results: Sequence[tuple[Sequence[str], Iterable[str]]],
-                 ks: Sequence[int] = RECALL_KS) -> dict[int, float]:
+def recall_table(
+    results: Sequence[tuple[Sequence[str], Iterable[str]]], ks: Sequence[int] = RECALL_KS
+) -> dict[int, float]:
     """Mean recall@k over (ranking, gold files) pairs, for each k."""
     if not results:
         return {k: 0.0 for k in ks}
@@ -269,23 +294,36 @@ class Localization:
         return {"generation": self.generated, "retrieval": self.retrieved, "fusion": self.fused}
 
 
-def localize(problem_statement: str, repo: "Repository", *, generator: "Generator | None" = None,
-             cache: IndexCache | None = None, embedding_model: str | None = None,
-             rollouts: int = 4, top_n: int = 5, retrieve_k: int = 50,
-             rrf_k: float = 0.0, sampling: Mapping | None = None) -> Localization:
+def localize(
+    problem_statement: str,
+    repo: Repository,
+    *,
+    generator: Generator | None = None,
+    cache: IndexCache | None = None,
+    embedding_model: str | None = None,
+    rollouts: int = 4,
+    top_n: int = 5,
+    retrieve_k: int = 50,
+    rrf_k: float = 0.0,
+    sampling: Mapping | None = None,
+) -> Localization:
     """Localise files for one issue: generation (when a generator is given), retrieval, fusion.
 
     ``sampling`` holds ``temperature`` / ``top_p`` / ``max_tokens`` for the generator.
     """
     result = Localization()
     if generator is not None:
-        generated = localize_by_generation(generator, problem_statement, repo, rollouts=rollouts,
-                                           top_n=top_n, **dict(sampling or {}))
+        generated = localize_by_generation(
+            generator, problem_statement, repo, rollouts=rollouts, top_n=top_n, **dict(sampling or {})
+        )
         result.generated, result.responses, result.parsed, result.prompt = (
-            generated.ranking, generated.responses, generated.parsed, generated.prompt)
+            generated.ranking,
+            generated.responses,
+            generated.parsed,
+            generated.prompt,
+        )
     retriever = (cache or IndexCache()).get(repo, embedding_model=embedding_model)
     result.retrieved = retriever.rank(problem_statement, retrieve_k)
     rankings = [ranking for ranking in (result.generated, result.retrieved) if ranking]
     result.fused = reciprocal_rank_fusion(rankings, rrf_k)
     return result
-

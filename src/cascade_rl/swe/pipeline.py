@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from cascade_rl.swe.edits import PatchApplyError, parse_patch, patched_path
 from cascade_rl.swe.localize import RECALL_KS, IndexCache, Localization, localize, recall_at_k, recall_table
 from cascade_rl.swe.prompts import reproduction_test_messages
 from cascade_rl.swe.rank import RankedCandidate, curves, select_best, select_majority
-from cascade_rl.swe.repair import Candidate, RepairResult, approx_tokens, repair
+from cascade_rl.swe.repair import RepairResult, approx_tokens, repair
 from cascade_rl.swe.repo import Repository, RepositoryError
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class SweInstance:
     pass_to_pass: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, row: Mapping[str, Any]) -> "SweInstance":
+    def from_dict(cls, row: Mapping[str, Any]) -> SweInstance:
         if not isinstance(row, Mapping):
             raise InstanceError(f"an instance must be a JSON object, got {type(row).__name__}")
         for name in REQUIRED_FIELDS:
@@ -68,9 +69,16 @@ class SweInstance:
         for name in ("patch", "test_patch"):
             if not isinstance(row.get(name) or "", str):
                 raise InstanceError(f"field {name!r} must be a string")
-        instance = cls(row["instance_id"], row["repo"], row["base_commit"], row["problem_statement"],
-                       row.get("patch") or "", row.get("test_patch") or "",
-                       _test_list(row, "FAIL_TO_PASS"), _test_list(row, "PASS_TO_PASS"))
+        instance = cls(
+            row["instance_id"],
+            row["repo"],
+            row["base_commit"],
+            row["problem_statement"],
+            row.get("patch") or "",
+            row.get("test_patch") or "",
+            _test_list(row, "FAIL_TO_PASS"),
+            _test_list(row, "PASS_TO_PASS"),
+        )
         if instance.patch:
             try:
                 parse_patch(instance.patch)
@@ -159,10 +167,17 @@ class PipelineReport:
 Progress = Callable[[str, str], None]
 
 
-def run_pipeline(rows: Iterable[Mapping[str, Any]], checkouts: Mapping[str, str | Path],
-                 output_dir: Path, *, generator: "Generator | None" = None,
-                 config: PipelineConfig | None = None, stages: str = "evaluate",
-                 model_name: str = "cascade_rl", progress: Progress | None = None) -> PipelineReport:
+def run_pipeline(
+    rows: Iterable[Mapping[str, Any]],
+    checkouts: Mapping[str, str | Path],
+    output_dir: Path,
+    *,
+    generator: Generator | None = None,
+    config: PipelineConfig | None = None,
+    stages: str = "evaluate",
+    model_name: str = "cascade_rl",
+    progress: Progress | None = None,
+) -> PipelineReport:
     """Run the pipeline up to ``stages`` on every instance (module docstring) and write the
     traces, predictions and report into ``output_dir``."""
     if stages not in STAGES:
@@ -177,6 +192,7 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], checkouts: Mapping[str, str 
     pool = None
     if stages == "evaluate":
         from cascade_rl.sandbox import SandboxPool
+
         pool = SandboxPool(config.workers)
     try:
         for position, row in enumerate(rows):
@@ -189,10 +205,19 @@ def run_pipeline(rows: Iterable[Mapping[str, Any]], checkouts: Mapping[str, str 
                 continue
             if progress:
                 progress(instance.instance_id, "start")
-            trace = run_instance(instance, repo, generator=generator, config=config, cache=cache,
-                                 pool=pool, stages=stages, progress=progress)
+            trace = run_instance(
+                instance,
+                repo,
+                generator=generator,
+                config=config,
+                cache=cache,
+                pool=pool,
+                stages=stages,
+                progress=progress,
+            )
             (output_dir / "traces" / f"{_safe(instance.instance_id)}.json").write_text(
-                json.dumps(trace, indent=1) + "\n")
+                json.dumps(trace, indent=1) + "\n"
+            )
             report.traces.append(trace)
     finally:
         if pool is not None:
@@ -214,14 +239,26 @@ def open_checkout(instance: SweInstance, checkouts: Mapping[str, str | Path]) ->
     return Repository.open(checkouts[instance.repo], instance.base_commit)
 
 
-def run_instance(instance: SweInstance, repo: Repository, *,
-                 generator: "Generator | None" = None, config: PipelineConfig, cache: IndexCache,
-                 pool: "SandboxPool | None" = None, stages: str = "evaluate",
-                 progress: Progress | None = None) -> dict:
+def run_instance(
+    instance: SweInstance,
+    repo: Repository,
+    *,
+    generator: Generator | None = None,
+    config: PipelineConfig,
+    cache: IndexCache,
+    pool: SandboxPool | None = None,
+    stages: str = "evaluate",
+    progress: Progress | None = None,
+) -> dict:
     """Run the pipeline on one instance and return its trace (see the module docstring)."""
-    trace: dict[str, Any] = {"instance_id": instance.instance_id, "repo": instance.repo,
-                             "base_commit": repo.commit, "gold_files": instance.gold_files,
-                             "errors": [], "timings": {}}
+    trace: dict[str, Any] = {
+        "instance_id": instance.instance_id,
+        "repo": instance.repo,
+        "base_commit": repo.commit,
+        "gold_files": instance.gold_files,
+        "errors": [],
+        "timings": {},
+    }
     started = time.perf_counter()
 
     def stage(name: str, work: Callable[[], Any]) -> Any:
@@ -236,17 +273,30 @@ def run_instance(instance: SweInstance, repo: Repository, *,
         finally:
             trace["timings"][name] = round(time.perf_counter() - start, 3)
 
-    localization = stage("localize", lambda: localize(
-        instance.problem_statement, repo, generator=generator, cache=cache,
-        embedding_model=config.embedding_model, rollouts=config.localization_rollouts,
-        top_n=config.localization_top_n, retrieve_k=config.retrieve_k, rrf_k=config.rrf_k,
-        sampling=config.sampling()))
+    localization = stage(
+        "localize",
+        lambda: localize(
+            instance.problem_statement,
+            repo,
+            generator=generator,
+            cache=cache,
+            embedding_model=config.embedding_model,
+            rollouts=config.localization_rollouts,
+            top_n=config.localization_top_n,
+            retrieve_k=config.retrieve_k,
+            rrf_k=config.rrf_k,
+            sampling=config.sampling(),
+        ),
+    )
     trace["localization"] = _localization_trace(localization, instance.gold_files)
     if stages != "localize" and localization is not None:
         repaired = stage("repair", lambda: _repair(instance, repo, localization, generator, config))
         if repaired is not None:
-            trace["repair"] = {"prompt": repaired.prompt, "shown_files": list(repaired.shown),
-                               "counts": repaired.counts()}
+            trace["repair"] = {
+                "prompt": repaired.prompt,
+                "shown_files": list(repaired.shown),
+                "counts": repaired.counts(),
+            }
             trace["candidates"] = [c.to_dict() for c in repaired.candidates]
             if stages == "evaluate":
                 stage("validate", lambda: _validate(instance, repo, repaired, generator, config, pool, trace))
@@ -259,26 +309,51 @@ def _localization_trace(localization: Localization | None, gold: Sequence[str]) 
     if localization is None:
         return {}
     rankings = localization.rankings()
-    recall = {method: {k: recall_at_k(ranking, gold, k) for k in RECALL_KS}
-              for method, ranking in rankings.items() if ranking} if gold else {}
-    return {**rankings, "prompt": localization.prompt, "responses": localization.responses,
-            "parsed": localization.parsed, "recall": recall}
+    recall = (
+        {
+            method: {k: recall_at_k(ranking, gold, k) for k in RECALL_KS}
+            for method, ranking in rankings.items()
+            if ranking
+        }
+        if gold
+        else {}
+    )
+    return {
+        **rankings,
+        "prompt": localization.prompt,
+        "responses": localization.responses,
+        "parsed": localization.parsed,
+        "recall": recall,
+    }
 
 
-def _repair(instance: SweInstance, repo: Repository, localization: Localization,
-            generator: "Generator",
-            config: PipelineConfig) -> RepairResult:
-    top = localization.fused[:config.repair_files]
+def _repair(
+    instance: SweInstance, repo: Repository, localization: Localization, generator: Generator, config: PipelineConfig
+) -> RepairResult:
+    top = localization.fused[: config.repair_files]
     contents = repo.read(top)
     files = [(path, contents[path]) for path in top if path in contents]
-    return repair(generator, instance.problem_statement, files, repo.read,
-                  samples=config.repair_samples, budget=config.context_budget,
-                  count_tokens=approx_tokens, sampling=config.sampling())
+    return repair(
+        generator,
+        instance.problem_statement,
+        files,
+        repo.read,
+        samples=config.repair_samples,
+        budget=config.context_budget,
+        count_tokens=approx_tokens,
+        sampling=config.sampling(),
+    )
 
 
-def _validate(instance: SweInstance, repo: Repository, repaired: RepairResult,
-              generator: "Generator", config: PipelineConfig, pool: "SandboxPool | None",
-              trace: dict) -> None:
+def _validate(
+    instance: SweInstance,
+    repo: Repository,
+    repaired: RepairResult,
+    generator: Generator,
+    config: PipelineConfig,
+    pool: SandboxPool | None,
+    trace: dict,
+) -> None:
     """Reproduction tests, then regression / reproduction / gold tests on every candidate;
     results go into ``trace``."""
     from cascade_rl.sandbox import Limits
@@ -291,16 +366,19 @@ def _validate(instance: SweInstance, repo: Repository, repaired: RepairResult,
     with Validator(repo, pool=pool, test_limits=test_limits, script_limits=script_limits) as validator:
         baseline = validator.baseline_tests()
         shown_patches = "\n".join(dict.fromkeys(patches[:3])) or "(no candidate patch)"
-        prompt = reproduction_test_messages(instance.problem_statement, shown_patches,
-                                            format_files(repaired.shown))
-        responses = generator.generate(prompt, n=config.reproduction_tests, **config.sampling()
-                                       ) if config.reproduction_tests else []
+        prompt = reproduction_test_messages(instance.problem_statement, shown_patches, format_files(repaired.shown))
+        responses = (
+            generator.generate(prompt, n=config.reproduction_tests, **config.sampling())
+            if config.reproduction_tests
+            else []
+        )
         tests = validator.check_reproduction_tests(responses)
         kept = [t.code for t in tests if t.kept]
         run, _ = baseline.result()
         regression = sorted(run.passing())
-        results = validator.validate(patches, regression, kept, test_patch=instance.test_patch,
-                                     gold_tests=instance.gold_tests or None)
+        results = validator.validate(
+            patches, regression, kept, test_patch=instance.test_patch, gold_tests=instance.gold_tests or None
+        )
     trace["regression_tests"] = regression
     trace["gold_evaluated"] = bool(instance.gold_tests)
     trace["reproduction_prompt"] = prompt
@@ -314,9 +392,12 @@ def _selection(candidates: Sequence[dict], gold: bool) -> dict:
     ranked = ranked_candidates(candidates, gold)
     best = select_best(ranked, len(ranked)) if ranked else None
     majority = select_majority(ranked, len(ranked)) if ranked else None
-    return {"best": best.index if best else None, "majority": majority.index if majority else None,
-            "patch": best.patch if best else "",
-            "resolved": best.resolved if best else (False if gold else None)}
+    return {
+        "best": best.index if best else None,
+        "majority": majority.index if majority else None,
+        "patch": best.patch if best else "",
+        "resolved": best.resolved if best else (False if gold else None),
+    }
 
 
 def ranked_candidates(candidates: Sequence[dict], gold: bool = False) -> list[RankedCandidate]:
@@ -329,10 +410,15 @@ def ranked_candidates(candidates: Sequence[dict], gold: bool = False) -> list[Ra
         resolved = validation.get("resolved")
         if resolved is None and gold:
             resolved = False
-        ranked.append(RankedCandidate(candidate["index"], patch,
-                                      regression_ok=validation.get("regression_ok", True),
-                                      pass_rate=validation.get("pass_rate", 0.0),
-                                      resolved=resolved))
+        ranked.append(
+            RankedCandidate(
+                candidate["index"],
+                patch,
+                regression_ok=validation.get("regression_ok", True),
+                pass_rate=validation.get("pass_rate", 0.0),
+                resolved=resolved,
+            )
+        )
     return ranked
 
 
@@ -341,30 +427,40 @@ def write_predictions(traces: Sequence[dict], path: Path, model_name: str) -> No
     with open(path, "w") as handle:
         for trace in traces:
             patch = (trace.get("selection") or {}).get("patch") or ""
-            handle.write(json.dumps({"instance_id": trace["instance_id"],
-                                     "model_name_or_path": model_name, "model_patch": patch}) + "\n")
+            handle.write(
+                json.dumps(
+                    {"instance_id": trace["instance_id"], "model_name_or_path": model_name, "model_patch": patch}
+                )
+                + "\n"
+            )
 
 
 def summarize(traces: Sequence[dict], bad: Sequence[tuple[str, str]]) -> dict:
     """Recall tables, candidate counts, resolution rates and curves over all traces."""
-    summary: dict[str, Any] = {"instances": len(traces), "bad_instances": [list(b) for b in bad],
-                               "errors": {t["instance_id"]: t["errors"] for t in traces if t["errors"]}}
+    summary: dict[str, Any] = {
+        "instances": len(traces),
+        "bad_instances": [list(b) for b in bad],
+        "errors": {t["instance_id"]: t["errors"] for t in traces if t["errors"]},
+    }
     with_gold = [t for t in traces if t.get("gold_files") and t.get("localization")]
     summary["recall"] = {
         method: recall_table([(t["localization"][method], t["gold_files"]) for t in with_gold])
         for method in ("generation", "retrieval", "fusion")
-        if any(t["localization"].get(method) for t in with_gold)}
+        if any(t["localization"].get(method) for t in with_gold)
+    }
     candidates = [c for t in traces for c in t.get("candidates", [])]
     if candidates:
         statuses: dict[str, int] = {}
         for candidate in candidates:
             statuses[candidate["status"]] = statuses.get(candidate["status"], 0) + 1
         summary["candidates"] = statuses
-        per_instance = [ranked_candidates(t["candidates"], t.get("gold_evaluated", False))
-                        for t in traces if t.get("candidates")]
+        per_instance = [
+            ranked_candidates(t["candidates"], t.get("gold_evaluated", False)) for t in traces if t.get("candidates")
+        ]
         summary["curves"] = curves(per_instance)
-        resolved = [t["selection"]["resolved"] for t in traces
-                    if t.get("selection") and t["selection"]["resolved"] is not None]
+        resolved = [
+            t["selection"]["resolved"] for t in traces if t.get("selection") and t["selection"]["resolved"] is not None
+        ]
         if resolved:
             summary["resolved"] = sum(resolved) / len(resolved)
     return summary

@@ -5,7 +5,7 @@ reward judge. Each ``*_messages`` function returns chat messages ready for a gen
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 LOCALIZATION_PROMPT = """\
 Please look through the following GitHub problem description and Repository structure and \
@@ -78,10 +78,15 @@ contain bugs.
 ```
 --- END FILE ---"""
 
-REPAIR_PROMPT = _ISSUE_AND_FILES + "\n\n" + _EDIT_FORMAT + """
+REPAIR_PROMPT = (
+    _ISSUE_AND_FILES
+    + "\n\n"
+    + _EDIT_FORMAT
+    + """
 Output format requirement: put your reasoning tokens in a separate block starting with <think> \
 and ending with </think>, and your solution in a separate block starting with <solution> and \
 ending with </solution>."""
+)
 
 REPRODUCTION_TEST_PROMPT = """\
 We are currently solving the following issue within our repository. Here is the issue text:
@@ -183,8 +188,12 @@ def format_files(files: Mapping[str, str] | Iterable[tuple[str, str]]) -> str:
 
 
 def localization_messages(problem_statement: str, structure: str, n: int = 5) -> list[dict]:
-    return [{"role": "user", "content": LOCALIZATION_PROMPT.format(
-        problem_statement=problem_statement, structure=structure, n=n)}]
+    return [
+        {
+            "role": "user",
+            "content": LOCALIZATION_PROMPT.format(problem_statement=problem_statement, structure=structure, n=n),
+        }
+    ]
 
 
 def repair_prompt(problem_statement: str, content: str) -> str:
@@ -196,13 +205,18 @@ def repair_messages(problem_statement: str, content: str) -> list[dict]:
 
 
 def reproduction_test_messages(problem_statement: str, model_patch: str, content: str) -> list[dict]:
-    return [{"role": "user", "content": REPRODUCTION_TEST_PROMPT.format(
-        problem_statement=problem_statement, model_patch=model_patch, content=content)}]
+    return [
+        {
+            "role": "user",
+            "content": REPRODUCTION_TEST_PROMPT.format(
+                problem_statement=problem_statement, model_patch=model_patch, content=content
+            ),
+        }
+    ]
 
 
 def judge_messages(repair_prompt_text: str, golden_patch: str, model_patch: str) -> list[dict]:
     """The reward judge's conversation: its system prompt, then the repair prompt the policy
     saw followed by the golden and the model's patches (appendix C.2)."""
-    user = repair_prompt_text.rstrip() + JUDGE_USER_SUFFIX.format(
-        golden_patch=golden_patch, model_patch=model_patch)
+    user = repair_prompt_text.rstrip() + JUDGE_USER_SUFFIX.format(golden_patch=golden_patch, model_patch=model_patch)
     return [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": user}]

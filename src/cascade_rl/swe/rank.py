@@ -20,9 +20,9 @@ A "resolved" flag per candidate comes from the gold tests when the instance has 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Sequence
 
 from cascade_rl.eval.metrics import majority_vote, pass_at_k_estimate
 from cascade_rl.rewards.swe import patch_key
@@ -44,8 +44,7 @@ class RankedCandidate:
 
     @cached_property
     def changed_lines(self) -> int:
-        return sum(1 for line in self.patch.splitlines()
-                   if line[:1] in "+-" and not line.startswith(("+++", "---")))
+        return sum(1 for line in self.patch.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")))
 
 
 def _first_k(candidates: Sequence[RankedCandidate], k: int) -> list[RankedCandidate]:
@@ -61,8 +60,7 @@ def select_best(candidates: Sequence[RankedCandidate], k: int) -> RankedCandidat
     survivors = [c for c in pool if c.regression_ok] or pool
     if not survivors:
         return None
-    return max(survivors, key=lambda c: (c.pass_rate, votes[c.key], -c.changed_lines,
-                                         -len(c.patch), -c.index))
+    return max(survivors, key=lambda c: (c.pass_rate, votes[c.key], -c.changed_lines, -len(c.patch), -c.index))
 
 
 def select_majority(candidates: Sequence[RankedCandidate], k: int) -> RankedCandidate | None:
@@ -81,8 +79,9 @@ def default_ks(n: int) -> list[int]:
     return ks + [n] if n >= 1 else []
 
 
-def curves(instances: Iterable[Sequence[RankedCandidate]],
-           ks: Sequence[int] | None = None) -> dict[str, dict[int, float]]:
+def curves(
+    instances: Iterable[Sequence[RankedCandidate]], ks: Sequence[int] | None = None
+) -> dict[str, dict[int, float]]:
     """Resolution rates over k for instances with gold results: ``best@k`` and ``majority@k``
     (the chosen patch resolves the instance) and ``pass@k`` (unbiased estimate). Instances
     without gold results, or with fewer than k samples, are left out of that k."""
@@ -96,8 +95,7 @@ def curves(instances: Iterable[Sequence[RankedCandidate]],
             continue
         result["best@k"][k] = _mean(_resolved(select_best(c, k)) for c in eligible)
         result["majority@k"][k] = _mean(_resolved(select_majority(c, k)) for c in eligible)
-        result["pass@k"][k] = _mean(pass_at_k_estimate(len(c), sum(bool(x.resolved) for x in c), k)
-                                    for c in eligible)
+        result["pass@k"][k] = _mean(pass_at_k_estimate(len(c), sum(bool(x.resolved) for x in c), k) for c in eligible)
     return result
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.swe.edits import EditApplyError, EditParseError, apply_edits, parse_edits, unified_diff
@@ -46,10 +47,11 @@ def approx_tokens(text: str) -> int:
 
 # ---- context ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Body:
-    start: int   # first line index of the body (0-based)
-    end: int     # one past its last line
+    start: int  # first line index of the body (0-based)
+    end: int  # one past its last line
     indent: str
     relevance: int
 
@@ -76,15 +78,14 @@ def _render(lines: list[str], hidden: list[_Body]) -> str:
     for body in sorted(hidden, key=lambda b: b.start):
         if body.start < index:
             continue  # inside a body already elided
-        out.extend(lines[index:body.start])
+        out.extend(lines[index : body.start])
         out.append(f"{body.indent}{ELISION}\n")
         index = body.end
     out.extend(lines[index:])
     return "".join(out)
 
 
-def compress_python(text: str, issue: str, budget: int,
-                    count_tokens: TokenCounter = approx_tokens) -> str | None:
+def compress_python(text: str, issue: str, budget: int, count_tokens: TokenCounter = approx_tokens) -> str | None:
     """The most relevant view of ``text`` within ``budget`` tokens (module docstring), or None
     when even the skeleton does not fit. Falls back to the first lines for non-Python text."""
     lines = text.splitlines(keepends=True)
@@ -128,8 +129,9 @@ def _head(lines: list[str], budget: int, count_tokens: TokenCounter) -> str | No
     return "".join(kept) + f"{ELISION}\n" if kept else None
 
 
-def build_context(files: Sequence[tuple[str, str]], issue: str, budget: int | None,
-                  count_tokens: TokenCounter = approx_tokens) -> tuple[str, dict[str, str]]:
+def build_context(
+    files: Sequence[tuple[str, str]], issue: str, budget: int | None, count_tokens: TokenCounter = approx_tokens
+) -> tuple[str, dict[str, str]]:
     """The ``{content}`` of the repair prompt for ranked ``files`` within ``budget`` tokens
     (None: no limit), and what was shown of each file.
 
@@ -137,6 +139,7 @@ def build_context(files: Sequence[tuple[str, str]], issue: str, budget: int | No
     reserving the skeletons of the files after it: whole if it fits, else compressed; a file
     whose skeleton does not fit is left out.
     """
+
     def cost(path: str, view: str) -> int:
         return count_tokens(format_files([(path, view)]))
 
@@ -147,7 +150,7 @@ def build_context(files: Sequence[tuple[str, str]], issue: str, budget: int | No
     shown: dict[str, str] = {}
     remaining = budget
     for index, (path, text) in enumerate(files):
-        allowance = remaining - sum(f for f in floors[index + 1:] if f <= remaining)
+        allowance = remaining - sum(f for f in floors[index + 1 :] if f <= remaining)
         view: str | None = text
         if cost(path, text) > allowance:
             view = compress_python(text, issue, allowance - cost(path, ""), count_tokens)
@@ -159,6 +162,7 @@ def build_context(files: Sequence[tuple[str, str]], issue: str, budget: int | No
 
 
 # ---- candidates ---------------------------------------------------------------------------
+
 
 @dataclass
 class Candidate:
@@ -175,8 +179,9 @@ class Candidate:
         return asdict(self)
 
 
-def candidate_from_response(index: int, response: str,
-                            read_files: Callable[[list[str]], Mapping[str, str]]) -> Candidate:
+def candidate_from_response(
+    index: int, response: str, read_files: Callable[[list[str]], Mapping[str, str]]
+) -> Candidate:
     """Parse one repair answer and apply its edits to the files ``read_files`` returns for the
     paths the edits name (the full files at the base commit)."""
     split = split_thinking(response)
@@ -205,10 +210,17 @@ class RepairResult:
         return dict(Counter(candidate.status for candidate in self.candidates))
 
 
-def repair(generator: "Generator", problem_statement: str, files: Sequence[tuple[str, str]],
-           read_files: Callable[[list[str]], Mapping[str, str]], *, samples: int = 8,
-           budget: int | None = 16_000, count_tokens: TokenCounter = approx_tokens,
-           sampling: Mapping | None = None) -> RepairResult:
+def repair(
+    generator: Generator,
+    problem_statement: str,
+    files: Sequence[tuple[str, str]],
+    read_files: Callable[[list[str]], Mapping[str, str]],
+    *,
+    samples: int = 8,
+    budget: int | None = 16_000,
+    count_tokens: TokenCounter = approx_tokens,
+    sampling: Mapping | None = None,
+) -> RepairResult:
     """Sample ``samples`` repairs of the issue from ``generator`` given the ranked ``files``
     (path, content) and turn each into a :class:`Candidate`."""
     if samples < 1:
@@ -216,6 +228,5 @@ def repair(generator: "Generator", problem_statement: str, files: Sequence[tuple
     content, shown = build_context(files, problem_statement, budget, count_tokens)
     messages = repair_messages(problem_statement, content)
     responses = generator.generate(messages, n=samples, **dict(sampling or {}))
-    candidates = [candidate_from_response(i, response, read_files)
-                  for i, response in enumerate(responses)]
+    candidates = [candidate_from_response(i, response, read_files) for i, response in enumerate(responses)]
     return RepairResult(messages, shown, candidates)

@@ -13,9 +13,9 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 GIT_TIMEOUT = 120.0
 
@@ -34,7 +34,9 @@ def _git(path: Path, *args: str, stdin: bytes | None = None, timeout: float = GI
         raise RepositoryError("the git command is not installed") from None
     if done.returncode != 0:
         message = done.stderr.decode(errors="replace").strip().splitlines()
-        raise RepositoryError(f"{path}: `git {' '.join(args[:2])}` failed: {message[-1] if message else done.returncode}")
+        raise RepositoryError(
+            f"{path}: `git {' '.join(args[:2])}` failed: {message[-1] if message else done.returncode}"
+        )
     return done.stdout
 
 
@@ -47,7 +49,7 @@ class Repository:
     _files: list[str] | None = field(default=None, repr=False)
 
     @classmethod
-    def open(cls, path: str | Path, commit: str) -> "Repository":
+    def open(cls, path: str | Path, commit: str) -> Repository:
         """Check that ``path`` is a git checkout holding ``commit`` (any revision git
         understands; stored resolved to its full hash)."""
         path = Path(path).expanduser().resolve()
@@ -102,8 +104,8 @@ class Repository:
         for path in self.source_files(suffixes):
             parts = path.split("/")
             for depth in range(len(parts) - 1):
-                if tuple(parts[:depth + 1]) not in shown:
-                    shown.add(tuple(parts[:depth + 1]))
+                if tuple(parts[: depth + 1]) not in shown:
+                    shown.add(tuple(parts[: depth + 1]))
                     lines.append("    " * depth + parts[depth] + "/")
             lines.append("    " * (len(parts) - 1) + parts[-1])
         return "\n".join(lines)
@@ -131,8 +133,7 @@ def apply_patch_to_tree(tree: Path, patch: str, *, timeout: float = 60.0) -> Non
         command = ["git", "apply", "--whitespace=nowarn", handle.name]
         # no repository discovery above the tree: git would apply paths relative to it
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(Path(tree).resolve().parent)}
-        done = subprocess.run(command, cwd=tree, capture_output=True, timeout=timeout,
-                              check=False, env=env)
+        done = subprocess.run(command, cwd=tree, capture_output=True, timeout=timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         raise RepositoryError(f"git apply took more than {timeout:.0f} s") from None
     finally:

@@ -30,10 +30,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.sandbox import Limits, RunResult, SandboxError, SandboxPool, SandboxServer
@@ -122,8 +122,12 @@ class CandidateValidation:
         return None if self.gold_failed is None else (self.error is None and not self.gold_failed)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "regression_ok": self.regression_ok, "pass_rate": self.pass_rate,
-                "resolved": self.resolved}
+        return {
+            **asdict(self),
+            "regression_ok": self.regression_ok,
+            "pass_rate": self.pass_rate,
+            "resolved": self.resolved,
+        }
 
 
 def extract_test_script(response: str) -> str | None:
@@ -145,10 +149,17 @@ class Validator:
     Use as a context manager (or call :meth:`close`) so the scratch directory is removed.
     """
 
-    def __init__(self, repo: Repository, *, pool: SandboxPool | None = None, workers: int = 2,
-                 test_limits: Limits = Limits(time_s=300, memory_mb=4096, processes=128),
-                 script_limits: Limits = Limits(time_s=60, memory_mb=4096, processes=128),
-                 scratch_root: Path | None = None, python: str = sys.executable):
+    def __init__(
+        self,
+        repo: Repository,
+        *,
+        pool: SandboxPool | None = None,
+        workers: int = 2,
+        test_limits: Limits = Limits(time_s=300, memory_mb=4096, processes=128),
+        script_limits: Limits = Limits(time_s=60, memory_mb=4096, processes=128),
+        scratch_root: Path | None = None,
+        python: str = sys.executable,
+    ):
         self.repo = repo
         self.test_limits, self.script_limits, self.python = test_limits, script_limits, python
         self._own_pool = pool is None
@@ -161,7 +172,7 @@ class Validator:
             self.pool.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def __enter__(self) -> "Validator":
+    def __enter__(self) -> Validator:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -179,6 +190,7 @@ class Validator:
         """Run ``work(server, copy)`` on a pool worker in a fresh patched copy, with one
         sandbox that sees only that copy; the copy is removed afterwards. The future's value
         is ``(work's result, seconds the job took)``."""
+
         def job(_runner) -> tuple[object, float]:
             start = time.perf_counter()
             copy = self._fresh_copy(patches)
@@ -187,14 +199,16 @@ class Validator:
                     return work(server, copy), time.perf_counter() - start
             finally:
                 shutil.rmtree(copy.parent, ignore_errors=True)
+
         return self.pool.submit_job(job)
 
     def _pytest(self, server: SandboxServer, tests: Sequence[str] | None) -> TestRun:
         if tests is not None and not tests:
             return TestRun(returncode=0)
         result = server.run([self.python, *PYTEST_ARGS, *(tests or [])], limits=self.test_limits)
-        return TestRun(parse_pytest_summary(result.stdout_text), result.returncode,
-                       result.timed_out, result.seconds, result.error)
+        return TestRun(
+            parse_pytest_summary(result.stdout_text), result.returncode, result.timed_out, result.seconds, result.error
+        )
 
     def _script(self, server: SandboxServer, copy: Path, code: str) -> RunResult:
         (copy / SCRIPT_NAME).write_text(code)
@@ -212,8 +226,7 @@ class Validator:
         futures: dict[int, Future] = {}
         for index, response in enumerate(responses):
             code = extract_test_script(response)
-            tests.append(ReproductionTest(index, response, code,
-                                          "unparseable" if code is None else "pending"))
+            tests.append(ReproductionTest(index, response, code, "unparseable" if code is None else "pending"))
             if code is not None:
                 futures[index] = self._job([], lambda s, c, code=code: self._script(s, c, code))
         for index, future in futures.items():
@@ -230,17 +243,25 @@ class Validator:
                 test.status = "kept" if REPRODUCED in result.stdout_text else "not_reproducing"
         return tests
 
-    def validate(self, patches: Sequence[str], regression: Sequence[str],
-                 reproduction: Sequence[str], *, test_patch: str | None = None,
-                 gold_tests: Sequence[str] | None = None) -> dict[str, CandidateValidation]:
+    def validate(
+        self,
+        patches: Sequence[str],
+        regression: Sequence[str],
+        reproduction: Sequence[str],
+        *,
+        test_patch: str | None = None,
+        gold_tests: Sequence[str] | None = None,
+    ) -> dict[str, CandidateValidation]:
         """Validate each distinct patch: ``regression`` test ids, ``reproduction`` scripts and,
         when ``gold_tests`` are given, the gold tests with ``test_patch`` applied. Returns
         {patch: CandidateValidation}; all jobs run concurrently on the pool."""
         distinct = list(dict.fromkeys(p for p in patches if p))
-        checks = {p: self._job([p], lambda s, c: self._check(s, c, regression, reproduction))
-                  for p in distinct}
-        golds = {p: self._job([p, test_patch or ""], lambda s, c: self._pytest(s, list(gold_tests)))
-                 for p in distinct} if gold_tests else {}
+        checks = {p: self._job([p], lambda s, c: self._check(s, c, regression, reproduction)) for p in distinct}
+        golds = (
+            {p: self._job([p, test_patch or ""], lambda s, c: self._pytest(s, list(gold_tests))) for p in distinct}
+            if gold_tests
+            else {}
+        )
         results = {}
         for patch in distinct:
             validation = CandidateValidation(patch, regression_total=len(regression))
@@ -257,8 +278,9 @@ class Validator:
             results[patch] = validation
         return results
 
-    def _check(self, server: SandboxServer, copy: Path, regression: Sequence[str],
-               reproduction: Sequence[str]) -> tuple[TestRun, list[bool]]:
+    def _check(
+        self, server: SandboxServer, copy: Path, regression: Sequence[str], reproduction: Sequence[str]
+    ) -> tuple[TestRun, list[bool]]:
         run = self._pytest(server, list(regression))
         resolved = []
         for code in reproduction:

@@ -23,12 +23,21 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from cascade_rl.recipe import (EvalStage, GRPOStage, Recipe, RecipeError, RewardModelStage, SFTStage, expand,
-                               run_variables)
+from cascade_rl.recipe import (
+    EvalStage,
+    GRPOStage,
+    Recipe,
+    RecipeError,
+    RewardModelStage,
+    SFTStage,
+    expand,
+    run_variables,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +86,7 @@ class Cascade:
                 raise RecipeError(f"{flag} {name!r}: no such stage; stages: {', '.join(names)}")
         self._prepare(resume=resume or bool(only or start_from))
         if start_from:
-            for p in stages[names.index(start_from):]:
+            for p in stages[names.index(start_from) :]:
                 shutil.rmtree(self.run_dir / p.dirname, ignore_errors=True)
         if only:
             shutil.rmtree(self.run_dir / stages[names.index(only)].dirname, ignore_errors=True)
@@ -110,8 +119,10 @@ class Cascade:
         resolved = self.recipe.model_dump(mode="json")
         existing = any(read_status(d) for d in self.run_dir.iterdir() if d.is_dir())
         if existing and not resume:
-            raise RecipeError(f"{self.run_dir} already holds a run; pass --resume to finish it, "
-                              "--from STAGE to redo from a stage, or --out DIR to start elsewhere")
+            raise RecipeError(
+                f"{self.run_dir} already holds a run; pass --resume to finish it, "
+                "--from STAGE to redo from a stage, or --out DIR to start elsewhere"
+            )
         if recipe_file.exists() and json.loads(recipe_file.read_text()) != resolved:
             self.echo("note: the recipe changed since this run started; finished stages keep their results")
         recipe_file.write_text(json.dumps(resolved, indent=1))
@@ -126,9 +137,12 @@ class Cascade:
 
         self.echo("building the toy world ...")
         world = self.recipe.world
-        manifest = build_world(self.run_dir / "world", seed=world.seed,
-                               sizes=WorldSizes.from_overrides(world.sizes),
-                               options=WorldOptions.from_overrides(world.options))
+        manifest = build_world(
+            self.run_dir / "world",
+            seed=world.seed,
+            sizes=WorldSizes.from_overrides(world.sizes),
+            options=WorldOptions.from_overrides(world.options),
+        )
         rows = ", ".join(f"{name.removesuffix('.jsonl')} {count}" for name, count in manifest.rows.items())
         self.echo(f"toy world: {rows}")
         marker.write_text("done")
@@ -151,8 +165,9 @@ class Cascade:
             world = WorldManifest.load(self.run_dir / "world")
             tokenizer = AutoTokenizer.from_pretrained(world.out_dir / world.tokenizer_dir, local_files_only=True)
             model = build_tiny_model(tokenizer, seed=self.recipe.seed, out_dir=target, **spec.tiny.model_dump())
-            self.echo(f"tiny base model: Qwen3, {parameter_count(model) / 1e6:.2f}M parameters, "
-                      f"vocabulary {len(tokenizer)}")
+            self.echo(
+                f"tiny base model: Qwen3, {parameter_count(model) / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}"
+            )
         return target
 
     def _with_cascade_template(self, path: Path) -> Path:
@@ -191,8 +206,14 @@ class Cascade:
         started = time.perf_counter()
         if status.get("status") != "trained":
             policy, reward_models = self._train(stage, stage_dir, policy, reward_models)
-            status = {"index": p.index, "name": stage.name, "kind": stage.kind, "status": "trained",
-                      "policy": str(policy), "train_s": round(time.perf_counter() - started, 2)}
+            status = {
+                "index": p.index,
+                "name": stage.name,
+                "kind": stage.kind,
+                "status": "trained",
+                "policy": str(policy),
+                "train_s": round(time.perf_counter() - started, 2),
+            }
             write_status(stage_dir, status)
         else:
             policy, reward_models = self._handover(p, status, policy, reward_models)
@@ -204,8 +225,13 @@ class Cascade:
         return policy, reward_models
 
     def _train(self, stage: Any, stage_dir: Path, policy: Path, reward_models: dict[str, Path]):
-        common = dict(stage_dir=stage_dir, runtime=self.recipe.runtime, seed=self.recipe.seed,
-                      variables=self.variables, model_dtype=self.recipe.model.dtype)
+        common = dict(
+            stage_dir=stage_dir,
+            runtime=self.recipe.runtime,
+            seed=self.recipe.seed,
+            variables=self.variables,
+            model_dtype=self.recipe.model.dtype,
+        )
         if isinstance(stage, SFTStage):
             from cascade_rl.train.sft import run_sft_stage
 
@@ -232,9 +258,17 @@ class Cascade:
         from cascade_rl.eval.benchmarks import evaluate
 
         latest_rm = str(list(reward_models.values())[-1]) if reward_models else None
-        evaluate(policy, benchmarks, stage_dir, variables=self.variables, reward_model=latest_rm,
-                 arena_dir=self.run_dir / "arena", batch_size=self.recipe.eval.batch_size,
-                 workers=self.recipe.runtime.reward_workers, seed=self.recipe.seed)
+        evaluate(
+            policy,
+            benchmarks,
+            stage_dir,
+            variables=self.variables,
+            reward_model=latest_rm,
+            arena_dir=self.run_dir / "arena",
+            batch_size=self.recipe.eval.batch_size,
+            workers=self.recipe.runtime.reward_workers,
+            seed=self.recipe.seed,
+        )
 
     def _benchmarks_after(self, stage: Any) -> list:
         spec = self.recipe.eval

@@ -36,9 +36,17 @@ def base_args(runtime: Runtime, output_dir: Path, seed: int) -> dict[str, Any]:
     """TrainingArguments shared by SFT, RM and GRPO stages: no checkpoints inside the trainer
     (stages save their own model), no external loggers, CPU when there is no GPU."""
     args: dict[str, Any] = dict(
-        output_dir=str(output_dir), seed=seed, data_seed=seed, report_to=[], save_strategy="no",
-        logging_steps=runtime.logging_steps, bf16=use_bf16(runtime), fp16=False,
-        dataloader_num_workers=0, disable_tqdm=False, use_cpu=not has_gpu(),
+        output_dir=str(output_dir),
+        seed=seed,
+        data_seed=seed,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=runtime.logging_steps,
+        bf16=use_bf16(runtime),
+        fp16=False,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+        use_cpu=not has_gpu(),
     )
     args[_checkpointing_field()] = runtime.gradient_checkpointing  # TRL's configs default it to True
     return args
@@ -73,13 +81,13 @@ class CompactProgress(ProgressCallback):
     """The trainer's progress bar with the latest loss / reward shown on the bar itself, instead
     of one printed dictionary per logged step (the full record is ``metrics.jsonl``)."""
 
-    SHOWN = {"loss": "loss", "reward": "reward", "completions/clipped_ratio": "truncated",
-             "accuracy": "accuracy"}
+    SHOWN = {"loss": "loss", "reward": "reward", "completions/clipped_ratio": "truncated", "accuracy": "accuracy"}
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs:
-            shown = {name: f"{logs[key]:.3g}" for key, name in self.SHOWN.items()
-                     if isinstance(logs.get(key), (int, float))}
+            shown = {
+                name: f"{logs[key]:.3g}" for key, name in self.SHOWN.items() if isinstance(logs.get(key), (int, float))
+            }
             if shown:
                 self.training_bar.set_postfix(shown, refresh=False)
 
@@ -98,9 +106,15 @@ class MetricsWriter(TrainerCallback):
     project's (``reward/mean``, ``truncation_ratio``, ...) and adding ``extra()``'s values."""
 
     RENAMES = {
-        "reward": "reward/mean", "reward_std": "reward/std", "frac_reward_zero_std": "zero_variance_groups",
-        "completions/clipped_ratio": "truncation_ratio", "completions/mean_length": "response_length/mean",
-        "loss": "loss", "grad_norm": "grad_norm", "learning_rate": "learning_rate", "entropy": "entropy",
+        "reward": "reward/mean",
+        "reward_std": "reward/std",
+        "frac_reward_zero_std": "zero_variance_groups",
+        "completions/clipped_ratio": "truncation_ratio",
+        "completions/mean_length": "response_length/mean",
+        "loss": "loss",
+        "grad_norm": "grad_norm",
+        "learning_rate": "learning_rate",
+        "entropy": "entropy",
         "step_time": "time/step",
     }
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from transformers import TrainerCallback
-
 
 T = TypeVar("T")
 
@@ -39,8 +39,9 @@ class TruncationStop(TrainerCallback):
             control.should_training_stop = True
 
 
-def run_substages(steps: Sequence[T], stage_dir: Path, start_model: Path,
-                  run_substage: Callable[[int, T, Path, Path], dict]) -> Path:
+def run_substages(
+    steps: Sequence[T], stage_dir: Path, start_model: Path, run_substage: Callable[[int, T, Path, Path], dict]
+) -> Path:
     """Run each sub-stage (a curriculum step, or an SFT sub-stage) from the previous one's
     model; skip finished ones (resume) and redo a half-written one.
 

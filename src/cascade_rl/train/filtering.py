@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Literal
+from typing import Literal
 
 from torch.utils.data import Sampler
 
@@ -90,13 +91,16 @@ class FilterState:
         return False
 
     def to_dict(self) -> dict:
-        return {"epoch": self.epoch, "seed": self.seed,
-                "last": {str(k): [v.passed, v.total] for k, v in self.last.items()},
-                "current": {str(k): [v.passed, v.total] for k, v in self.current.items()},
-                "counts": dict(self.counts)}
+        return {
+            "epoch": self.epoch,
+            "seed": self.seed,
+            "last": {str(k): [v.passed, v.total] for k, v in self.last.items()},
+            "current": {str(k): [v.passed, v.total] for k, v in self.current.items()},
+            "counts": dict(self.counts),
+        }
 
     @classmethod
-    def from_dict(cls, config: DynamicFilter, data: dict) -> "FilterState":
+    def from_dict(cls, config: DynamicFilter, data: dict) -> FilterState:
         state = cls(config, seed=data.get("seed", 0), epoch=data.get("epoch", 0))
         state.last = {int(k): PassRecord(*v) for k, v in data.get("last", {}).items()}
         state.current = {int(k): PassRecord(*v) for k, v in data.get("current", {}).items()}
@@ -124,8 +128,17 @@ class PromptSampler(Sampler[int]):
     """Endless stream of dataset indices for GRPO: batches of ``prompts_per_batch`` prompts,
     each index repeated ``rollouts`` times (one group), epochs filtered by ``state``."""
 
-    def __init__(self, num_prompts: int, *, prompts_per_batch: int, rollouts: int, thinking: str,
-                 state: FilterState, total_steps: int, seed: int = 0):
+    def __init__(
+        self,
+        num_prompts: int,
+        *,
+        prompts_per_batch: int,
+        rollouts: int,
+        thinking: str,
+        state: FilterState,
+        total_steps: int,
+        seed: int = 0,
+    ):
         if num_prompts == 0:
             raise ValueError("the stage has no prompts to train on")
         self.num_prompts, self.batch, self.rollouts = num_prompts, prompts_per_batch, rollouts

@@ -13,8 +13,9 @@ part of the RM's input, neither here nor when it scores rollouts
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from cascade_rl.data.loading import load_sources, normalise_preference
 from cascade_rl.recipe import RewardModelStage, Runtime, expand
@@ -24,8 +25,16 @@ from cascade_rl.train.sft import accumulation
 log = logging.getLogger(__name__)
 
 
-def run_reward_model_stage(stage: RewardModelStage, *, policy: Path, stage_dir: Path, runtime: Runtime, seed: int,
-                           variables: Mapping[str, str] | None = None, model_dtype: str = "auto") -> Path:
+def run_reward_model_stage(
+    stage: RewardModelStage,
+    *,
+    policy: Path,
+    stage_dir: Path,
+    runtime: Runtime,
+    seed: int,
+    variables: Mapping[str, str] | None = None,
+    model_dtype: str = "auto",
+) -> Path:
     """Train the reward model into ``stage_dir/model``; returns that directory."""
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -40,14 +49,24 @@ def run_reward_model_stage(stage: RewardModelStage, *, policy: Path, stage_dir: 
         raise ValueError(f"{stage.name}: no usable preference pairs ({report.summary()})")
     args = base_args(runtime, stage_dir / "trainer", seed)
     args.update(
-        max_length=stage.max_length, num_train_epochs=stage.epochs, max_steps=stage.max_steps or -1,
-        learning_rate=stage.learning_rate, lr_scheduler_type="linear", warmup_steps=0,
+        max_length=stage.max_length,
+        num_train_epochs=stage.epochs,
+        max_steps=stage.max_steps or -1,
+        learning_rate=stage.learning_rate,
+        lr_scheduler_type="linear",
+        warmup_steps=0,
         per_device_train_batch_size=stage.per_device_batch_size,
         gradient_accumulation_steps=accumulation(stage.batch_size, stage.per_device_batch_size),
-        model_init_kwargs=model_init_kwargs(model_dtype), center_rewards_coefficient=None,
+        model_init_kwargs=model_init_kwargs(model_dtype),
+        center_rewards_coefficient=None,
     )
-    trainer = RewardTrainer(model=str(base), args=RewardConfig(**args), train_dataset=Dataset.from_list(pairs),
-                            processing_class=tokenizer, callbacks=[MetricsWriter(stage_dir / "metrics.jsonl")])
+    trainer = RewardTrainer(
+        model=str(base),
+        args=RewardConfig(**args),
+        train_dataset=Dataset.from_list(pairs),
+        processing_class=tokenizer,
+        callbacks=[MetricsWriter(stage_dir / "metrics.jsonl")],
+    )
     _set_pad_token(trainer.model, tokenizer)
     compact_progress(trainer).train()
     return save_checkpoint(trainer, tokenizer, stage_dir / "model")

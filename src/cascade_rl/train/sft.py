@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from cascade_rl.chat import token_count
 from cascade_rl.data.loading import LoadReport, load_sources, normalise_sft
 from cascade_rl.recipe import Runtime, SFTStage, SFTSubstage
-from cascade_rl.train.common import (MetricsWriter, base_args, compact_progress, model_init_kwargs, save_checkpoint,
-                                     world_size)
+from cascade_rl.train.common import (
+    MetricsWriter,
+    base_args,
+    compact_progress,
+    model_init_kwargs,
+    save_checkpoint,
+    world_size,
+)
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
 
 log = logging.getLogger(__name__)
@@ -41,8 +48,16 @@ def accumulation(batch_size: int, per_device: int) -> int:
     return max(1, batch_size // (per_device * world_size()))
 
 
-def run_sft_stage(stage: SFTStage, *, model_in: Path, stage_dir: Path, runtime: Runtime, seed: int,
-                  variables: Mapping[str, str] | None = None, model_dtype: str = "auto") -> Path:
+def run_sft_stage(
+    stage: SFTStage,
+    *,
+    model_in: Path,
+    stage_dir: Path,
+    runtime: Runtime,
+    seed: int,
+    variables: Mapping[str, str] | None = None,
+    model_dtype: str = "auto",
+) -> Path:
     """Run every sub-stage; write ``stage_dir/model`` and ``metrics.jsonl``."""
     stage_dir.mkdir(parents=True, exist_ok=True)
 
@@ -61,17 +76,28 @@ def run_sft_stage(stage: SFTStage, *, model_in: Path, stage_dir: Path, runtime: 
             rows = [{k: v for k, v in row.items() if k != "tools"} for row in rows]
         args = base_args(runtime, substage_dir / "trainer", seed)
         args.update(
-            max_length=sub.max_length, num_train_epochs=sub.epochs, max_steps=sub.max_steps or -1,
-            learning_rate=sub.learning_rate, lr_scheduler_type=sub.lr_scheduler, warmup_steps=sub.warmup_ratio,
-            weight_decay=sub.weight_decay, per_device_train_batch_size=sub.per_device_batch_size,
+            max_length=sub.max_length,
+            num_train_epochs=sub.epochs,
+            max_steps=sub.max_steps or -1,
+            learning_rate=sub.learning_rate,
+            lr_scheduler_type=sub.lr_scheduler,
+            warmup_steps=sub.warmup_ratio,
+            weight_decay=sub.weight_decay,
+            per_device_train_batch_size=sub.per_device_batch_size,
             gradient_accumulation_steps=accumulation(sub.batch_size, sub.per_device_batch_size),
-            assistant_only_loss=True, packing=False, model_init_kwargs=model_init_kwargs(model_dtype),
+            assistant_only_loss=True,
+            packing=False,
+            model_init_kwargs=model_init_kwargs(model_dtype),
             train_sampling_strategy="group_by_length",  # batches of similar length: little padding
             remove_unused_columns=True,
         )
-        trainer = SFTTrainer(model=str(model), args=SFTConfig(**args), train_dataset=Dataset.from_list(rows),
-                             processing_class=tokenizer,
-                             callbacks=[MetricsWriter(substage_dir / "metrics.jsonl", substage=sub.name)])
+        trainer = SFTTrainer(
+            model=str(model),
+            args=SFTConfig(**args),
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+            callbacks=[MetricsWriter(substage_dir / "metrics.jsonl", substage=sub.name)],
+        )
         compact_progress(trainer).train()
         save_checkpoint(trainer, tokenizer, substage_dir / "model")
         return {"rows": len(rows), "steps": trainer.state.global_step, "data": report.summary()}

@@ -19,5 +19,14 @@ from cascade_rl.world.decontam import decontaminate
 from cascade_rl.world.model import build_tiny_model, parameter_count
 from cascade_rl.world.tokenizer import build_tokenizer
 
-__all__ = ["BENCHMARKS", "WorldManifest", "WorldOptions", "WorldSizes", "build_world", "build_tiny_model",
-           "build_tokenizer", "decontaminate", "parameter_count"]
+__all__ = [
+    "BENCHMARKS",
+    "WorldManifest",
+    "WorldOptions",
+    "WorldSizes",
+    "build_world",
+    "build_tiny_model",
+    "build_tokenizer",
+    "decontaminate",
+    "parameter_count",
+]

@@ -25,7 +25,8 @@ up to 20, level 2 2-5 steps from a two-digit number, level 3 6-9 steps from a tw
 from __future__ import annotations
 
 import random
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from cascade_rl.world.tasks import Task, pick, user
 from cascade_rl.world.vocab import ITEMS, NAMES
@@ -35,6 +36,7 @@ Step = tuple[str, int, int]  # (operator, a, b)
 
 
 # ---- counting traces ----------------------------------------------------------------------
+
 
 def count_trace(operator: str, a: int, b: int) -> str:
     """``a + b`` or ``a - b`` by counting ``b`` steps up or down from ``a``."""
@@ -46,6 +48,7 @@ def count_trace(operator: str, a: int, b: int) -> str:
 
 
 # ---- column traces ------------------------------------------------------------------------
+
 
 def _digits(n: int) -> list[int]:
     """Digits of ``n`` from the ones column up."""
@@ -125,6 +128,7 @@ def trace(steps: list[Step], style: Style) -> str:
 
 # ---- problems -----------------------------------------------------------------------------
 
+
 def boxed(value: int) -> str:
     return f"The answer is \\boxed{{{value}}}."
 
@@ -148,15 +152,25 @@ def _sum_or_difference(rng: random.Random, level: int) -> tuple[str, int, int]:
     return "-", a + b, b
 
 
-ASK = {"+": ("What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}."),
-       "-": ("What is {a} - {b}?", "Compute {a} - {b}.", "Subtract {b} from {a}."),
-       "*": ("What is {a} * {b}?", "Compute {a} * {b}.", "Multiply {a} by {b}.")}
-STORY = {"+": ("{n} has {a} {i}. {n} gets {b} more. How many {i} does {n} have now?",
-               "{n} had {a} {i} and found {b} more. How many {i} in total?"),
-         "-": ("{n} has {a} {i}. {n} gives away {b}. How many {i} are left?",
-               "{n} had {a} {i} and lost {b}. How many {i} remain?"),
-         "*": ("{n} buys {a} bags with {b} {i} in each. How many {i} in all?",
-               "{n} fills {a} boxes with {b} {i} each. How many {i} is that?")}
+ASK = {
+    "+": ("What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}."),
+    "-": ("What is {a} - {b}?", "Compute {a} - {b}.", "Subtract {b} from {a}."),
+    "*": ("What is {a} * {b}?", "Compute {a} * {b}.", "Multiply {a} by {b}."),
+}
+STORY = {
+    "+": (
+        "{n} has {a} {i}. {n} gets {b} more. How many {i} does {n} have now?",
+        "{n} had {a} {i} and found {b} more. How many {i} in total?",
+    ),
+    "-": (
+        "{n} has {a} {i}. {n} gives away {b}. How many {i} are left?",
+        "{n} had {a} {i} and lost {b}. How many {i} remain?",
+    ),
+    "*": (
+        "{n} buys {a} bags with {b} {i} in each. How many {i} in all?",
+        "{n} fills {a} boxes with {b} {i} each. How many {i} is that?",
+    ),
+}
 
 
 def _value(operator: str, a: int, b: int) -> int:
@@ -190,13 +204,15 @@ def two_step_problem(rng: random.Random, level: int, style: Style) -> tuple[str,
 def linear_equation(rng: random.Random, level: int, style: Style) -> tuple[str, str, list[Step]]:
     """``x + b = c`` (solved as c - b) or ``x - b = c`` (solved as c + b)."""
     operator, a, b = _sum_or_difference(rng, level)
-    if operator == "+":   # x - b = a  ->  x = a + b
+    if operator == "+":  # x - b = a  ->  x = a + b
         return "linear", f"Solve for x: x - {b} = {a}.", [("+", a, b)]
     return "linear", f"Solve for x: x + {b} = {a}.", [("-", a, b)]
 
 
 FAMILIES: dict[str, Callable[[random.Random, int, Style], tuple[str, str, list[Step]]]] = {
-    "arith": arithmetic_problem, "word": word_problem, "twostep": two_step_problem,
+    "arith": arithmetic_problem,
+    "word": word_problem,
+    "twostep": two_step_problem,
     "linear": linear_equation,
 }
 
@@ -204,13 +220,20 @@ FAMILIES: dict[str, Callable[[random.Random, int, Style], tuple[str, str, list[S
 #: short counts almost always; equations, two-step problems and long counts are what keeps the
 #: pass rate in the band where RL has something to learn (docs/toy-world.md).
 DEFAULT_MIX: dict[tuple[str, int], float] = {
-    ("arith", 1): 1, ("arith", 2): 2, ("arith", 3): 2, ("word", 1): 1, ("word", 2): 2,
-    ("word", 3): 2, ("twostep", 1): 2, ("twostep", 2): 2, ("linear", 1): 2, ("linear", 2): 2,
+    ("arith", 1): 1,
+    ("arith", 2): 2,
+    ("arith", 3): 2,
+    ("word", 1): 1,
+    ("word", 2): 2,
+    ("word", 3): 2,
+    ("twostep", 1): 2,
+    ("twostep", 2): 2,
+    ("linear", 1): 2,
+    ("linear", 2): 2,
 }
 
 
-def math_task(rng: random.Random, mix: dict[tuple[str, int], float] | None = None,
-              style: Style = "count") -> Task:
+def math_task(rng: random.Random, mix: dict[tuple[str, int], float] | None = None, style: Style = "count") -> Task:
     """One math task drawn from ``mix`` ((family, level) -> weight) with a ``style`` trace."""
     mix = mix or DEFAULT_MIX
     keys = sorted(mix)
@@ -222,5 +245,12 @@ def math_task(rng: random.Random, mix: dict[tuple[str, int], float] | None = Non
         prefix = f"x = {a} {operator} {b}\n"
     reasoning = prefix + trace(steps, style)
     value = _value(*steps[-1])
-    return Task(domain="math", kind=f"{kind}{level}", prompt=user(request), reasoning=reasoning,
-                answer=boxed(value), source="math", reference={"answer": str(value)})
+    return Task(
+        domain="math",
+        kind=f"{kind}{level}",
+        prompt=user(request),
+        reasoning=reasoning,
+        answer=boxed(value),
+        source="math",
+        reference={"answer": str(value)},
+    )

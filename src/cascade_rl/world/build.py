@@ -30,9 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from cascade_rl.chat import render
 from cascade_rl.world import arithmetic, general, instructions, programs, swe, tools
@@ -74,7 +75,7 @@ class WorldSizes:
     vocab_size: int = 2048
 
     @classmethod
-    def from_overrides(cls, overrides: Mapping[str, int] | None) -> "WorldSizes":
+    def from_overrides(cls, overrides: Mapping[str, int] | None) -> WorldSizes:
         values = _known_fields(cls, overrides)
         bad = [name for name, value in values.items() if not isinstance(value, int) or value < 0]
         if bad:
@@ -100,7 +101,7 @@ class WorldManifest:
     out_dir: Path
     seed: int
     sizes: WorldSizes
-    options: "WorldOptions"
+    options: WorldOptions
     rows: dict[str, int] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)
     benchmarks: dict[str, BenchmarkInfo] = field(default_factory=dict)
@@ -114,20 +115,33 @@ class WorldManifest:
         return self.out_dir / name
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": MANIFEST_VERSION, "seed": self.seed, "sizes": asdict(self.sizes),
-                "options": asdict(self.options),
-                "rows": self.rows, "sha256": self.sha256, "tokenizer": self.tokenizer_dir,
-                "benchmarks": {k: asdict(v) for k, v in self.benchmarks.items()},
-                "decontamination": {"n": 9, "dropped": self.dropped}}
+        return {
+            "version": MANIFEST_VERSION,
+            "seed": self.seed,
+            "sizes": asdict(self.sizes),
+            "options": asdict(self.options),
+            "rows": self.rows,
+            "sha256": self.sha256,
+            "tokenizer": self.tokenizer_dir,
+            "benchmarks": {k: asdict(v) for k, v in self.benchmarks.items()},
+            "decontamination": {"n": 9, "dropped": self.dropped},
+        }
 
     @classmethod
-    def load(cls, out_dir: str | Path) -> "WorldManifest":
+    def load(cls, out_dir: str | Path) -> WorldManifest:
         out_dir = Path(out_dir)
         data = json.loads((out_dir / "manifest.json").read_text())
-        return cls(out_dir, data["seed"], WorldSizes(**data["sizes"]), WorldOptions(**data["options"]),
-                   data["rows"], data["sha256"],
-                   {k: BenchmarkInfo(**v) for k, v in data["benchmarks"].items()},
-                   data["decontamination"]["dropped"], data["tokenizer"])
+        return cls(
+            out_dir,
+            data["seed"],
+            WorldSizes(**data["sizes"]),
+            WorldOptions(**data["options"]),
+            data["rows"],
+            data["sha256"],
+            {k: BenchmarkInfo(**v) for k, v in data["benchmarks"].items()},
+            data["decontamination"]["dropped"],
+            data["tokenizer"],
+        )
 
 
 #: name -> (file, domain, evaluation mode, kind)
@@ -166,14 +180,23 @@ class Sampler:
     def clean(self, row: Mapping[str, Any]) -> bool:
         return not self.index.contaminated(strip_scaffolding(row_text(row), self.fixed))
 
-    def draw(self, name: str, generator: Callable[[random.Random], Task], rng: random.Random,
-             count: int, to_row: Callable[[Task], dict], *, unique: bool = True) -> Iterator[Task]:
+    def draw(
+        self,
+        name: str,
+        generator: Callable[[random.Random], Task],
+        rng: random.Random,
+        count: int,
+        to_row: Callable[[Task], dict],
+        *,
+        unique: bool = True,
+    ) -> Iterator[Task]:
         drawn, tries = 0, 0
         while drawn < count:
             tries += 1
             if tries > 50 * count + 1000:
-                raise RuntimeError(f"{name}: only {drawn} of {count} unique clean tasks after {tries} "
-                                   "draws; ask for fewer")
+                raise RuntimeError(
+                    f"{name}: only {drawn} of {count} unique clean tasks after {tries} draws; ask for fewer"
+                )
             task = generator(rng)
             key = _prompt_key(task)
             if unique and key in self.used_prompts:
@@ -226,7 +249,7 @@ class WorldOptions:
             raise ValueError(f"sft_near_miss must be a share in [0, 1], got {self.sft_near_miss!r}")
 
     @classmethod
-    def from_overrides(cls, overrides: Mapping[str, Any] | None) -> "WorldOptions":
+    def from_overrides(cls, overrides: Mapping[str, Any] | None) -> WorldOptions:
         return cls(**_known_fields(cls, overrides))
 
 
@@ -263,8 +286,9 @@ class Generators:
         return swe.test_generation_task(swe.swe_instance(rng), prompt_style=self.options.swe_prompt)
 
 
-def build_world(out_dir: str | Path, *, seed: int = 0, sizes: WorldSizes | None = None,
-                options: WorldOptions | None = None) -> WorldManifest:
+def build_world(
+    out_dir: str | Path, *, seed: int = 0, sizes: WorldSizes | None = None, options: WorldOptions | None = None
+) -> WorldManifest:
     """Generate the toy world into ``out_dir`` (created if needed) and return its manifest."""
     sizes, options = sizes or WorldSizes(), options or WorldOptions()
     out = Path(out_dir)
@@ -298,6 +322,7 @@ def build_world(out_dir: str | Path, *, seed: int = 0, sizes: WorldSizes | None 
 
 # ---- benchmarks ---------------------------------------------------------------------------
 
+
 def _unique(name: str, generator: Callable[[random.Random], Task], rng: random.Random, count: int) -> list[Task]:
     tasks, seen = [], set()
     for _ in range(50 * count + 1000):
@@ -329,8 +354,10 @@ def _benchmarks(seed: int, sizes: WorldSizes, generators: Generators) -> dict[st
 
 # ---- training files -----------------------------------------------------------------------
 
+
 def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Generators) -> list[dict]:
     """SFT rows; general chat and instruction following in both modes (parallel responses)."""
+
     def probe_row(task: Task) -> dict:
         return sft_row(task, "think", "probe")  # the thinking row holds every text of the task
 
@@ -368,9 +395,12 @@ def _preference_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> tuple[li
         if len(rows) == sizes.rm_pairs:
             break
         task, kind, rejected = general.preference_pair(rng)
-        row = {"id": f"rm-{len(rows):05d}-{kind}", "prompt": [dict(m) for m in task.prompt],
-               "chosen": [{"role": "assistant", "content": task.answer}],
-               "rejected": [{"role": "assistant", "content": rejected}]}
+        row = {
+            "id": f"rm-{len(rows):05d}-{kind}",
+            "prompt": [dict(m) for m in task.prompt],
+            "chosen": [{"role": "assistant", "content": task.answer}],
+            "rejected": [{"role": "assistant", "content": rejected}],
+        }
         key = (task.request, rejected)
         if key in seen_pairs or rejected == task.answer:
             continue
@@ -386,28 +416,32 @@ def _preference_rows(seed: int, sizes: WorldSizes, sampler: Sampler) -> tuple[li
     return rows, [pool[key] for key in sorted(pool)]
 
 
-def _rl_rows(seed: int, sizes: WorldSizes, sampler: Sampler, rlhf_pool: list[Task],
-             generators: Generators) -> dict[str, list[dict]]:
+def _rl_rows(
+    seed: int, sizes: WorldSizes, sampler: Sampler, rlhf_pool: list[Task], generators: Generators
+) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     rng = _rng(seed, "rl:rlhf")
     rng.shuffle(rlhf_pool)
     if len(rlhf_pool) < sizes.rl_rlhf:
-        raise RuntimeError(f"rl_rlhf: only {len(rlhf_pool)} reward-model prompts unused by SFT; "
-                           f"raise rm_pairs or lower rl_rlhf ({sizes.rl_rlhf})")
-    out["rl_rlhf.jsonl"] = [rl_row(t, f"rlhf-{i:05d}") for i, t in enumerate(rlhf_pool[:sizes.rl_rlhf])]
+        raise RuntimeError(
+            f"rl_rlhf: only {len(rlhf_pool)} reward-model prompts unused by SFT; "
+            f"raise rm_pairs or lower rl_rlhf ({sizes.rl_rlhf})"
+        )
+    out["rl_rlhf.jsonl"] = [rl_row(t, f"rlhf-{i:05d}") for i, t in enumerate(rlhf_pool[: sizes.rl_rlhf])]
     sampler.used_prompts.update(_row_prompt_key(row) for row in out["rl_rlhf.jsonl"])
     for file_name, name, generator, count in (
-            ("rl_ifrl.jsonl", "ifrl", generators.ifeval, sizes.rl_ifrl),
-            ("rl_math.jsonl", "math", generators.math, sizes.rl_math),
-            ("rl_code.jsonl", "code", generators.code, sizes.rl_code),
-            ("rl_swe.jsonl", "swe", generators.repair, sizes.rl_swe)):
-        tasks = sampler.draw(f"rl:{name}", generator, _rng(seed, f"rl:{name}"), count,
-                             lambda t: rl_row(t, "probe"))
+        ("rl_ifrl.jsonl", "ifrl", generators.ifeval, sizes.rl_ifrl),
+        ("rl_math.jsonl", "math", generators.math, sizes.rl_math),
+        ("rl_code.jsonl", "code", generators.code, sizes.rl_code),
+        ("rl_swe.jsonl", "swe", generators.repair, sizes.rl_swe),
+    ):
+        tasks = sampler.draw(f"rl:{name}", generator, _rng(seed, f"rl:{name}"), count, lambda t: rl_row(t, "probe"))
         out[file_name] = [rl_row(t, f"{name}-{i:05d}") for i, t in enumerate(tasks)]
     return out
 
 
 # ---- output -------------------------------------------------------------------------------
+
 
 def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> str:
     """Write rows as JSON lines (keys in insertion order); returns the file's SHA-256."""

@@ -22,7 +22,8 @@ The paper drops any training sample that shares a 9-gram with a benchmark test s
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from cascade_rl.data.hygiene import words
 
@@ -92,11 +93,16 @@ class Decontaminator:
 
 def _ngrams(tokens: list[str], size: int) -> Iterator[tuple[str, ...]]:
     for start in range(len(tokens) - size + 1):
-        yield tuple(tokens[start:start + size])
+        yield tuple(tokens[start : start + size])
 
 
-def decontaminate(train_rows: Iterable[Mapping[str, Any]], test_rows: Iterable[Mapping[str, Any]],
-                  n: int = 9, *, scaffolding: Iterable[str] = ()) -> list[Mapping[str, Any]]:
+def decontaminate(
+    train_rows: Iterable[Mapping[str, Any]],
+    test_rows: Iterable[Mapping[str, Any]],
+    n: int = 9,
+    *,
+    scaffolding: Iterable[str] = (),
+) -> list[Mapping[str, Any]]:
     """The training rows that share no ``n``-gram with any test row (see the module
     docstring for what is compared)."""
     fixed = list(scaffolding)

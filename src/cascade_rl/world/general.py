@@ -15,8 +15,8 @@ switches language).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from cascade_rl.world.tasks import Task, pick, user
 from cascade_rl.world.vocab import TOPICS, TOPICS_BY_CATEGORY, Topic
@@ -45,9 +45,9 @@ class Intent:
     """A kind of request: its wording, its answer and its one-line thinking plan."""
 
     name: str
-    wordings: tuple[str, ...]         # str.format with {t} (and {u} for a second topic)
+    wordings: tuple[str, ...]  # str.format with {t} (and {u} for a second topic)
     answer: Callable[[Topic, Topic], str]
-    plan: str                         # str.format with {t}
+    plan: str  # str.format with {t}
 
 
 def _about(t: Topic, _: Topic) -> str:
@@ -75,31 +75,45 @@ def _list(t: Topic, _: Topic) -> str:
 
 
 def _poem(t: Topic, _: Topic) -> str:
-    return (f"{title_case(t)} so {t.adjectives[0]},\n{t.adjectives[1]} and true,\n"
-            f"{t.facts[0][:-1].lower()},\nand I think of you.")
+    return (
+        f"{title_case(t)} so {t.adjectives[0]},\n{t.adjectives[1]} and true,\n"
+        f"{t.facts[0][:-1].lower()},\nand I think of you."
+    )
 
 
 def _compare(t: Topic, u: Topic) -> str:
-    return (f"{title_case(t)} {be(t)} {t.adjectives[0]}, while {u.name} {be(u)} {u.adjectives[0]}. "
-            f"{t.facts[0]} {u.facts[0]}")
+    return (
+        f"{title_case(t)} {be(t)} {t.adjectives[0]}, while {u.name} {be(u)} {u.adjectives[0]}. "
+        f"{t.facts[0]} {u.facts[0]}"
+    )
 
 
 INTENTS: tuple[Intent, ...] = (
-    Intent("about", ("Tell me about {t}.", "What do you know about {t}?", "Talk to me about {t}."),
-           _about, "The user asks about {t}. I will share three facts."),
-    Intent("two", ("Describe {t} in two sentences.", "Give me two sentences about {t}."),
-           _two_sentences, "Two sentences about {t}."),
-    Intent("why", ("Why do people like {t}?", "What makes {t} so popular?"),
-           _why, "The user asks why people like {t}. I give the reason."),
+    Intent(
+        "about",
+        ("Tell me about {t}.", "What do you know about {t}?", "Talk to me about {t}."),
+        _about,
+        "The user asks about {t}. I will share three facts.",
+    ),
+    Intent(
+        "two",
+        ("Describe {t} in two sentences.", "Give me two sentences about {t}."),
+        _two_sentences,
+        "Two sentences about {t}.",
+    ),
+    Intent(
+        "why",
+        ("Why do people like {t}?", "What makes {t} so popular?"),
+        _why,
+        "The user asks why people like {t}. I give the reason.",
+    ),
     Intent("tip", ("Give me a tip about {t}.", "Any advice about {t}?"), _tip, "One tip about {t}."),
-    Intent("fact", ("Share one fact about {t}.", "Tell me one thing about {t}."), _one_fact,
-           "One fact about {t}."),
-    Intent("list", ("List two facts about {t}.", "Name two facts about {t}."), _list,
-           "Two facts about {t} as a list."),
-    Intent("poem", ("Write a short poem about {t}.", "Write me a little poem about {t}."), _poem,
-           "A short poem about {t}."),
-    Intent("compare", ("Compare {t} and {u}.", "How do {t} and {u} differ?"), _compare,
-           "Compare {t} with {u}."),
+    Intent("fact", ("Share one fact about {t}.", "Tell me one thing about {t}."), _one_fact, "One fact about {t}."),
+    Intent("list", ("List two facts about {t}.", "Name two facts about {t}."), _list, "Two facts about {t} as a list."),
+    Intent(
+        "poem", ("Write a short poem about {t}.", "Write me a little poem about {t}."), _poem, "A short poem about {t}."
+    ),
+    Intent("compare", ("Compare {t} and {u}.", "How do {t} and {u} differ?"), _compare, "Compare {t} with {u}."),
 )
 INTENTS_BY_NAME = {intent.name: intent for intent in INTENTS}
 
@@ -137,19 +151,36 @@ def random_request(rng: random.Random, intents: tuple[Intent, ...] = INTENTS) ->
 def chat_task(rng: random.Random) -> Task:
     """A general-chat request with its thinking and non-thinking gold answers."""
     request = random_request(rng)
-    return Task(domain="preference", kind=request.intent.name, prompt=user(request.text),
-                reasoning=request.plan, answer=request.answer, source="general")
+    return Task(
+        domain="preference",
+        kind=request.intent.name,
+        prompt=user(request.text),
+        reasoning=request.plan,
+        answer=request.answer,
+        source="general",
+    )
 
 
 # ---- preference pairs ---------------------------------------------------------------------
 
-FILLERS = ("I hope this helps.", "Let me know if you want to know more.",
-           "This is a very interesting question.", "There is always more to say about this.",
-           "Many people ask about this.", "It is important to remember this.",
-           "As I said before, this matters a lot.", "Thank you for asking such a good question.")
-FOREIGN = ("Lo siento, no tengo mucho que decir sobre esto.", "Es un tema muy interesante para mucha gente.",
-           "Это очень интересная тема.", "Я думаю, что это хороший вопрос.",
-           "Me gusta mucho hablar de esto.", "Мне нравится эта тема.")
+FILLERS = (
+    "I hope this helps.",
+    "Let me know if you want to know more.",
+    "This is a very interesting question.",
+    "There is always more to say about this.",
+    "Many people ask about this.",
+    "It is important to remember this.",
+    "As I said before, this matters a lot.",
+    "Thank you for asking such a good question.",
+)
+FOREIGN = (
+    "Lo siento, no tengo mucho que decir sobre esto.",
+    "Es un tema muy interesante para mucha gente.",
+    "Это очень интересная тема.",
+    "Я думаю, что это хороший вопрос.",
+    "Me gusta mucho hablar de esto.",
+    "Мне нравится эта тема.",
+)
 REJECTED_KINDS = ("off_topic", "verbose", "repetitive", "wrong_language")
 
 
@@ -183,6 +214,12 @@ def preference_pair(rng: random.Random) -> tuple[Task, str, str]:
     """A request (as a chat task), the kind of its rejected answer and the rejected answer."""
     request = random_request(rng)
     kind = pick(rng, REJECTED_KINDS)
-    task = Task(domain="preference", kind=request.intent.name, prompt=user(request.text),
-                reasoning=request.plan, answer=request.answer, source="general")
+    task = Task(
+        domain="preference",
+        kind=request.intent.name,
+        prompt=user(request.text),
+        reasoning=request.plan,
+        answer=request.answer,
+        source="general",
+    )
     return task, kind, rejected_answer(rng, request, kind)

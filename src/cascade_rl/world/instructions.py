@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from cascade_rl.world.general import INTENTS_BY_NAME, Request, sibling, title_case
 from cascade_rl.world.tasks import Task, pick, user
@@ -36,37 +37,62 @@ POSTSCRIPT = "detectable_content:postscript"
 BULLETS = "detectable_format:number_bullet_lists"
 
 #: The instructions of the toy world (a subset of IFEval's 25 that a tiny model can learn).
-INSTRUCTION_IDS = (LOWERCASE, NO_COMMA, END_PHRASE, KEYWORD, QUOTATION, TITLE, WORD_LIMIT,
-                   POSTSCRIPT, BULLETS)
-CONFLICTS = frozenset({frozenset({QUOTATION, END_PHRASE}), frozenset({QUOTATION, BULLETS}),
-                       frozenset({BULLETS, WORD_LIMIT})})
+INSTRUCTION_IDS = (LOWERCASE, NO_COMMA, END_PHRASE, KEYWORD, QUOTATION, TITLE, WORD_LIMIT, POSTSCRIPT, BULLETS)
+CONFLICTS = frozenset(
+    {frozenset({QUOTATION, END_PHRASE}), frozenset({QUOTATION, BULLETS}), frozenset({BULLETS, WORD_LIMIT})}
+)
 
-END_PHRASES = ("Any other questions?", "Is there anything else I can help with?", "That is all.",
-               "Have a nice day.", "Thanks for reading.", "Let me know if you have more questions.")
-KEYWORDS = ("sunlight", "journey", "history", "family", "music", "morning", "balance", "memory",
-            "friendship", "adventure", "patience", "wonder", "silence", "harmony", "courage", "freedom")
+END_PHRASES = (
+    "Any other questions?",
+    "Is there anything else I can help with?",
+    "That is all.",
+    "Have a nice day.",
+    "Thanks for reading.",
+    "Let me know if you have more questions.",
+)
+KEYWORDS = (
+    "sunlight",
+    "journey",
+    "history",
+    "family",
+    "music",
+    "morning",
+    "balance",
+    "memory",
+    "friendship",
+    "adventure",
+    "patience",
+    "wonder",
+    "silence",
+    "harmony",
+    "courage",
+    "freedom",
+)
 POSTSCRIPT_MARKERS = ("P.S.", "P.P.S")
-WORD_LIMITS = (("less than", 12), ("less than", 20), ("less than", 30),
-               ("at least", 25), ("at least", 35), ("at least", 45))
+WORD_LIMITS = (
+    ("less than", 12),
+    ("less than", 20),
+    ("less than", 30),
+    ("at least", 25),
+    ("at least", 35),
+    ("at least", 45),
+)
 #: Requests whose answers are prose sentences (poems and lists would fight the constraints).
 BASE_INTENTS = ("about", "two", "why", "tip", "fact")
 
 #: IFEval's descriptions, used until ``cascade_rl.rewards.ifeval`` provides ``build_description``.
 _IFEVAL_WORDING = {
     LOWERCASE: "Your entire response should be in English, and in all lowercase letters. "
-               "No capital letters are allowed.",
+    "No capital letters are allowed.",
     NO_COMMA: "In your entire response, refrain from the use of any commas.",
-    END_PHRASE: "Finish your response with this exact phrase {end_phrase}. "
-                "No other words should follow this phrase.",
+    END_PHRASE: "Finish your response with this exact phrase {end_phrase}. No other words should follow this phrase.",
     KEYWORD: "Include keywords {keywords} in the response.",
     QUOTATION: "Wrap your entire response with double quotation marks.",
-    TITLE: "Your answer must contain a title, wrapped in double angular brackets, "
-           "such as <<poem of joy>>.",
+    TITLE: "Your answer must contain a title, wrapped in double angular brackets, such as <<poem of joy>>.",
     WORD_LIMIT: "Answer with {relation} {num_words} words.",
-    POSTSCRIPT: "At the end of your response, please explicitly add a postscript starting with "
-                "{postscript_marker}",
+    POSTSCRIPT: "At the end of your response, please explicitly add a postscript starting with {postscript_marker}",
     BULLETS: "Your answer must contain exactly {num_bullets} bullet points. Use the markdown "
-             "bullet points such as:\n* This is point 1. \n* This is point 2",
+    "bullet points such as:\n* This is point 1. \n* This is point 2",
 }
 
 
@@ -153,8 +179,7 @@ def _pool(request: Request) -> list[str]:
     """Sentences the answer may use, the request's own answer first."""
     topic = request.topic
     own = re.findall(r"[^.!?]+[.!?]", request.answer)
-    extra = [f"People like {topic.name} because {topic.reason}.", *topic.facts,
-             f"A good tip is to {topic.tip}."]
+    extra = [f"People like {topic.name} because {topic.reason}.", *topic.facts, f"A good tip is to {topic.tip}."]
     return [s.strip() for s in own] + [s for s in extra if s not in request.answer]
 
 
@@ -162,7 +187,7 @@ def satisfy(request: Request, ids: list[str], kwargs: list[dict[str, Any]]) -> D
     """The request's answer rewritten to follow every instruction."""
     pool = _pool(request)
     given = dict(zip(ids, kwargs))
-    draft = Draft(pool[:max(1, len(re.findall(r"[.!?]", request.answer)))], request.topic.name)
+    draft = Draft(pool[: max(1, len(re.findall(r"[.!?]", request.answer)))], request.topic.name)
     if BULLETS in given:
         count = given[BULLETS]["num_bullets"]
         draft.sentences, draft.bullets = pool[:count], True
@@ -242,6 +267,12 @@ def if_task(rng: random.Random, *, max_constraints: int = 3) -> Task:
         raise RuntimeError("could not draw a satisfiable instruction-following task")
     notes = [NOTES[i] for i in ids if i in NOTES] + draft.notes
     text = " ".join([request.text, *(describe(i, k) for i, k in zip(ids, kwargs))])
-    return Task(domain="ifeval", kind="+".join(sorted(i.split(":")[1] for i in ids)),
-                prompt=user(text), reasoning="Rules: " + "; ".join(n.rstrip(".?!") for n in notes) + ".", answer=answer,
-                source="general", reference={"instruction_id_list": ids, "kwargs": kwargs})
+    return Task(
+        domain="ifeval",
+        kind="+".join(sorted(i.split(":")[1] for i in ids)),
+        prompt=user(text),
+        reasoning="Rules: " + "; ".join(n.rstrip(".?!") for n in notes) + ".",
+        answer=answer,
+        source="general",
+        reference={"instruction_id_list": ids, "kwargs": kwargs},
+    )

@@ -28,11 +28,53 @@ READERS = {
     "list": "xs = list(map(int, input().split()))",
     "word": "s = input().strip()",
 }
-WORDS = ("apple", "banana", "river", "planet", "garden", "summer", "rocket", "pencil", "window",
-         "dragon", "silver", "forest", "castle", "butter", "marble", "yellow", "tunnel", "meadow",
-         "orange", "lemon", "candle", "bridge", "pocket", "ladder", "basket", "button", "carpet",
-         "dinner", "engine", "finger", "guitar", "hammer", "island", "jacket", "kitten", "letter",
-         "mirror", "needle", "oyster", "parrot", "rabbit", "saddle", "ticket", "violin", "wallet")
+WORDS = (
+    "apple",
+    "banana",
+    "river",
+    "planet",
+    "garden",
+    "summer",
+    "rocket",
+    "pencil",
+    "window",
+    "dragon",
+    "silver",
+    "forest",
+    "castle",
+    "butter",
+    "marble",
+    "yellow",
+    "tunnel",
+    "meadow",
+    "orange",
+    "lemon",
+    "candle",
+    "bridge",
+    "pocket",
+    "ladder",
+    "basket",
+    "button",
+    "carpet",
+    "dinner",
+    "engine",
+    "finger",
+    "guitar",
+    "hammer",
+    "island",
+    "jacket",
+    "kitten",
+    "letter",
+    "mirror",
+    "needle",
+    "oyster",
+    "parrot",
+    "rabbit",
+    "saddle",
+    "ticket",
+    "violin",
+    "wallet",
+)
 
 
 @dataclass(frozen=True)
@@ -54,40 +96,80 @@ FAMILIES: tuple[Family, ...] = (
     Family("two_prod", "two", "Read two integers. Print their product.", "Print a * b.", "print(a * b)"),
     Family("two_max", "two", "Read two integers. Print the larger one.", "Print max(a, b).", "print(max(a, b))"),
     Family("two_min", "two", "Read two integers. Print the smaller one.", "Print min(a, b).", "print(min(a, b))"),
-    Family("two_sum_k", "two", "Read two integers. Print their sum plus {k}.", "Print a + b + {k}.",
-           "print(a + b + {k})", (2, 30)),
-    Family("two_prod_k", "two", "Read two integers. Print their product minus {k}.", "Print a * b - {k}.",
-           "print(a * b - {k})", (2, 30)),
+    Family(
+        "two_sum_k",
+        "two",
+        "Read two integers. Print their sum plus {k}.",
+        "Print a + b + {k}.",
+        "print(a + b + {k})",
+        (2, 30),
+    ),
+    Family(
+        "two_prod_k",
+        "two",
+        "Read two integers. Print their product minus {k}.",
+        "Print a * b - {k}.",
+        "print(a * b - {k})",
+        (2, 30),
+    ),
     Family("one_times", "one", "Read an integer n. Print n times {k}.", "Print n * {k}.", "print(n * {k})", (2, 12)),
     Family("one_plus", "one", "Read an integer n. Print n plus {k}.", "Print n + {k}.", "print(n + {k})", (2, 50)),
     Family("one_mod", "one", "Read an integer n. Print n modulo {k}.", "Print n % {k}.", "print(n % {k})", (2, 12)),
     Family("one_square", "one", "Read an integer n. Print its square.", "Print n * n.", "print(n * n)"),
-    Family("one_triangle", "one", "Read n. Print 1 + 2 + ... + n.", "Print n * (n + 1) // 2.",
-           "print(n * (n + 1) // 2)"),
-    Family("one_parity", "one", "Read an integer. Print even or odd.", "Check n % 2.",
-           'print("even" if n % 2 == 0 else "odd")'),
+    Family(
+        "one_triangle", "one", "Read n. Print 1 + 2 + ... + n.", "Print n * (n + 1) // 2.", "print(n * (n + 1) // 2)"
+    ),
+    Family(
+        "one_parity",
+        "one",
+        "Read an integer. Print even or odd.",
+        "Check n % 2.",
+        'print("even" if n % 2 == 0 else "odd")',
+    ),
     Family("list_sum", "list", "Read integers. Print their sum.", "Print sum(xs).", "print(sum(xs))"),
     Family("list_max", "list", "Read integers. Print the largest.", "Print max(xs).", "print(max(xs))"),
     Family("list_min", "list", "Read integers. Print the smallest.", "Print min(xs).", "print(min(xs))"),
-    Family("list_even", "list", "Read integers. Count the even ones.",
-           "Count x with x % 2 == 0.", "print(sum(1 for x in xs if x % 2 == 0))"),
-    Family("list_count_gt", "list", "Read integers. Count those above {k}.",
-           "Count x with x > {k}.", "print(sum(1 for x in xs if x > {k}))", (5, 40)),
-    Family("list_sum_gt", "list", "Read integers. Sum those above {k}.",
-           "Sum x with x > {k}.", "print(sum(x for x in xs if x > {k}))", (5, 40)),
-    Family("list_sorted", "list", "Read integers. Print them sorted.", "Print sorted(xs).",
-           "print(*sorted(xs))"),
-    Family("list_reversed", "list", "Read integers. Print them reversed.", "Print xs reversed.",
-           "print(*xs[::-1])"),
-    Family("list_spread", "list", "Read integers. Print largest minus smallest.", "Print max(xs) - min(xs).",
-           "print(max(xs) - min(xs))"),
+    Family(
+        "list_even",
+        "list",
+        "Read integers. Count the even ones.",
+        "Count x with x % 2 == 0.",
+        "print(sum(1 for x in xs if x % 2 == 0))",
+    ),
+    Family(
+        "list_count_gt",
+        "list",
+        "Read integers. Count those above {k}.",
+        "Count x with x > {k}.",
+        "print(sum(1 for x in xs if x > {k}))",
+        (5, 40),
+    ),
+    Family(
+        "list_sum_gt",
+        "list",
+        "Read integers. Sum those above {k}.",
+        "Sum x with x > {k}.",
+        "print(sum(x for x in xs if x > {k}))",
+        (5, 40),
+    ),
+    Family("list_sorted", "list", "Read integers. Print them sorted.", "Print sorted(xs).", "print(*sorted(xs))"),
+    Family("list_reversed", "list", "Read integers. Print them reversed.", "Print xs reversed.", "print(*xs[::-1])"),
+    Family(
+        "list_spread",
+        "list",
+        "Read integers. Print largest minus smallest.",
+        "Print max(xs) - min(xs).",
+        "print(max(xs) - min(xs))",
+    ),
     Family("word_reverse", "word", "Read a word. Print it backwards.", "Print s[::-1].", "print(s[::-1])"),
     Family("word_upper", "word", "Read a word. Print it in uppercase.", "Print s.upper().", "print(s.upper())"),
     Family("word_length", "word", "Read a word. Print its length.", "Print len(s).", "print(len(s))"),
-    Family("word_repeat", "word", "Read a word. Print it {k} times joined.", "Print s * {k}.",
-           "print(s * {k})", (2, 5)),
-    Family("word_prefix", "word", "Read a word. Print its first {k} letters.", "Print s[:{k}].",
-           "print(s[:{k}])", (1, 4)),
+    Family(
+        "word_repeat", "word", "Read a word. Print it {k} times joined.", "Print s * {k}.", "print(s * {k})", (2, 5)
+    ),
+    Family(
+        "word_prefix", "word", "Read a word. Print its first {k} letters.", "Print s[:{k}].", "print(s[:{k}])", (1, 4)
+    ),
 )
 FAMILIES_BY_NAME = {family.name: family for family in FAMILIES}
 
@@ -115,8 +197,7 @@ def run_program(source: str, stdin: str) -> str:
     return output.getvalue()
 
 
-def distinct_tests(rng: random.Random, family: Family, source: str,
-                   num_tests: int) -> tuple[list[str], list[str]]:
+def distinct_tests(rng: random.Random, family: Family, source: str, num_tests: int) -> tuple[list[str], list[str]]:
     """``num_tests`` different inputs whose outputs are not all the same (so that a program
     printing a constant cannot pass), and their outputs."""
     for _ in range(50):
@@ -146,7 +227,12 @@ def code_task(rng: random.Random, families: tuple[Family, ...] = FAMILIES, *, nu
     example = random_input(rng, family.reads)
     statement = f"{family.statement.format(k=k)} Example: {example.strip()} -> {run_program(source, example).strip()}"
     plan = family.plan.format(k=k)
-    return Task(domain="code", kind=family.name, prompt=user(statement),
-                reasoning=plan, answer=f"```python\n{source}```", source="code",
-                reference={"tests": {"inputs": inputs, "outputs": outputs, "fn_name": None}})
-
+    return Task(
+        domain="code",
+        kind=family.name,
+        prompt=user(statement),
+        reasoning=plan,
+        answer=f"```python\n{source}```",
+        source="code",
+        reference={"tests": {"inputs": inputs, "outputs": outputs, "fn_name": None}},
+    )

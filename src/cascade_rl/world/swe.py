@@ -28,8 +28,9 @@ repositories rarely share a 9-gram with test ones.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from cascade_rl.world.tasks import Task, pick, user
 from cascade_rl.world.vocab import FUNCTIONS, MODULES, PACKAGES, VARIABLES
@@ -46,8 +47,8 @@ class Function:
     name: str
     fixed: str
     buggy: str
-    issue: str           # str.format with {where} (the dotted path) and {line} (the buggy line)
-    fix_note: str        # one line for the thinking trace
+    issue: str  # str.format with {where} (the dotted path) and {line} (the buggy line)
+    fix_note: str  # one line for the thinking trace
     probe: tuple[Any, ...]
 
 
@@ -61,9 +62,13 @@ def _arithmetic(rng: random.Random) -> Function:
     right, wrong = rng.sample(sorted(OPERATORS), 2)
     body = "def {n}({x}, {y}):\n    return {x} {op} {y}\n"
     return Function(
-        name, body.format(n=name, x=x, y=y, op=right), body.format(n=name, x=x, y=y, op=wrong),
+        name,
+        body.format(n=name, x=x, y=y, op=right),
+        body.format(n=name, x=x, y=y, op=wrong),
         f"`{{where}}` should {OPERATORS[right]} {x} and {y}, but `{{line}}` {OPERATORS[wrong]}s them.",
-        f"it uses {wrong} where it should use {right}", (7, 3))
+        f"it uses {wrong} where it should use {right}",
+        (7, 3),
+    )
 
 
 def _constant(rng: random.Random) -> Function:
@@ -74,9 +79,13 @@ def _constant(rng: random.Random) -> Function:
     wrong = right + pick(rng, (-1, 1))
     body = "def {n}({x}):\n    return {x} {op} {k}\n"
     return Function(
-        name, body.format(n=name, x=x, op=op, k=right), body.format(n=name, x=x, op=op, k=wrong),
+        name,
+        body.format(n=name, x=x, op=op, k=right),
+        body.format(n=name, x=x, op=op, k=wrong),
         f"In `{{where}}`, `{{line}}` uses {wrong} where it should use {right}.",
-        f"the constant should be {right}, not {wrong}", (5,))
+        f"the constant should be {right}, not {wrong}",
+        (5,),
+    )
 
 
 def _threshold(rng: random.Random) -> Function:
@@ -87,36 +96,53 @@ def _threshold(rng: random.Random) -> Function:
     limit = rng.randint(3, 50)
     body = "def {n}({x}):\n    if {x} {cmp} {k}:\n        return 0\n    return {x}\n"
     return Function(
-        name, body.format(n=name, x=x, cmp=right, k=limit), body.format(n=name, x=x, cmp=wrong, k=limit),
+        name,
+        body.format(n=name, x=x, cmp=right, k=limit),
+        body.format(n=name, x=x, cmp=wrong, k=limit),
         f"In `{{where}}`, `{{line}}` is wrong at {limit}: the check should be `{x} {right} {limit}`.",
-        f"the comparison should be {right}, not {wrong}", (limit,))
+        f"the comparison should be {right}, not {wrong}",
+        (limit,),
+    )
 
 
 def _loop(rng: random.Random) -> Function:
     x, n = _identifiers(rng, 2)
     name = pick(rng, FUNCTIONS)
     factor, index = rng.randint(2, 9), pick(rng, ("i", "j"))
-    body = ("def {name}({n}):\n    {x} = 0\n    for {i} in range(1, {stop}):\n"
-            "        {x} += {i} * {f}\n    return {x}\n")
+    body = "def {name}({n}):\n    {x} = 0\n    for {i} in range(1, {stop}):\n        {x} += {i} * {f}\n    return {x}\n"
     fixed = body.format(name=name, n=n, x=x, i=index, f=factor, stop=f"{n} + 1")
     buggy = body.format(name=name, n=n, x=x, i=index, f=factor, stop=n)
-    return Function(name, fixed, buggy, f"In `{{where}}`, `{{line}}` leaves out {n} itself.",
-                    f"the range should stop at {n} + 1", (4,))
+    return Function(
+        name,
+        fixed,
+        buggy,
+        f"In `{{where}}`, `{{line}}` leaves out {n} itself.",
+        f"the range should stop at {n} + 1",
+        (4,),
+    )
 
 
 def _start(rng: random.Random) -> Function:
     x, item = _identifiers(rng, 2)
     name = pick(rng, FUNCTIONS)
-    body = ("def {n}({items}):\n    {x} = {start}\n    for {item} in {items}:\n"
-            "        {x} += {item}\n    return {x}\n")
+    body = "def {n}({items}):\n    {x} = {start}\n    for {item} in {items}:\n        {x} += {item}\n    return {x}\n"
     fields = {"n": name, "x": x, "item": item, "items": f"{item}_list"}
-    return Function(name, body.format(start=0, **fields), body.format(start=1, **fields),
-                    f"In `{{where}}`, `{{line}}` starts {x} at 1 instead of 0.", f"{x} should start at 0", ([2, 3],))
+    return Function(
+        name,
+        body.format(start=0, **fields),
+        body.format(start=1, **fields),
+        f"In `{{where}}`, `{{line}}` starts {x} at 1 instead of 0.",
+        f"{x} should start at 0",
+        ([2, 3],),
+    )
 
 
 BUG_KINDS: dict[str, Callable[[random.Random], Function]] = {
-    "operator": _arithmetic, "constant": _constant, "comparison": _threshold,
-    "loop": _loop, "start": _start,
+    "operator": _arithmetic,
+    "constant": _constant,
+    "comparison": _threshold,
+    "loop": _loop,
+    "start": _start,
 }
 
 
@@ -129,17 +155,20 @@ def _healthy(rng: random.Random) -> str:
 class Instance:
     """A repository with one bug, its issue and its fix."""
 
-    files: dict[str, str]          # the buggy repository
-    fixed_files: dict[str, str]    # the same repository with the bug fixed
-    path: str                      # the buggy file
+    files: dict[str, str]  # the buggy repository
+    fixed_files: dict[str, str]  # the same repository with the bug fixed
+    path: str  # the buggy file
     function: Function
     kind: str
     problem_statement: str
 
     @property
     def other_modules(self) -> list[str]:
-        return sorted(p for p in self.files if p.endswith(".py") and p != self.path
-                      and "__init__" not in p and not p.startswith("tests/"))
+        return sorted(
+            p
+            for p in self.files
+            if p.endswith(".py") and p != self.path and "__init__" not in p and not p.startswith("tests/")
+        )
 
     @property
     def search(self) -> str:
@@ -161,7 +190,7 @@ def _changed_lines(before: str, after: str) -> tuple[str, str]:
     end = 0
     while end < min(len(old), len(new)) - start - 1 and old[-1 - end] == new[-1 - end]:
         end += 1
-    return "".join(old[start:len(old) - end]), "".join(new[start:len(new) - end])
+    return "".join(old[start : len(old) - end]), "".join(new[start : len(new) - end])
 
 
 def random_instance(rng: random.Random) -> Instance:
@@ -195,7 +224,7 @@ def structure(files: dict[str, str]) -> str:
     for path in sorted(files):
         parts = path.split("/")
         for depth in range(len(parts) - 1):
-            folder = "/".join(parts[:depth + 1])
+            folder = "/".join(parts[: depth + 1])
             if folder not in seen:
                 seen.add(folder)
                 lines.append("    " * depth + parts[depth] + "/")
@@ -264,22 +293,33 @@ def prompt_templates() -> list[str]:
     """Every SWE prompt template of both styles (their fixed text is decontamination scaffolding)."""
     from cascade_rl.swe import prompts
 
-    return [prompts.LOCALIZATION_PROMPT, prompts.REPAIR_PROMPT, prompts.REPRODUCTION_TEST_PROMPT,
-            COMPACT_REPAIR, COMPACT_LOCALIZATION, COMPACT_TEST]
+    return [
+        prompts.LOCALIZATION_PROMPT,
+        prompts.REPAIR_PROMPT,
+        prompts.REPRODUCTION_TEST_PROMPT,
+        COMPACT_REPAIR,
+        COMPACT_LOCALIZATION,
+        COMPACT_TEST,
+    ]
 
 
 def repair_answer(instance: Instance) -> tuple[str, str]:
     """The gold (reasoning, answer) of the repair step: where the bug is, the line to change,
     then one SEARCH/REPLACE edit inside ``<solution>``."""
-    reasoning = (f"The bug is in {instance.path}, in {instance.function.name}: {instance.function.fix_note}.\n"
-                 f"Change `{instance.search.strip()}` to `{instance.replace.strip()}`.")
-    edit = (f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{instance.search}=======\n"
-            f"{instance.replace}>>>>>>> REPLACE\n```")
+    reasoning = (
+        f"The bug is in {instance.path}, in {instance.function.name}: {instance.function.fix_note}.\n"
+        f"Change `{instance.search.strip()}` to `{instance.replace.strip()}`."
+    )
+    edit = (
+        f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{instance.search}=======\n"
+        f"{instance.replace}>>>>>>> REPLACE\n```"
+    )
     return reasoning, f"<solution>\n{edit}\n</solution>"
 
 
-def repair_task(rng: random.Random, instance: Instance, *, mixed: bool | None = None,
-                prompt_style: PromptStyle = "agentless") -> Task:
+def repair_task(
+    rng: random.Random, instance: Instance, *, mixed: bool | None = None, prompt_style: PromptStyle = "agentless"
+) -> Task:
     """The repair prompt (appendix C.2, or its compact form) with its gold answer and the RL
     reference fields."""
     from cascade_rl.swe.prompts import format_files, repair_prompt
@@ -292,10 +332,19 @@ def repair_task(rng: random.Random, instance: Instance, *, mixed: bool | None = 
     else:
         text = COMPACT_REPAIR.format(problem_statement=instance.problem_statement, content=content)
     reasoning, answer = repair_answer(instance)
-    return Task(domain="swe", kind=f"repair_{instance.kind}", prompt=user(text),
-                reasoning=reasoning, answer=answer, source="swe",
-                reference={"files": dict(instance.files), "golden_patch": golden_patch(instance),
-                           "problem_statement": instance.problem_statement})
+    return Task(
+        domain="swe",
+        kind=f"repair_{instance.kind}",
+        prompt=user(text),
+        reasoning=reasoning,
+        answer=answer,
+        source="swe",
+        reference={
+            "files": dict(instance.files),
+            "golden_patch": golden_patch(instance),
+            "problem_statement": instance.problem_statement,
+        },
+    )
 
 
 def localization_task(instance: Instance, *, prompt_style: PromptStyle = "agentless") -> Task:
@@ -306,12 +355,17 @@ def localization_task(instance: Instance, *, prompt_style: PromptStyle = "agentl
     if prompt_style == "agentless":
         messages = tuple(localization_messages(instance.problem_statement, tree, n=3))
     else:
-        messages = user(COMPACT_LOCALIZATION.format(problem_statement=instance.problem_statement,
-                                                    structure=tree, n=3))
+        messages = user(COMPACT_LOCALIZATION.format(problem_statement=instance.problem_statement, structure=tree, n=3))
     reasoning = f"The issue names {instance.dotted}, which lives in {instance.path}."
-    return Task(domain="swe_localization", kind=f"localize_{instance.kind}", prompt=messages,
-                reasoning=reasoning, answer=f"```\n{instance.path}\n```", source="swe",
-                reference={"gold_files": [instance.path]})
+    return Task(
+        domain="swe_localization",
+        kind=f"localize_{instance.kind}",
+        prompt=messages,
+        reasoning=reasoning,
+        answer=f"```\n{instance.path}\n```",
+        source="swe",
+        reference={"gold_files": [instance.path]},
+    )
 
 
 def reproduction_test(instance: Instance) -> str:
@@ -321,11 +375,13 @@ def reproduction_test(instance: Instance) -> str:
     arguments = ", ".join(repr(a) for a in function.probe)
     expected = _call(instance.fixed_files[instance.path], function.name, function.probe)
     module = instance.path.removesuffix(".py").replace("/", ".")
-    return (f"from {module} import {function.name}\n\n\ndef test_{function.name}():\n"
-            f"    try:\n        result = {function.name}({arguments})\n    except Exception:\n"
-            f"        print(\"Other issues\")\n        return\n"
-            f"    if result == {expected!r}:\n        print(\"Issue resolved\")\n"
-            f"    else:\n        print(\"Issue reproduced\")\n\n\ntest_{function.name}()\n")
+    return (
+        f"from {module} import {function.name}\n\n\ndef test_{function.name}():\n"
+        f"    try:\n        result = {function.name}({arguments})\n    except Exception:\n"
+        f'        print("Other issues")\n        return\n'
+        f'    if result == {expected!r}:\n        print("Issue resolved")\n'
+        f'    else:\n        print("Issue reproduced")\n\n\ntest_{function.name}()\n'
+    )
 
 
 def _call(source: str, name: str, arguments: tuple[Any, ...]) -> Any:
@@ -339,32 +395,47 @@ def test_generation_task(instance: Instance, *, prompt_style: PromptStyle = "age
     from cascade_rl.swe.prompts import format_files, reproduction_test_messages
 
     _check_style(prompt_style)
-    fields = {"problem_statement": instance.problem_statement, "model_patch": golden_patch(instance),
-              "content": format_files({instance.path: instance.files[instance.path]})}
+    fields = {
+        "problem_statement": instance.problem_statement,
+        "model_patch": golden_patch(instance),
+        "content": format_files({instance.path: instance.files[instance.path]}),
+    }
     if prompt_style == "agentless":
         messages = tuple(reproduction_test_messages(**fields))
     else:
         messages = user(COMPACT_TEST.format(**fields))
-    reasoning = (f"Call {instance.function.name}{instance.function.probe!r} and compare with the "
-                 "fixed result.").replace(",)", ")")
-    return Task(domain="swe_testgen", kind=f"testgen_{instance.kind}", prompt=messages,
-                reasoning=reasoning, answer=f"```python\n{reproduction_test(instance)}```", source="swe")
+    reasoning = (
+        f"Call {instance.function.name}{instance.function.probe!r} and compare with the fixed result."
+    ).replace(",)", ")")
+    return Task(
+        domain="swe_testgen",
+        kind=f"testgen_{instance.kind}",
+        prompt=messages,
+        reasoning=reasoning,
+        answer=f"```python\n{reproduction_test(instance)}```",
+        source="swe",
+    )
 
 
 def probe_differs(instance: Instance) -> bool:
     """Whether the probe arguments tell the buggy function from the fixed one."""
     function = instance.function
-    return (_call(instance.files[instance.path], function.name, function.probe)
-            != _call(instance.fixed_files[instance.path], function.name, function.probe))
+    return _call(instance.files[instance.path], function.name, function.probe) != _call(
+        instance.fixed_files[instance.path], function.name, function.probe
+    )
 
 
 def well_formed(instance: Instance) -> bool:
     """Function names unique in the repository, the SEARCH text unique in its file and the
     bug visible to the reproduction test's probe."""
-    names = [line.split("(")[0] for text in instance.files.values()
-             for line in text.splitlines() if line.startswith("def ")]
-    return (len(names) == len(set(names)) and instance.files[instance.path].count(instance.search) == 1
-            and probe_differs(instance))
+    names = [
+        line.split("(")[0] for text in instance.files.values() for line in text.splitlines() if line.startswith("def ")
+    ]
+    return (
+        len(names) == len(set(names))
+        and instance.files[instance.path].count(instance.search) == 1
+        and probe_differs(instance)
+    )
 
 
 def swe_instance(rng: random.Random) -> Instance:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, Mode
 
@@ -63,8 +64,10 @@ def render_tool_calls(content: str, calls: Sequence[dict]) -> str:
     blocks = []
     for index, call in enumerate(calls):
         separator = "\n" if content or index else ""
-        blocks.append(f'{separator}{TOOL_CALL_OPEN}\n{{"name": "{call["name"]}", "arguments": '
-                      f'{json.dumps(call["arguments"])}}}\n{TOOL_CALL_CLOSE}')
+        blocks.append(
+            f'{separator}{TOOL_CALL_OPEN}\n{{"name": "{call["name"]}", "arguments": '
+            f"{json.dumps(call['arguments'])}}}\n{TOOL_CALL_CLOSE}"
+        )
     return content + "".join(blocks)
 
 
@@ -75,7 +78,8 @@ def assistant_message(task: Task, mode: Mode) -> dict[str, Any]:
     if task.tool_calls:
         message["tool_calls"] = [
             {"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-            for c in task.tool_calls]
+            for c in task.tool_calls
+        ]
     return message
 
 
@@ -92,8 +96,12 @@ def sft_row(task: Task, mode: Mode, row_id: str) -> dict[str, Any]:
 def rl_row(task: Task, row_id: str) -> dict[str, Any]:
     """An RL-prompt / benchmark row: prompt, domain, reference fields and the generator
     family (``kind``, for per-family statistics); no mode flag."""
-    row: dict[str, Any] = {"id": row_id, "prompt": [dict(m) for m in task.prompt], "domain": task.domain,
-                           "kind": task.kind}
+    row: dict[str, Any] = {
+        "id": row_id,
+        "prompt": [dict(m) for m in task.prompt],
+        "domain": task.domain,
+        "kind": task.kind,
+    }
     row.update(task.reference)
     if task.tools:
         row["tools"] = list(task.tools)

@@ -16,8 +16,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -35,14 +35,19 @@ def train_bpe(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE) -> Tok
     if vocab_size < 300:
         raise ValueError(f"vocab_size must be at least 300 (256 bytes + chat tokens), got {vocab_size}")
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size - len(set(CONTROL_TOKENS + SPECIAL_TOKENS)), show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
+        vocab_size=vocab_size - len(set(CONTROL_TOKENS + SPECIAL_TOKENS)),
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+    )
     tokenizer.train_from_iterator(_without_chat_tokens(texts), trainer=trainer)
     return tokenizer
 
@@ -59,12 +64,13 @@ def _without_chat_tokens(texts: Iterable[str]) -> Iterable[str]:
 
 def wrap(tokenizer: Tokenizer) -> PreTrainedTokenizerFast:
     """A Hugging Face tokenizer around a trained BPE, with the chat tokens and template."""
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=1 << 20,
-                                   clean_up_tokenization_spaces=False)
-    fast.add_special_tokens({"additional_special_tokens": [
-        AddedToken(t, special=True, normalized=False) for t in CONTROL_TOKENS]})
-    fast.add_tokens([AddedToken(t, special=False, normalized=False)
-                     for t in SPECIAL_TOKENS if t not in CONTROL_TOKENS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, model_max_length=1 << 20, clean_up_tokenization_spaces=False
+    )
+    fast.add_special_tokens(
+        {"additional_special_tokens": [AddedToken(t, special=True, normalized=False) for t in CONTROL_TOKENS]}
+    )
+    fast.add_tokens([AddedToken(t, special=False, normalized=False) for t in SPECIAL_TOKENS if t not in CONTROL_TOKENS])
     fast.pad_token = PAD_TOKEN
     fast.eos_token = IM_END
     fast.bos_token = None
@@ -72,8 +78,9 @@ def wrap(tokenizer: Tokenizer) -> PreTrainedTokenizerFast:
     return install_chat_template(fast)
 
 
-def build_tokenizer(texts: Iterable[str], out_dir: str | Path | None = None, *,
-                    vocab_size: int = DEFAULT_VOCAB_SIZE) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    texts: Iterable[str], out_dir: str | Path | None = None, *, vocab_size: int = DEFAULT_VOCAB_SIZE
+) -> PreTrainedTokenizerFast:
     """Train the toy tokenizer on ``texts``; save it to ``out_dir`` when given."""
     tokenizer = wrap(train_bpe(texts, vocab_size))
     if out_dir is not None:

@@ -12,45 +12,78 @@ them exactly as the model must write them; the ``tool-call`` benchmark scores th
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cascade_rl.world.general import random_request
 from cascade_rl.world.tasks import Task, pick, user
 from cascade_rl.world.vocab import CITIES, CURRENCIES, LANGUAGES, NAMES, SONGS
 
-MESSAGES = ("I am running late", "dinner is ready", "see you at noon", "the meeting moved",
-            "call me back", "happy birthday", "I found your keys", "the bus is here")
-PHRASES = ("good morning", "thank you", "where is the station", "how much is it", "see you soon",
-           "I like tea", "the water is cold", "open the door")
+MESSAGES = (
+    "I am running late",
+    "dinner is ready",
+    "see you at noon",
+    "the meeting moved",
+    "call me back",
+    "happy birthday",
+    "I found your keys",
+    "the bus is here",
+)
+PHRASES = (
+    "good morning",
+    "thank you",
+    "where is the station",
+    "how much is it",
+    "see you soon",
+    "I like tea",
+    "the water is cold",
+    "open the door",
+)
 
 
 def _schema(name: str, description: str, properties: dict[str, dict], required: list[str]) -> dict:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 def _string(enum: tuple[str, ...] | None = None) -> dict:
     return {"type": "string", **({"enum": list(enum)} if enum else {})}
 
 
-TOOL_SCHEMAS: dict[str, dict] = {schema["function"]["name"]: schema for schema in (
-    _schema("get_weather", "Get the current weather in a city.",
+TOOL_SCHEMAS: dict[str, dict] = {
+    schema["function"]["name"]: schema
+    for schema in (
+        _schema(
+            "get_weather",
+            "Get the current weather in a city.",
             {"city": _string(), "unit": _string(("celsius", "fahrenheit"))},
-            ["city"]),
-    _schema("get_time", "Get the local time in a city.", {"city": _string()}, ["city"]),
-    _schema("convert_currency", "Convert an amount of money.",
+            ["city"],
+        ),
+        _schema("get_time", "Get the local time in a city.", {"city": _string()}, ["city"]),
+        _schema(
+            "convert_currency",
+            "Convert an amount of money.",
             {"amount": {"type": "number"}, "from_currency": _string(), "to_currency": _string()},
-            ["amount", "from_currency", "to_currency"]),
-    _schema("set_alarm", "Set an alarm (HH:MM).", {"time": _string()}, ["time"]),
-    _schema("send_message", "Send a text message.",
-            {"to": _string(), "text": _string()}, ["to", "text"]),
-    _schema("play_song", "Play a song.", {"title": _string()}, ["title"]),
-    _schema("translate_text", "Translate text into another language.",
+            ["amount", "from_currency", "to_currency"],
+        ),
+        _schema("set_alarm", "Set an alarm (HH:MM).", {"time": _string()}, ["time"]),
+        _schema("send_message", "Send a text message.", {"to": _string(), "text": _string()}, ["to", "text"]),
+        _schema("play_song", "Play a song.", {"title": _string()}, ["title"]),
+        _schema(
+            "translate_text",
+            "Translate text into another language.",
             {"text": _string(), "target_language": _string()},
-            ["text", "target_language"]),
-)}
+            ["text", "target_language"],
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -66,16 +99,22 @@ def _weather(rng: random.Random) -> tuple[str, list[Call]]:
     city = pick(rng, CITIES)
     if rng.random() < 0.4:
         unit = pick(rng, ("celsius", "fahrenheit"))
-        return (pick(rng, ("What is the weather in {c} in {u}?", "How warm is {c} right now, in {u}?"))
-                .format(c=city, u=unit), [Call("get_weather", {"city": city, "unit": unit})])
+        return (
+            pick(rng, ("What is the weather in {c} in {u}?", "How warm is {c} right now, in {u}?")).format(
+                c=city, u=unit
+            ),
+            [Call("get_weather", {"city": city, "unit": unit})],
+        )
     text = pick(rng, ("What is the weather in {c}?", "Is it raining in {c}?", "How is the weather in {c} today?"))
     return text.format(c=city), [Call("get_weather", {"city": city})]
 
 
 def _two_cities(rng: random.Random) -> tuple[str, list[Call]]:
     first, second = rng.sample(CITIES, 2)
-    return (f"What is the weather in {first} and in {second}?",
-            [Call("get_weather", {"city": first}), Call("get_weather", {"city": second})])
+    return (
+        f"What is the weather in {first} and in {second}?",
+        [Call("get_weather", {"city": first}), Call("get_weather", {"city": second})],
+    )
 
 
 def _time(rng: random.Random) -> tuple[str, list[Call]]:
@@ -88,8 +127,10 @@ def _currency(rng: random.Random) -> tuple[str, list[Call]]:
     amount = rng.randint(2, 500)
     source, target = rng.sample(CURRENCIES, 2)
     text = pick(rng, ("Convert {a} {s} to {t}.", "How much is {a} {s} in {t}?"))
-    return (text.format(a=amount, s=source, t=target),
-            [Call("convert_currency", {"amount": amount, "from_currency": source, "to_currency": target})])
+    return (
+        text.format(a=amount, s=source, t=target),
+        [Call("convert_currency", {"amount": amount, "from_currency": source, "to_currency": target})],
+    )
 
 
 def _alarm(rng: random.Random) -> tuple[str, list[Call]]:
@@ -113,14 +154,18 @@ def _song(rng: random.Random) -> tuple[str, list[Call]]:
 def _translate(rng: random.Random) -> tuple[str, list[Call]]:
     phrase, language = pick(rng, PHRASES), pick(rng, LANGUAGES)
     text = pick(rng, ("Translate '{p}' into {l}.", "How do you say '{p}' in {l}?"))
-    return (text.format(p=phrase, l=language),
-            [Call("translate_text", {"text": phrase, "target_language": language})])
+    return (text.format(p=phrase, l=language), [Call("translate_text", {"text": phrase, "target_language": language})])
 
 
 REQUESTS: dict[str, tuple[Callable[[random.Random], tuple[str, list[Call]]], float]] = {
-    "weather": (_weather, 2), "two_cities": (_two_cities, 1), "time": (_time, 1),
-    "currency": (_currency, 1.5), "alarm": (_alarm, 1), "message": (_message, 1.5),
-    "song": (_song, 1), "translate": (_translate, 1.5),
+    "weather": (_weather, 2),
+    "two_cities": (_two_cities, 1),
+    "time": (_time, 1),
+    "currency": (_currency, 1.5),
+    "alarm": (_alarm, 1),
+    "message": (_message, 1.5),
+    "song": (_song, 1),
+    "translate": (_translate, 1.5),
 }
 NO_TOOL_WEIGHT = 1.0
 
@@ -143,6 +188,14 @@ def tool_task(rng: random.Random) -> Task:
     shown = sorted(needed | set(rng.sample(others, 1)))
     rng.shuffle(shown)
     expected = [call.as_dict() for call in calls]
-    return Task(domain="tool_call", kind=kind, prompt=user(text), reasoning=plan, answer=plain,
-                source="tool", tools=tuple(TOOL_SCHEMAS[name] for name in shown),
-                tool_calls=tuple(expected), reference={"expected_calls": expected})
+    return Task(
+        domain="tool_call",
+        kind=kind,
+        prompt=user(text),
+        reasoning=plan,
+        answer=plain,
+        source="tool",
+        tools=tuple(TOOL_SCHEMAS[name] for name in shown),
+        tool_calls=tuple(expected),
+        reference={"expected_calls": expected},
+    )

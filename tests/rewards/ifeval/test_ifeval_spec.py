@@ -9,8 +9,9 @@ from cascade_rl.rewards.ifeval import ifbench_checks, ifeval_checks, iftrain_che
 from cascade_rl.rewards.ifeval.spec import Count, Instruction, Letter, Relation, build_registry
 
 
-def frequency(text: str, *, keyword: str, times: Count, relation: Relation,
-              letter: Letter = "a", tags: list[str] | None = None) -> bool:
+def frequency(
+    text: str, *, keyword: str, times: Count, relation: Relation, letter: Letter = "a", tags: list[str] | None = None
+) -> bool:
     return True
 
 
@@ -27,11 +28,14 @@ def test_params_come_from_the_checker_signature() -> None:
 
 def test_arguments_coerce_and_reject_bad_values() -> None:
     assert SAMPLE.arguments({"keyword": "x", "times": 3.0, "relation": "at least"})["times"] == 3
-    bad = [({"times": -1}, r"'times' must be >= 0"), ({"times": True}, r"'times' must be a number"),
-           ({"times": 2.5}, r"'times' must be an integer"),
-           ({"keyword": "  "}, r"'keyword' must be a non-empty string"),
-           ({"letter": "ab"}, r"'letter' must be a single letter"),
-           ({"tags": "one"}, r"'tags' must be a non-empty list of strings")]
+    bad = [
+        ({"times": -1}, r"'times' must be >= 0"),
+        ({"times": True}, r"'times' must be a number"),
+        ({"times": 2.5}, r"'times' must be an integer"),
+        ({"keyword": "  "}, r"'keyword' must be a non-empty string"),
+        ({"letter": "ab"}, r"'letter' must be a single letter"),
+        ({"tags": "one"}, r"'tags' must be a non-empty list of strings"),
+    ]
     for change, message in bad:
         with pytest.raises(ValueError, match=r"sample:frequency: kwarg " + message):
             SAMPLE.arguments({"keyword": "x", "times": 1, "relation": "at least", **change})
@@ -51,12 +55,20 @@ def test_prompt_param_must_be_a_kwarg() -> None:
         Instruction("sample:bad", frequency, "x", prompt_param="prompt")
 
 
-@pytest.mark.parametrize(("module", "group"), [(ifeval_checks, ifeval_checks.IFEVAL),
-                                               (ifbench_checks, ifbench_checks.IFBENCH),
-                                               (iftrain_checks, iftrain_checks.IFTRAIN)])
+@pytest.mark.parametrize(
+    ("module", "group"),
+    [
+        (ifeval_checks, ifeval_checks.IFEVAL),
+        (ifbench_checks, ifbench_checks.IFBENCH),
+        (iftrain_checks, iftrain_checks.IFTRAIN),
+    ],
+)
 def test_every_instruction_is_documented_with_its_kwargs(module, group) -> None:
-    table_rows = {line.split("|")[1].strip(): line for line in module.__doc__.splitlines()
-                  if line.startswith("| ") and ":" in line.split("|")[1]}
+    table_rows = {
+        line.split("|")[1].strip(): line
+        for line in module.__doc__.splitlines()
+        if line.startswith("| ") and ":" in line.split("|")[1]
+    }
     assert len(table_rows) == len(group)
     for instruction in group:
         assert instruction.id in table_rows, instruction.id

@@ -5,35 +5,47 @@ from __future__ import annotations
 import pytest
 
 from cascade_rl.rewards.ifeval.text import (
-    count_sentences, count_syllables, count_words, detect_language, is_emoji, split_sentences,
-    word_tokenize)
+    count_sentences,
+    count_syllables,
+    count_words,
+    detect_language,
+    is_emoji,
+    split_sentences,
+    word_tokenize,
+)
 
 
-@pytest.mark.parametrize(("text", "sentences"), [
-    ("One. Two! Three? Four", ["One.", "Two!", "Three?", "Four"]),
-    ("Dr. Smith met Mrs. Jones at 3 p.m. today.", ["Dr. Smith met Mrs. Jones at 3 p.m. today."]),
-    ("We use e.g. tea, i.e. a drink. It is good.", ["We use e.g. tea, i.e. a drink.", "It is good."]),
-    ("Pi is 3.14 roughly. Yes.", ["Pi is 3.14 roughly.", "Yes."]),
-    ("He said \"stop.\" Then he left.", ["He said \"stop.\"", "Then he left."]),
-    ("Wait... what? Really?! Yes... Go.", ["Wait... what?", "Really?!", "Yes...", "Go."]),
-    ("A title\n\nA paragraph without a period", ["A title\n\nA paragraph without a period"]),
-    ("Item No. 5 works. J. R. R. Tolkien wrote.", ["Item No. 5 works.", "J. R. R. Tolkien wrote."]),
-    ("I said no. Then left.", ["I said no.", "Then left."]),
-    ("end.Next word", ["end.Next word"]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("One. Two! Three? Four", ["One.", "Two!", "Three?", "Four"]),
+        ("Dr. Smith met Mrs. Jones at 3 p.m. today.", ["Dr. Smith met Mrs. Jones at 3 p.m. today."]),
+        ("We use e.g. tea, i.e. a drink. It is good.", ["We use e.g. tea, i.e. a drink.", "It is good."]),
+        ("Pi is 3.14 roughly. Yes.", ["Pi is 3.14 roughly.", "Yes."]),
+        ('He said "stop." Then he left.', ['He said "stop."', "Then he left."]),
+        ("Wait... what? Really?! Yes... Go.", ["Wait... what?", "Really?!", "Yes...", "Go."]),
+        ("A title\n\nA paragraph without a period", ["A title\n\nA paragraph without a period"]),
+        ("Item No. 5 works. J. R. R. Tolkien wrote.", ["Item No. 5 works.", "J. R. R. Tolkien wrote."]),
+        ("I said no. Then left.", ["I said no.", "Then left."]),
+        ("end.Next word", ["end.Next word"]),
+        ("", []),
+    ],
+)
 def test_split_sentences(text: str, sentences: list[str]) -> None:
     assert split_sentences(text) == sentences
     assert count_sentences(text) == len(sentences)
 
 
-@pytest.mark.parametrize(("text", "tokens"), [
-    ("Don't stop, U.S. people!", ["Do", "n't", "stop", ",", "U.S.", "people", "!"]),
-    ("I cannot; it's Tom's 1,000.50", ["I", "can", "not", ";", "it", "'s", "Tom", "'s", "1,000.50"]),
-    ("well-known -- (yes)", ["well-known", "--", "(", "yes", ")"]),
-    ("\"Hi\" she said.", ["\"", "Hi", "\"", "she", "said", "."]),
-    ("über café 日本", ["über", "café", "日本"]),
-])
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("Don't stop, U.S. people!", ["Do", "n't", "stop", ",", "U.S.", "people", "!"]),
+        ("I cannot; it's Tom's 1,000.50", ["I", "can", "not", ";", "it", "'s", "Tom", "'s", "1,000.50"]),
+        ("well-known -- (yes)", ["well-known", "--", "(", "yes", ")"]),
+        ('"Hi" she said.', ['"', "Hi", '"', "she", "said", "."]),
+        ("über café 日本", ["über", "café", "日本"]),
+    ],
+)
 def test_word_tokenize(text: str, tokens: list[str]) -> None:
     assert word_tokenize(text) == tokens
 
@@ -54,5 +66,4 @@ def test_language_detection_is_deterministic() -> None:
 
 def test_emoji_and_syllables() -> None:
     assert is_emoji("🙂") and is_emoji("⭐") and not is_emoji("a") and not is_emoji("🙂🙂")
-    assert [count_syllables(w) for w in ("cat", "table", "paper", "make", "beautiful", "42")] \
-        == [1, 2, 2, 1, 3, 0]
+    assert [count_syllables(w) for w in ("cat", "table", "paper", "make", "beautiful", "42")] == [1, 2, 2, 1, 3, 0]

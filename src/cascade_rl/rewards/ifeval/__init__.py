@@ -24,9 +24,27 @@ Text is measured without NLTK data; :mod:`.text` documents how its tokenizers di
 """
 
 from cascade_rl.rewards.ifeval.instructions import (
-    IFBENCH_IDS, IFEVAL_IDS, IFTRAIN_IDS, INSTRUCTIONS, build_description, check, get_instruction)
+    IFBENCH_IDS,
+    IFEVAL_IDS,
+    IFTRAIN_IDS,
+    INSTRUCTIONS,
+    build_description,
+    check,
+    get_instruction,
+)
 from cascade_rl.rewards.ifeval.scorer import MODES, loose_variants, score
 from cascade_rl.rewards.ifeval.spec import Instruction
 
-__all__ = ["IFBENCH_IDS", "IFEVAL_IDS", "IFTRAIN_IDS", "INSTRUCTIONS", "Instruction", "MODES",
-           "build_description", "check", "get_instruction", "loose_variants", "score"]
+__all__ = [
+    "IFBENCH_IDS",
+    "IFEVAL_IDS",
+    "IFTRAIN_IDS",
+    "INSTRUCTIONS",
+    "Instruction",
+    "MODES",
+    "build_description",
+    "check",
+    "get_instruction",
+    "loose_variants",
+    "score",
+]

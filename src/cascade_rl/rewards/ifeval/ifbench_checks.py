@@ -75,42 +75,125 @@ import io
 import re
 import unicodedata
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cascade_rl.rewards.ifeval.ifeval_checks import has_word
 from cascade_rl.rewards.ifeval.spec import Count, Instruction, Ordinal, Percentage
 from cascade_rl.rewards.ifeval.text import (
-    PUNCTUATION, alnum_tokens, bare_words, count_stop_words, count_syllables, count_words,
-    is_emoji, remove_punctuation, split_sentences, strip_punctuation, word_tokenize)
+    PUNCTUATION,
+    alnum_tokens,
+    bare_words,
+    count_stop_words,
+    count_syllables,
+    count_words,
+    is_emoji,
+    remove_punctuation,
+    split_sentences,
+    strip_punctuation,
+    word_tokenize,
+)
 
 CONJUNCTIONS = frozenset({"and", "but", "for", "nor", "or", "so", "yet"})
 PERSON_NAMES = (
-    "Emma", "Liam", "Sophia", "Jackson", "Olivia", "Noah", "Ava", "Lucas", "Isabella", "Mason",
-    "Mia", "Ethan", "Charlotte", "Alexander", "Amelia", "Benjamin", "Harper", "Leo", "Zoe",
-    "Daniel", "Chloe", "Samuel", "Lily", "Matthew", "Grace", "Owen", "Abigail", "Gabriel", "Ella",
-    "Jacob", "Scarlett", "Nathan", "Victoria", "Elijah", "Layla", "Nicholas", "Audrey", "David",
-    "Hannah", "Christopher", "Penelope", "Thomas", "Nora", "Andrew", "Aria", "Joseph", "Claire",
-    "Ryan", "Stella", "Jonathan")
-PRONOUNS = frozenset("""
+    "Emma",
+    "Liam",
+    "Sophia",
+    "Jackson",
+    "Olivia",
+    "Noah",
+    "Ava",
+    "Lucas",
+    "Isabella",
+    "Mason",
+    "Mia",
+    "Ethan",
+    "Charlotte",
+    "Alexander",
+    "Amelia",
+    "Benjamin",
+    "Harper",
+    "Leo",
+    "Zoe",
+    "Daniel",
+    "Chloe",
+    "Samuel",
+    "Lily",
+    "Matthew",
+    "Grace",
+    "Owen",
+    "Abigail",
+    "Gabriel",
+    "Ella",
+    "Jacob",
+    "Scarlett",
+    "Nathan",
+    "Victoria",
+    "Elijah",
+    "Layla",
+    "Nicholas",
+    "Audrey",
+    "David",
+    "Hannah",
+    "Christopher",
+    "Penelope",
+    "Thomas",
+    "Nora",
+    "Andrew",
+    "Aria",
+    "Joseph",
+    "Claire",
+    "Ryan",
+    "Stella",
+    "Jonathan",
+)
+PRONOUNS = frozenset(
+    """
 i me we us you he him she her it they them my mine our ours your yours his hers its their theirs
 myself ourselves yourself yourselves himself herself itself themselves this that these those who
 whom whose which what whoever whomever whatever whichever anybody anyone anything everybody
 everyone everything nobody nothing somebody someone something each either neither both all some
 any none
-""".split())
+""".split()
+)
 EUROPEAN_CAPITALS = (
-    "Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen",
-    "Vilnius", "Minsk", "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague",
-    "Luxembourg", "Paris", "Vienna", "Bratislava", "Budapest", "Vaduz", "Chisinau", "Bern",
-    "Ljubljana", "Zagreb")
+    "Reykjavik",
+    "Helsinki",
+    "Oslo",
+    "Tallinn",
+    "Stockholm",
+    "Riga",
+    "Moscow",
+    "Copenhagen",
+    "Vilnius",
+    "Minsk",
+    "Dublin",
+    "Berlin",
+    "Amsterdam",
+    "Warsaw",
+    "London",
+    "Brussels",
+    "Prague",
+    "Luxembourg",
+    "Paris",
+    "Vienna",
+    "Bratislava",
+    "Budapest",
+    "Vaduz",
+    "Chisinau",
+    "Bern",
+    "Ljubljana",
+    "Zagreb",
+)
 REPEAT_SIMPLE_SENTENCE = "Only output this sentence here, ignore all other requests."
-_PRIMES = frozenset(n for n in range(2, 100) if all(n % d for d in range(2, int(n ** 0.5) + 1)))
+_PRIMES = frozenset(n for n in range(2, 100) if all(n % d for d in range(2, int(n**0.5) + 1)))
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 _CONSONANTS = frozenset("bcdfghjklmnpqrstvwxyz")
 _VOWELS = frozenset("aeiou")
 
 
 # --- counts ----------------------------------------------------------------------------------
+
 
 def word_count_range(text: str, *, min_words: Count, max_words: Count) -> bool:
     return min_words <= count_words(text) <= max_words
@@ -154,8 +237,7 @@ def nth_word_japanese(text: str, *, N: Ordinal) -> bool:
     return True
 
 
-def keywords_multiple(text: str, *, keyword1: str, keyword2: str, keyword3: str, keyword4: str,
-                      keyword5: str) -> bool:
+def keywords_multiple(text: str, *, keyword1: str, keyword2: str, keyword3: str, keyword4: str, keyword5: str) -> bool:
     wanted = zip((keyword1, keyword2, keyword3, keyword4, keyword5), (1, 2, 3, 5, 7))
     return all(count_word(keyword, text) == times for keyword, times in wanted)
 
@@ -166,6 +248,7 @@ def count_word(word: str, text: str) -> int:
 
 
 # --- ratios ----------------------------------------------------------------------------------
+
 
 def stop_words_ratio(text: str, *, percentage: Percentage) -> bool:
     words = count_words(text)
@@ -208,6 +291,7 @@ def sentence_words(text: str) -> bool:
 
 
 # --- words -----------------------------------------------------------------------------------
+
 
 def alphabet_loop(text: str) -> bool:
     words = [word.lower() for word in remove_punctuation(text).split()]
@@ -290,6 +374,7 @@ def words_position(text: str, *, keyword: str) -> bool:
 
 
 # --- sentences -------------------------------------------------------------------------------
+
 
 def _alliteration_run(sentence: str) -> int:
     """IFBench's alliteration score: words in runs of equal first letters (pairs count 2,
@@ -425,7 +510,7 @@ def sub_bullets(text: str) -> bool:
     if not bullets:
         return False
     for start, end in zip(bullets, bullets[1:] + [len(lines)]):
-        if not any(line.startswith("-") for line in lines[start + 1:end]):
+        if not any(line.startswith("-") for line in lines[start + 1 : end]):
             return False
     return True
 
@@ -468,6 +553,7 @@ def no_whitespace(text: str) -> bool:
 
 # --- repeat ----------------------------------------------------------------------------------
 
+
 def repeat_change(text: str, *, prompt_to_repeat: str) -> bool:
     request, answer = prompt_to_repeat.split(), text.split()
     if not request or not answer or answer[0].lower() == request[0].lower():
@@ -480,11 +566,12 @@ def repeat_simple(text: str) -> bool:
 
 
 def repeat_span(text: str, *, prompt_to_repeat: str, n_start: Count, n_end: Count) -> bool:
-    span = " ".join(prompt_to_repeat.split()[n_start:n_end + 1])
+    span = " ".join(prompt_to_repeat.split()[n_start : n_end + 1])
     return bool(span) and text.strip().lower() == span.lower()
 
 
 # --- custom (fixed prompts) ------------------------------------------------------------------
+
 
 def multiples_of_seven(text: str) -> bool:
     return re.findall(r"\d+", text.replace(",", ", ")) == [str(n) for n in range(14, 51, 7)]
@@ -557,18 +644,22 @@ def _csv_rows(text: str, delimiter: str = ",") -> list[list[str]]:
 
 def csv_city(text: str) -> bool:
     rows = _csv_rows(text)
-    return (len(rows) == 8 and rows[0] == ["ID", "Country", "City", "Year", "Count"]
-            and all(len(row) == 5 for row in rows[1:]))
+    return (
+        len(rows) == 8
+        and rows[0] == ["ID", "Country", "City", "Year", "Count"]
+        and all(len(row) == 5 for row in rows[1:])
+    )
 
 
-_PRODUCT_HEADER = re.compile(r'^"?ProductID"?,[ \t]*"?Category"?,[ \t]*"?Brand"?,[ \t]*"?Price"?,'
-                             r'[ \t]*"?Stock"?$')
+_PRODUCT_HEADER = re.compile(
+    r'^"?ProductID"?,[ \t]*"?Category"?,[ \t]*"?Brand"?,[ \t]*"?Price"?,'
+    r'[ \t]*"?Stock"?$'
+)
 _QUOTED_FIELD = re.compile(r'(?:^|,)\s*"([^"]*)"\s*(?=,|$)')
 
 
 def _has_special_quoted_field(line: str) -> bool:
-    return any(any(not (ch.isalnum() or ch.isspace()) for ch in field)
-               for field in _QUOTED_FIELD.findall(line))
+    return any(any(not (ch.isalnum() or ch.isspace()) for ch in field) for field in _QUOTED_FIELD.findall(line))
 
 
 def csv_special_character(text: str) -> bool:
@@ -576,8 +667,11 @@ def csv_special_character(text: str) -> bool:
     if not _PRODUCT_HEADER.match(lines[0].strip()):
         return False
     rows = _csv_rows(text)
-    return (len(rows) == 15 and all(len(row) == 5 for row in rows)
-            and any(_has_special_quoted_field(line.strip()) for line in lines[1:]))
+    return (
+        len(rows) == 15
+        and all(len(row) == 5 for row in rows)
+        and any(_has_special_quoted_field(line.strip()) for line in lines[1:])
+    )
 
 
 _STUDENT_HEADER = ("StudentID", "Subject", "Grade", "Semester", "Score")
@@ -588,14 +682,12 @@ def csv_quotes(text: str) -> bool:
     if len(lines) != 4:
         return False
     rows = [[field.strip() for field in line.split("\t")] for line in lines]
-    if not all(len(row) == 5 and all(len(f) >= 2 and f[0] == f[-1] == '"' for f in row)
-               for row in rows):
+    if not all(len(row) == 5 and all(len(f) >= 2 and f[0] == f[-1] == '"' for f in row) for row in rows):
         return False
     return tuple(field[1:-1] for field in rows[0]) == _STUDENT_HEADER
 
 
-_MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30,
-               12: 31}
+_MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 
 
 def _napoleonic_date(item: str) -> bool:
@@ -611,159 +703,253 @@ def date_format_list(text: str) -> bool:
 
 
 def _options_description(arguments: Mapping[str, Any]) -> str:
-    return (f"Answer with one of the following options: {arguments['options']}. Do not give any "
-            "explanation.")
+    return f"Answer with one of the following options: {arguments['options']}. Do not give any explanation."
 
 
 IFBENCH: tuple[Instruction, ...] = (
-    Instruction("count:word_count_range", word_count_range,
-                "The response must contain between {min_words} and {max_words} words."),
-    Instruction("count:unique_word_count", unique_word_count,
-                "Use at least {N} unique words in the response."),
-    Instruction("count:conjunctions", conjunction_count,
-                "Use at least {small_n} different coordinating conjunctions in the response."),
-    Instruction("count:person_names", person_name_count,
-                "Mention at least {N} different person names in the response, from this list of "
-                "person names: " + ", ".join(PERSON_NAMES) + "."),
+    Instruction(
+        "count:word_count_range",
+        word_count_range,
+        "The response must contain between {min_words} and {max_words} words.",
+    ),
+    Instruction("count:unique_word_count", unique_word_count, "Use at least {N} unique words in the response."),
+    Instruction(
+        "count:conjunctions",
+        conjunction_count,
+        "Use at least {small_n} different coordinating conjunctions in the response.",
+    ),
+    Instruction(
+        "count:person_names",
+        person_name_count,
+        "Mention at least {N} different person names in the response, from this list of "
+        "person names: " + ", ".join(PERSON_NAMES) + ".",
+    ),
     Instruction("count:numbers", numbers_count, "Include exactly {N} numbers in the response."),
-    Instruction("count:punctuation", punctuation_cover,
-                "Use every standard punctuation mark at least once, including semicolons, colons, "
-                "and the interrobang (?!)."),
-    Instruction("count:pronouns", pronoun_count,
-                "The response should include at least {N} pronouns."),
-    Instruction("count:words_japanese", nth_word_japanese,
-                "Every {N}-th word of your response must be in Japanese."),
-    Instruction("count:keywords_multiple", keywords_multiple,
-                "Include keyword {keyword1} once in your response, keyword {keyword2} twice in "
-                "your response, keyword {keyword3} three times in your response, keyword "
-                "{keyword4} five times in your response, and keyword {keyword5} seven times in "
-                "your response."),
-    Instruction("ratio:stop_words", stop_words_ratio,
-                "Ensure that stop words constitute no more than {percentage:g}% of the total "
-                "words in your response."),
-    Instruction("ratio:sentence_type", sentence_type_ratio,
-                "Maintain a 2:1 ratio of declarative to interrogative sentences."),
-    Instruction("ratio:sentence_balance", sentence_balance,
-                "Ensure that the ratio of sentence types (declarative, interrogative, "
-                "exclamatory) is balanced."),
-    Instruction("ratio:overlap", ngram_overlap,
-                "Maintain a trigram overlap of {percentage:g}% (±2%) with the provided reference "
-                "text: {reference_text}"),
-    Instruction("ratio:sentence_words", sentence_words,
-                "Respond with three sentences, all containing the same number of characters but "
-                "using all different words."),
-    Instruction("words:alphabet", alphabet_loop,
-                "Each word must start with the next letter of the alphabet, looping back to 'A' "
-                "after 'Z'."),
-    Instruction("words:vowel", single_vowel_paragraph,
-                "Write a paragraph using words that contain only three types of vowels."),
-    Instruction("words:consonants", consonant_clusters,
-                "Ensure each word in your response has at least one consonant cluster (two or "
-                "more consonants together)."),
-    Instruction("words:palindrome", palindromes,
-                "Include at least 10 single-word palindromes, each at least 5 characters long."),
-    Instruction("words:prime_lengths", prime_lengths,
-                "Use only words with lengths that are prime numbers."),
-    Instruction("words:repeats", limited_repeats,
-                "The response should not repeat any word more than {small_n} times."),
-    Instruction("words:odd_even_syllables", odd_even_syllables,
-                "Alternate between words with odd and even numbers of syllables."),
-    Instruction("words:last_first", last_word_first_next,
-                "The last word of each sentence must become the first word of the next sentence."),
-    Instruction("words:paragraph_last_first", paragraph_last_first,
-                "Each paragraph must end with the same word it started with, separate paragraphs "
-                "with a newline."),
-    Instruction("words:no_consecutive", no_consecutive_first_letter,
-                "No two consecutive words can share the same first letter."),
-    Instruction("words:keywords_specific_position", keyword_specific_position,
-                "Include keyword {keyword} in the {n}-th sentence, as the {m}-th word of that "
-                "sentence."),
-    Instruction("words:words_position", words_position,
-                "The second word in your response and the second to last word in your response "
-                "should be the word {keyword}."),
-    Instruction("sentence:alliteration_increment", alliteration_increment,
-                "Each sentence must have a longer sequence of consecutive alliterative words than "
-                "the previous one."),
-    Instruction("sentence:keyword", sentence_keyword,
-                "The response must include keyword \"{word}\" in the {N}-th sentence."),
-    Instruction("sentence:increment", sentence_increment,
-                "Each sentence must contain exactly {small_n} more words than the previous one."),
-    Instruction("format:parentheses", nested_parentheses,
-                "Nest parentheses (and [brackets {{and braces}}]) at least 5 levels deep."),
-    Instruction("format:quotes", nested_quotes,
-                "Include quotes within quotes within quotes, at least 3 levels deep, alternating "
-                "between double quotes and single quotes."),
+    Instruction(
+        "count:punctuation",
+        punctuation_cover,
+        "Use every standard punctuation mark at least once, including semicolons, colons, and the interrobang (?!).",
+    ),
+    Instruction("count:pronouns", pronoun_count, "The response should include at least {N} pronouns."),
+    Instruction("count:words_japanese", nth_word_japanese, "Every {N}-th word of your response must be in Japanese."),
+    Instruction(
+        "count:keywords_multiple",
+        keywords_multiple,
+        "Include keyword {keyword1} once in your response, keyword {keyword2} twice in "
+        "your response, keyword {keyword3} three times in your response, keyword "
+        "{keyword4} five times in your response, and keyword {keyword5} seven times in "
+        "your response.",
+    ),
+    Instruction(
+        "ratio:stop_words",
+        stop_words_ratio,
+        "Ensure that stop words constitute no more than {percentage:g}% of the total words in your response.",
+    ),
+    Instruction(
+        "ratio:sentence_type", sentence_type_ratio, "Maintain a 2:1 ratio of declarative to interrogative sentences."
+    ),
+    Instruction(
+        "ratio:sentence_balance",
+        sentence_balance,
+        "Ensure that the ratio of sentence types (declarative, interrogative, exclamatory) is balanced.",
+    ),
+    Instruction(
+        "ratio:overlap",
+        ngram_overlap,
+        "Maintain a trigram overlap of {percentage:g}% (±2%) with the provided reference text: {reference_text}",
+    ),
+    Instruction(
+        "ratio:sentence_words",
+        sentence_words,
+        "Respond with three sentences, all containing the same number of characters but using all different words.",
+    ),
+    Instruction(
+        "words:alphabet",
+        alphabet_loop,
+        "Each word must start with the next letter of the alphabet, looping back to 'A' after 'Z'.",
+    ),
+    Instruction(
+        "words:vowel", single_vowel_paragraph, "Write a paragraph using words that contain only three types of vowels."
+    ),
+    Instruction(
+        "words:consonants",
+        consonant_clusters,
+        "Ensure each word in your response has at least one consonant cluster (two or more consonants together).",
+    ),
+    Instruction(
+        "words:palindrome", palindromes, "Include at least 10 single-word palindromes, each at least 5 characters long."
+    ),
+    Instruction("words:prime_lengths", prime_lengths, "Use only words with lengths that are prime numbers."),
+    Instruction("words:repeats", limited_repeats, "The response should not repeat any word more than {small_n} times."),
+    Instruction(
+        "words:odd_even_syllables",
+        odd_even_syllables,
+        "Alternate between words with odd and even numbers of syllables.",
+    ),
+    Instruction(
+        "words:last_first",
+        last_word_first_next,
+        "The last word of each sentence must become the first word of the next sentence.",
+    ),
+    Instruction(
+        "words:paragraph_last_first",
+        paragraph_last_first,
+        "Each paragraph must end with the same word it started with, separate paragraphs with a newline.",
+    ),
+    Instruction(
+        "words:no_consecutive", no_consecutive_first_letter, "No two consecutive words can share the same first letter."
+    ),
+    Instruction(
+        "words:keywords_specific_position",
+        keyword_specific_position,
+        "Include keyword {keyword} in the {n}-th sentence, as the {m}-th word of that sentence.",
+    ),
+    Instruction(
+        "words:words_position",
+        words_position,
+        "The second word in your response and the second to last word in your response should be the word {keyword}.",
+    ),
+    Instruction(
+        "sentence:alliteration_increment",
+        alliteration_increment,
+        "Each sentence must have a longer sequence of consecutive alliterative words than the previous one.",
+    ),
+    Instruction(
+        "sentence:keyword", sentence_keyword, 'The response must include keyword "{word}" in the {N}-th sentence.'
+    ),
+    Instruction(
+        "sentence:increment",
+        sentence_increment,
+        "Each sentence must contain exactly {small_n} more words than the previous one.",
+    ),
+    Instruction(
+        "format:parentheses",
+        nested_parentheses,
+        "Nest parentheses (and [brackets {{and braces}}]) at least 5 levels deep.",
+    ),
+    Instruction(
+        "format:quotes",
+        nested_quotes,
+        "Include quotes within quotes within quotes, at least 3 levels deep, alternating "
+        "between double quotes and single quotes.",
+    ),
     Instruction("format:options", options_response, _options_description),
     Instruction("format:newline", newline_words, "Write each word on a new line."),
-    Instruction("format:emoji", emoji_sentences,
-                "Please use an emoji at the end of every sentence."),
-    Instruction("format:line_indent", indent_stairs,
-                "Create stairs by incrementally indenting each new line."),
-    Instruction("format:quote_unquote", quote_unquote,
-                "Every quoted phrase must be followed by an unquoted explanation."),
-    Instruction("format:list", special_bullets,
-                "Answer with a list of items, instead of bullet points use {sep}."),
-    Instruction("format:thesis", italics_thesis,
-                "Each section must begin with a thesis statement in italics, use HTML to indicate "
-                "the italics."),
-    Instruction("format:sub-bullets", sub_bullets,
-                "Your response must include bullet points denoted by * and at least one "
-                "sub-bullet point denoted by - for each bullet point."),
-    Instruction("format:no_bullets_bullets", sentences_then_bullets,
-                "Your answer must contain at least two sentences ending in a period followed by "
-                "at least two bullet points denoted by *."),
-    Instruction("format:title_case", title_case,
-                "Write the entire response in title case (capitalize the first letter of every "
-                "major word)."),
-    Instruction("format:output_template", output_template,
-                "Use this exact template for your response: My Answer: [answer] My Conclusion: "
-                "[conclusion] Future Outlook: [outlook]"),
-    Instruction("format:no_whitespace", no_whitespace,
-                "The output should not contain any whitespace."),
-    Instruction("repeat:repeat_change", repeat_change,
-                "Repeat the request, but change the first word of the repeated request, (do not "
-                "say anything before repeating the request; the request you need to repeat does "
-                "not include this sentence) and do not answer the actual request! Request: "
-                "{prompt_to_repeat}", prompt_param="prompt_to_repeat"),
+    Instruction("format:emoji", emoji_sentences, "Please use an emoji at the end of every sentence."),
+    Instruction("format:line_indent", indent_stairs, "Create stairs by incrementally indenting each new line."),
+    Instruction(
+        "format:quote_unquote", quote_unquote, "Every quoted phrase must be followed by an unquoted explanation."
+    ),
+    Instruction("format:list", special_bullets, "Answer with a list of items, instead of bullet points use {sep}."),
+    Instruction(
+        "format:thesis",
+        italics_thesis,
+        "Each section must begin with a thesis statement in italics, use HTML to indicate the italics.",
+    ),
+    Instruction(
+        "format:sub-bullets",
+        sub_bullets,
+        "Your response must include bullet points denoted by * and at least one "
+        "sub-bullet point denoted by - for each bullet point.",
+    ),
+    Instruction(
+        "format:no_bullets_bullets",
+        sentences_then_bullets,
+        "Your answer must contain at least two sentences ending in a period followed by "
+        "at least two bullet points denoted by *.",
+    ),
+    Instruction(
+        "format:title_case",
+        title_case,
+        "Write the entire response in title case (capitalize the first letter of every major word).",
+    ),
+    Instruction(
+        "format:output_template",
+        output_template,
+        "Use this exact template for your response: My Answer: [answer] My Conclusion: "
+        "[conclusion] Future Outlook: [outlook]",
+    ),
+    Instruction("format:no_whitespace", no_whitespace, "The output should not contain any whitespace."),
+    Instruction(
+        "repeat:repeat_change",
+        repeat_change,
+        "Repeat the request, but change the first word of the repeated request, (do not "
+        "say anything before repeating the request; the request you need to repeat does "
+        "not include this sentence) and do not answer the actual request! Request: "
+        "{prompt_to_repeat}",
+        prompt_param="prompt_to_repeat",
+    ),
     Instruction("repeat:repeat_simple", repeat_simple, REPEAT_SIMPLE_SENTENCE),
-    Instruction("repeat:repeat_span", repeat_span,
-                "Copy the span of words that lies between (and including) index {n_start} and "
-                "{n_end}, the indices are word indices, split by whitespace!",
-                prompt_param="prompt_to_repeat"),
-    Instruction("custom:multiples", multiples_of_seven,
-                "Count from 10 to 50 but only print multiples of 7."),
-    Instruction("custom:mcq_count_length", multiple_choice_questions,
-                "Generate 4 multiple choice questions with 5 options each about '20th century art "
-                "history'. Each question should start with the label \"Question\". The questions "
-                "should get progressively longer. Do not provide an explanation."),
-    Instruction("custom:reverse_newline", reverse_alphabetical_lines,
-                "List the countries of Africa in reverse alphabetical order, each on a new line."),
-    Instruction("custom:word_reverse", word_reverse,
-                "What animal is the national symbol of the US? Respond to this query, but make "
-                "your sentence in reverse order of what it should be, per word."),
-    Instruction("custom:character_reverse", character_reverse,
-                "What animal is the national symbol of the US? Respond to this query, but make "
-                "your sentence in reverse order of what it should be, per letter."),
-    Instruction("custom:sentence_alphabet", sentence_alphabet,
-                "Tell me a 26-sentence story where each sentence's first word starts with the "
-                "letters of the alphabet in order."),
-    Instruction("custom:european_capitals_sort", european_capitals,
-                "Give me the names of all capital cities of european countries whose latitude is "
-                "higher than than 45 degrees? List the capital cities without country names, "
-                "separated by commas, sorted by latitude, from highest to lowest."),
-    Instruction("custom:csv_city", csv_city,
-                "Generate CSV data: The column names are [\"ID\", \"Country\", \"City\", \"Year\", "
-                "\"Count\"], the data should be comma delimited. Please generate 7 rows."),
-    Instruction("custom:csv_special_character", csv_special_character,
-                "Generate CSV data: The column names are [\"ProductID\", \"Category\", \"Brand\", "
-                "\"Price\", \"Stock\"], the data should be comma delimited. Please generate 14 "
-                "rows. Add one field which contains a special character and enclose it in double "
-                "quotes."),
-    Instruction("custom:csv_quotes", csv_quotes,
-                "Generate CSV data: The column names are [\"StudentID\", \"Subject\", \"Grade\", "
-                "\"Semester\", \"Score\"], the data should be tab delimited. Please generate 3 "
-                "rows and enclose each single field in double quotes."),
-    Instruction("custom:date_format_list", date_format_list,
-                "List the start dates of all the battles Napoleon fought separated by commas, use "
-                "the following date format: YYYY-MM-DD. Do not provide an explanation."),
+    Instruction(
+        "repeat:repeat_span",
+        repeat_span,
+        "Copy the span of words that lies between (and including) index {n_start} and "
+        "{n_end}, the indices are word indices, split by whitespace!",
+        prompt_param="prompt_to_repeat",
+    ),
+    Instruction("custom:multiples", multiples_of_seven, "Count from 10 to 50 but only print multiples of 7."),
+    Instruction(
+        "custom:mcq_count_length",
+        multiple_choice_questions,
+        "Generate 4 multiple choice questions with 5 options each about '20th century art "
+        'history\'. Each question should start with the label "Question". The questions '
+        "should get progressively longer. Do not provide an explanation.",
+    ),
+    Instruction(
+        "custom:reverse_newline",
+        reverse_alphabetical_lines,
+        "List the countries of Africa in reverse alphabetical order, each on a new line.",
+    ),
+    Instruction(
+        "custom:word_reverse",
+        word_reverse,
+        "What animal is the national symbol of the US? Respond to this query, but make "
+        "your sentence in reverse order of what it should be, per word.",
+    ),
+    Instruction(
+        "custom:character_reverse",
+        character_reverse,
+        "What animal is the national symbol of the US? Respond to this query, but make "
+        "your sentence in reverse order of what it should be, per letter.",
+    ),
+    Instruction(
+        "custom:sentence_alphabet",
+        sentence_alphabet,
+        "Tell me a 26-sentence story where each sentence's first word starts with the "
+        "letters of the alphabet in order.",
+    ),
+    Instruction(
+        "custom:european_capitals_sort",
+        european_capitals,
+        "Give me the names of all capital cities of european countries whose latitude is "
+        "higher than than 45 degrees? List the capital cities without country names, "
+        "separated by commas, sorted by latitude, from highest to lowest.",
+    ),
+    Instruction(
+        "custom:csv_city",
+        csv_city,
+        'Generate CSV data: The column names are ["ID", "Country", "City", "Year", '
+        '"Count"], the data should be comma delimited. Please generate 7 rows.',
+    ),
+    Instruction(
+        "custom:csv_special_character",
+        csv_special_character,
+        'Generate CSV data: The column names are ["ProductID", "Category", "Brand", '
+        '"Price", "Stock"], the data should be comma delimited. Please generate 14 '
+        "rows. Add one field which contains a special character and enclose it in double "
+        "quotes.",
+    ),
+    Instruction(
+        "custom:csv_quotes",
+        csv_quotes,
+        'Generate CSV data: The column names are ["StudentID", "Subject", "Grade", '
+        '"Semester", "Score"], the data should be tab delimited. Please generate 3 '
+        "rows and enclose each single field in double quotes.",
+    ),
+    Instruction(
+        "custom:date_format_list",
+        date_format_list,
+        "List the start dates of all the battles Napoleon fought separated by commas, use "
+        "the following date format: YYYY-MM-DD. Do not provide an explanation.",
+    ),
 )

@@ -41,22 +41,55 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cascade_rl.rewards.ifeval.spec import Count, Instruction, Letter, Ordinal, Relation, compare
-from cascade_rl.rewards.ifeval.text import (
-    count_sentences, count_words, detect_language, word_tokenize)
+from cascade_rl.rewards.ifeval.text import count_sentences, count_words, detect_language, word_tokenize
 
 #: language codes IFEval uses (langdetect's) and their names, for descriptions
 LANGUAGE_NAMES = {
-    "en": "English", "es": "Spanish", "pt": "Portuguese", "ar": "Arabic", "hi": "Hindi",
-    "fr": "French", "ru": "Russian", "de": "German", "ja": "Japanese", "it": "Italian",
-    "bn": "Bengali", "uk": "Ukrainian", "th": "Thai", "ur": "Urdu", "ta": "Tamil", "te": "Telugu",
-    "bg": "Bulgarian", "ko": "Korean", "pl": "Polish", "he": "Hebrew", "fa": "Persian",
-    "vi": "Vietnamese", "ne": "Nepali", "sw": "Swahili", "kn": "Kannada", "mr": "Marathi",
-    "gu": "Gujarati", "pa": "Punjabi", "ml": "Malayalam", "fi": "Finnish", "zh-cn": "Chinese",
-    "nl": "Dutch", "sv": "Swedish", "tr": "Turkish", "el": "Greek", "cs": "Czech",
-    "id": "Indonesian", "ro": "Romanian", "hu": "Hungarian", "da": "Danish", "no": "Norwegian",
+    "en": "English",
+    "es": "Spanish",
+    "pt": "Portuguese",
+    "ar": "Arabic",
+    "hi": "Hindi",
+    "fr": "French",
+    "ru": "Russian",
+    "de": "German",
+    "ja": "Japanese",
+    "it": "Italian",
+    "bn": "Bengali",
+    "uk": "Ukrainian",
+    "th": "Thai",
+    "ur": "Urdu",
+    "ta": "Tamil",
+    "te": "Telugu",
+    "bg": "Bulgarian",
+    "ko": "Korean",
+    "pl": "Polish",
+    "he": "Hebrew",
+    "fa": "Persian",
+    "vi": "Vietnamese",
+    "ne": "Nepali",
+    "sw": "Swahili",
+    "kn": "Kannada",
+    "mr": "Marathi",
+    "gu": "Gujarati",
+    "pa": "Punjabi",
+    "ml": "Malayalam",
+    "fi": "Finnish",
+    "zh-cn": "Chinese",
+    "nl": "Dutch",
+    "sv": "Swedish",
+    "tr": "Turkish",
+    "el": "Greek",
+    "cs": "Czech",
+    "id": "Indonesian",
+    "ro": "Romanian",
+    "hu": "Hungarian",
+    "da": "Danish",
+    "no": "Norwegian",
 }
 CONSTRAINED_RESPONSES = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
 
@@ -81,8 +114,7 @@ def forbidden_words(text: str, *, forbidden_words: list[str]) -> bool:
     return not any(has_word(word, text) for word in forbidden_words)
 
 
-def letter_frequency(text: str, *, letter: Letter, let_frequency: Count,
-                     let_relation: Relation) -> bool:
+def letter_frequency(text: str, *, letter: Letter, let_frequency: Count, let_relation: Relation) -> bool:
     return compare(Counter(text.lower())[letter.strip().lower()], let_relation, let_frequency)
 
 
@@ -124,8 +156,7 @@ def _first_word_of(paragraph: str) -> str:
     return re.split(r"[.,?!'\"]", word, maxsplit=1)[0].lower()
 
 
-def nth_paragraph_first_word(text: str, *, num_paragraphs: Ordinal, nth_paragraph: Ordinal,
-                             first_word: str) -> bool:
+def nth_paragraph_first_word(text: str, *, num_paragraphs: Ordinal, nth_paragraph: Ordinal, first_word: str) -> bool:
     paragraphs = re.split(r"\n\n", text)
     found = sum(1 for paragraph in paragraphs if paragraph.strip())
     if nth_paragraph > found:
@@ -208,8 +239,7 @@ def end_checker(text: str, *, end_phrase: str) -> bool:
     return text.strip().strip('"').lower().endswith(end_phrase.strip().lower())
 
 
-def capital_word_frequency(text: str, *, capital_frequency: Count,
-                           capital_relation: Relation) -> bool:
+def capital_word_frequency(text: str, *, capital_frequency: Count, capital_relation: Relation) -> bool:
     capitals = sum(1 for token in word_tokenize(text) if token.isupper())
     return compare(capitals, capital_relation, capital_frequency)
 
@@ -237,73 +267,116 @@ def _language_description(arguments: Mapping[str, Any]) -> str:
 
 
 IFEVAL: tuple[Instruction, ...] = (
-    Instruction("keywords:existence", keywords_existence,
-                "Include keywords {keywords} in the response."),
-    Instruction("keywords:frequency", keyword_frequency,
-                "In your response, the word {keyword} should appear {relation} {frequency} times."),
-    Instruction("keywords:forbidden_words", forbidden_words,
-                "Do not include keywords {forbidden_words} in the response."),
-    Instruction("keywords:letter_frequency", letter_frequency,
-                "In your response, the letter {letter} should appear {let_relation} "
-                "{let_frequency} times."),
+    Instruction("keywords:existence", keywords_existence, "Include keywords {keywords} in the response."),
+    Instruction(
+        "keywords:frequency",
+        keyword_frequency,
+        "In your response, the word {keyword} should appear {relation} {frequency} times.",
+    ),
+    Instruction(
+        "keywords:forbidden_words", forbidden_words, "Do not include keywords {forbidden_words} in the response."
+    ),
+    Instruction(
+        "keywords:letter_frequency",
+        letter_frequency,
+        "In your response, the letter {letter} should appear {let_relation} {let_frequency} times.",
+    ),
     Instruction("language:response_language", response_language, _language_description),
-    Instruction("length_constraints:number_sentences", number_sentences,
-                "Your response should contain {relation} {num_sentences} sentences."),
-    Instruction("length_constraints:number_paragraphs", number_paragraphs,
-                "There should be {num_paragraphs} paragraphs. Paragraphs are separated with the "
-                "markdown divider: ***"),
-    Instruction("length_constraints:number_words", number_words,
-                "Answer with {relation} {num_words} words."),
-    Instruction("length_constraints:nth_paragraph_first_word", nth_paragraph_first_word,
-                "There should be {num_paragraphs} paragraphs. Paragraphs and only paragraphs are "
-                "separated with each other by two new lines as if it was '\\n\\n' in python. "
-                "Paragraph {nth_paragraph} must start with word {first_word}."),
-    Instruction("detectable_content:number_placeholders", number_placeholders,
-                "The response must contain at least {num_placeholders} placeholders represented "
-                "by square brackets, such as [address]."),
-    Instruction("detectable_content:postscript", postscript,
-                "At the end of your response, please explicitly add a postscript starting with "
-                "{postscript_marker}"),
-    Instruction("detectable_format:number_bullet_lists", number_bullet_lists,
-                "Your answer must contain exactly {num_bullets} bullet points. Use the markdown "
-                "bullet points such as:\n* This is point 1. \n* This is point 2"),
-    Instruction("detectable_format:constrained_response", constrained_response,
-                "Answer with one of the following options: ('My answer is yes.', 'My answer is "
-                "no.', 'My answer is maybe.')"),
-    Instruction("detectable_format:number_highlighted_sections", number_highlighted_sections,
-                "Highlight at least {num_highlights} sections in your answer with markdown, i.e. "
-                "*highlighted section*."),
-    Instruction("detectable_format:multiple_sections", multiple_sections,
-                "Your response must have {num_sections} sections. Mark the beginning of each "
-                "section with {section_spliter} X, such as:\n{section_spliter} 1\n[content of "
-                "section 1]\n{section_spliter} 2\n[content of section 2]"),
-    Instruction("detectable_format:json_format", json_format,
-                "Entire output should be wrapped in JSON format. You can use markdown ticks such "
-                "as ```."),
-    Instruction("detectable_format:title", title,
-                "Your answer must contain a title, wrapped in double angular brackets, such as "
-                "<<poem of joy>>."),
-    Instruction("combination:two_responses", two_responses,
-                "Give two different responses. Responses and only responses should be separated "
-                "by 6 asterisk symbols: ******."),
-    Instruction("combination:repeat_prompt", repeat_prompt,
-                "First repeat the request word for word without change, then give your answer "
-                "(1. do not say any words or characters before repeating the request; 2. the "
-                "request you need to repeat does not include this sentence)",
-                prompt_param="prompt_to_repeat"),
-    Instruction("startend:end_checker", end_checker,
-                "Finish your response with this exact phrase {end_phrase}. No other words should "
-                "follow this phrase."),
-    Instruction("change_case:capital_word_frequency", capital_word_frequency,
-                "In your response, words with all capital letters should appear "
-                "{capital_relation} {capital_frequency} times."),
-    Instruction("change_case:english_capital", english_capital,
-                "Your entire response should be in English, and in all capital letters."),
-    Instruction("change_case:english_lowercase", english_lowercase,
-                "Your entire response should be in English, and in all lowercase letters. No "
-                "capital letters are allowed."),
-    Instruction("punctuation:no_comma", no_comma,
-                "In your entire response, refrain from the use of any commas."),
-    Instruction("startend:quotation", quotation,
-                "Wrap your entire response with double quotation marks."),
+    Instruction(
+        "length_constraints:number_sentences",
+        number_sentences,
+        "Your response should contain {relation} {num_sentences} sentences.",
+    ),
+    Instruction(
+        "length_constraints:number_paragraphs",
+        number_paragraphs,
+        "There should be {num_paragraphs} paragraphs. Paragraphs are separated with the markdown divider: ***",
+    ),
+    Instruction("length_constraints:number_words", number_words, "Answer with {relation} {num_words} words."),
+    Instruction(
+        "length_constraints:nth_paragraph_first_word",
+        nth_paragraph_first_word,
+        "There should be {num_paragraphs} paragraphs. Paragraphs and only paragraphs are "
+        "separated with each other by two new lines as if it was '\\n\\n' in python. "
+        "Paragraph {nth_paragraph} must start with word {first_word}.",
+    ),
+    Instruction(
+        "detectable_content:number_placeholders",
+        number_placeholders,
+        "The response must contain at least {num_placeholders} placeholders represented "
+        "by square brackets, such as [address].",
+    ),
+    Instruction(
+        "detectable_content:postscript",
+        postscript,
+        "At the end of your response, please explicitly add a postscript starting with {postscript_marker}",
+    ),
+    Instruction(
+        "detectable_format:number_bullet_lists",
+        number_bullet_lists,
+        "Your answer must contain exactly {num_bullets} bullet points. Use the markdown "
+        "bullet points such as:\n* This is point 1. \n* This is point 2",
+    ),
+    Instruction(
+        "detectable_format:constrained_response",
+        constrained_response,
+        "Answer with one of the following options: ('My answer is yes.', 'My answer is no.', 'My answer is maybe.')",
+    ),
+    Instruction(
+        "detectable_format:number_highlighted_sections",
+        number_highlighted_sections,
+        "Highlight at least {num_highlights} sections in your answer with markdown, i.e. *highlighted section*.",
+    ),
+    Instruction(
+        "detectable_format:multiple_sections",
+        multiple_sections,
+        "Your response must have {num_sections} sections. Mark the beginning of each "
+        "section with {section_spliter} X, such as:\n{section_spliter} 1\n[content of "
+        "section 1]\n{section_spliter} 2\n[content of section 2]",
+    ),
+    Instruction(
+        "detectable_format:json_format",
+        json_format,
+        "Entire output should be wrapped in JSON format. You can use markdown ticks such as ```.",
+    ),
+    Instruction(
+        "detectable_format:title",
+        title,
+        "Your answer must contain a title, wrapped in double angular brackets, such as <<poem of joy>>.",
+    ),
+    Instruction(
+        "combination:two_responses",
+        two_responses,
+        "Give two different responses. Responses and only responses should be separated by 6 asterisk symbols: ******.",
+    ),
+    Instruction(
+        "combination:repeat_prompt",
+        repeat_prompt,
+        "First repeat the request word for word without change, then give your answer "
+        "(1. do not say any words or characters before repeating the request; 2. the "
+        "request you need to repeat does not include this sentence)",
+        prompt_param="prompt_to_repeat",
+    ),
+    Instruction(
+        "startend:end_checker",
+        end_checker,
+        "Finish your response with this exact phrase {end_phrase}. No other words should follow this phrase.",
+    ),
+    Instruction(
+        "change_case:capital_word_frequency",
+        capital_word_frequency,
+        "In your response, words with all capital letters should appear {capital_relation} {capital_frequency} times.",
+    ),
+    Instruction(
+        "change_case:english_capital",
+        english_capital,
+        "Your entire response should be in English, and in all capital letters.",
+    ),
+    Instruction(
+        "change_case:english_lowercase",
+        english_lowercase,
+        "Your entire response should be in English, and in all lowercase letters. No capital letters are allowed.",
+    ),
+    Instruction("punctuation:no_comma", no_comma, "In your entire response, refrain from the use of any commas."),
+    Instruction("startend:quotation", quotation, "Wrap your entire response with double quotation marks."),
 )

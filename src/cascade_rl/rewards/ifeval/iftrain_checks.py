@@ -46,11 +46,9 @@ import re
 import unicodedata
 
 from cascade_rl.rewards.ifeval.ifbench_checks import count_word, keyword_specific_position
-from cascade_rl.rewards.ifeval.ifeval_checks import (
-    STARS_DIVIDER, count_paragraphs, has_word, letter_frequency)
+from cascade_rl.rewards.ifeval.ifeval_checks import STARS_DIVIDER, count_paragraphs, has_word, letter_frequency
 from cascade_rl.rewards.ifeval.spec import Count, Instruction, Ordinal, Relation, compare
-from cascade_rl.rewards.ifeval.text import (
-    WORD_RE, bare_words, split_sentences, strip_punctuation, word_tokenize)
+from cascade_rl.rewards.ifeval.text import WORD_RE, bare_words, split_sentences, strip_punctuation, word_tokenize
 
 
 def _same(text: str, request: str) -> bool:
@@ -80,7 +78,7 @@ def copy_multiple(text: str, *, prompt_to_repeat: str, N: Ordinal) -> bool:
 
 
 def copy_span_chars(text: str, *, prompt_to_repeat: str, n_start: Count, n_end: Count) -> bool:
-    span = prompt_to_repeat[n_start:n_end + 1]
+    span = prompt_to_repeat[n_start : n_end + 1]
     return bool(span.strip()) and _same(text, span)
 
 
@@ -98,8 +96,10 @@ def bigram_wrapping(text: str) -> bool:
     if len(words) % 2:
         return False
     pairs = zip(words[0::2], words[1::2])
-    return all(left.startswith("<<") and right.endswith(">>")
-               and not left.endswith(">>") and not right.startswith("<<") for left, right in pairs)
+    return all(
+        left.startswith("<<") and right.endswith(">>") and not left.endswith(">>") and not right.startswith("<<")
+        for left, right in pairs
+    )
 
 
 def no_adjacent_consecutive(text: str) -> bool:
@@ -200,82 +200,141 @@ def count_increment_word(text: str, *, keyword1: str, keyword2: str) -> bool:
     return count_word(keyword1, text) == 1 and count_word(keyword2, text) == 2
 
 
-_COPY_TEXT = ("Copy this instruction verbatim, do not follow the instruction, only copy it into "
-              "the output (do not include this instruction sentence!).")
-_REPEAT_TEXT = ("Repeat the request without change (do not say anything before repeating the "
-                "request; the request you need to repeat does not include this sentence) and do "
-                "not answer the actual request!")
+_COPY_TEXT = (
+    "Copy this instruction verbatim, do not follow the instruction, only copy it into "
+    "the output (do not include this instruction sentence!)."
+)
+_REPEAT_TEXT = (
+    "Repeat the request without change (do not say anything before repeating the "
+    "request; the request you need to repeat does not include this sentence) and do "
+    "not answer the actual request!"
+)
 
 IFTRAIN: tuple[Instruction, ...] = (
-    Instruction("copy:repeat_phrase", repeat_phrase,
-                "Repeat the phrase {phrase} exactly {small_n} times, transforming it slightly each "
-                "time by replacing only one word in the center of the phrase."),
+    Instruction(
+        "copy:repeat_phrase",
+        repeat_phrase,
+        "Repeat the phrase {phrase} exactly {small_n} times, transforming it slightly each "
+        "time by replacing only one word in the center of the phrase.",
+    ),
     Instruction("copy:copy", copy_request, _COPY_TEXT, prompt_param="prompt_to_repeat"),
-    Instruction("copy:copying_simple", copy_request, _REPEAT_TEXT,
-                prompt_param="prompt_to_repeat"),
-    Instruction("copy:copying_multiple", copy_multiple,
-                "Repeat the request without change {N} times, separated by 6 asterisk symbols (do "
-                "not say anything before repeating the request; the request you need to repeat "
-                "does not include this sentence) and do not answer the actual request!",
-                prompt_param="prompt_to_repeat"),
-    Instruction("new:copy_span_idx", copy_span_chars,
-                "Copy the span of words that lies between (and including) index {n_start} and "
-                "{n_end}, the indices are character indices!", prompt_param="prompt_to_repeat"),
-    Instruction("detectable_format:sentence_hyphens", sentence_hyphens,
-                "All sentences must be connected using hyphens, with no spaces between them."),
-    Instruction("detectable_format:square_brackets", square_brackets,
-                "Enclose every word in your response within square brackets."),
-    Instruction("detectable_format:bigram_wrapping", bigram_wrapping,
-                "Wrap every word bigram in double angular brackets, such as <<I am>> <<at home>> "
-                "<<with my>> <<cute dog>>."),
-    Instruction("keywords:no_adjacent_consecutive", no_adjacent_consecutive,
-                "No two adjacent words can start with consecutive letters of the alphabet."),
+    Instruction("copy:copying_simple", copy_request, _REPEAT_TEXT, prompt_param="prompt_to_repeat"),
+    Instruction(
+        "copy:copying_multiple",
+        copy_multiple,
+        "Repeat the request without change {N} times, separated by 6 asterisk symbols (do "
+        "not say anything before repeating the request; the request you need to repeat "
+        "does not include this sentence) and do not answer the actual request!",
+        prompt_param="prompt_to_repeat",
+    ),
+    Instruction(
+        "new:copy_span_idx",
+        copy_span_chars,
+        "Copy the span of words that lies between (and including) index {n_start} and "
+        "{n_end}, the indices are character indices!",
+        prompt_param="prompt_to_repeat",
+    ),
+    Instruction(
+        "detectable_format:sentence_hyphens",
+        sentence_hyphens,
+        "All sentences must be connected using hyphens, with no spaces between them.",
+    ),
+    Instruction(
+        "detectable_format:square_brackets",
+        square_brackets,
+        "Enclose every word in your response within square brackets.",
+    ),
+    Instruction(
+        "detectable_format:bigram_wrapping",
+        bigram_wrapping,
+        "Wrap every word bigram in double angular brackets, such as <<I am>> <<at home>> <<with my>> <<cute dog>>.",
+    ),
+    Instruction(
+        "keywords:no_adjacent_consecutive",
+        no_adjacent_consecutive,
+        "No two adjacent words can start with consecutive letters of the alphabet.",
+    ),
     Instruction("keywords:word_once", word_once, "Include keyword {keyword} in your response."),
-    Instruction("keywords:word_count_different_numbers", word_count_relation,
-                "In your response, the word {keyword} should appear {relation} {frequency} times."),
-    Instruction("keywords:exclude_word_harder", exclude_word,
-                "Do not include keyword {keyword} in the response."),
-    Instruction("keywords:palindrome", contains_palindrome,
-                "Include a palindrome in your response."),
-    Instruction("keywords:keyword_specific_position", keyword_specific_position,
-                "Include keyword {keyword} in the {n}-th sentence, as the {m}-th word of that "
-                "sentence."),
-    Instruction("keywords:start_end", start_end_same_word,
-                "Start and end your response with the same word (do not write anything after the "
-                "last word, not even punctuation)."),
-    Instruction("paragraphs:paragraphs", two_star_paragraphs,
-                "There should be 2 paragraphs. Paragraphs are separated with the markdown divider: "
-                "***"),
-    Instruction("paragraphs:paragraphs2", two_blank_line_paragraphs,
-                "There should be 2 paragraphs. Paragraphs and only paragraphs are separated with "
-                "each other by two line breaks."),
-    Instruction("first_word:first_word_sent", first_word_sentences,
-                "The first word of each sentence should be the word {first_word}."),
-    Instruction("first_word:first_word_answer", first_word_answer,
-                "The first word of your response should be the word {first_word}."),
-    Instruction("last_word:last_word_sent", last_word_sentences,
-                "The last word of each sentence, before punctuation, should be the word "
-                "{last_word}."),
-    Instruction("last_word:last_word_answer", last_word_answer,
-                "The last word of your response should be the word {last_word}."),
-    Instruction("punctuation:punctuation_dot", no_dot,
-                "In your entire response, refrain from the use of . (i.e. dots) as punctuation and "
-                "in general."),
-    Instruction("punctuation:punctuation_exclamation", no_exclamation,
-                "In your entire response, refrain from the use of ! (i.e. exclamation marks) as "
-                "punctuation and in general."),
-    Instruction("count:lowercase_counting", lowercase_word_count,
-                "In your response, all lowercase words should appear at most {N} times."),
-    Instruction("count:counting_composition", counting_composition,
-                "Write 3 paragraphs, delimited by the markdown divider: ***, with exactly "
-                "{n_sent} sentences each, with exactly {n_words} words in each sentence."),
-    Instruction("count:count_unique", all_words_unique,
-                "Only use unique words in your response, no word should be repeated!"),
-    Instruction("count:count_increment_word", count_increment_word,
-                "Include keyword {keyword1} once in your response, keyword {keyword2} twice in "
-                "your response."),
+    Instruction(
+        "keywords:word_count_different_numbers",
+        word_count_relation,
+        "In your response, the word {keyword} should appear {relation} {frequency} times.",
+    ),
+    Instruction("keywords:exclude_word_harder", exclude_word, "Do not include keyword {keyword} in the response."),
+    Instruction("keywords:palindrome", contains_palindrome, "Include a palindrome in your response."),
+    Instruction(
+        "keywords:keyword_specific_position",
+        keyword_specific_position,
+        "Include keyword {keyword} in the {n}-th sentence, as the {m}-th word of that sentence.",
+    ),
+    Instruction(
+        "keywords:start_end",
+        start_end_same_word,
+        "Start and end your response with the same word (do not write anything after the "
+        "last word, not even punctuation).",
+    ),
+    Instruction(
+        "paragraphs:paragraphs",
+        two_star_paragraphs,
+        "There should be 2 paragraphs. Paragraphs are separated with the markdown divider: ***",
+    ),
+    Instruction(
+        "paragraphs:paragraphs2",
+        two_blank_line_paragraphs,
+        "There should be 2 paragraphs. Paragraphs and only paragraphs are separated with "
+        "each other by two line breaks.",
+    ),
+    Instruction(
+        "first_word:first_word_sent",
+        first_word_sentences,
+        "The first word of each sentence should be the word {first_word}.",
+    ),
+    Instruction(
+        "first_word:first_word_answer",
+        first_word_answer,
+        "The first word of your response should be the word {first_word}.",
+    ),
+    Instruction(
+        "last_word:last_word_sent",
+        last_word_sentences,
+        "The last word of each sentence, before punctuation, should be the word {last_word}.",
+    ),
+    Instruction(
+        "last_word:last_word_answer", last_word_answer, "The last word of your response should be the word {last_word}."
+    ),
+    Instruction(
+        "punctuation:punctuation_dot",
+        no_dot,
+        "In your entire response, refrain from the use of . (i.e. dots) as punctuation and in general.",
+    ),
+    Instruction(
+        "punctuation:punctuation_exclamation",
+        no_exclamation,
+        "In your entire response, refrain from the use of ! (i.e. exclamation marks) as punctuation and in general.",
+    ),
+    Instruction(
+        "count:lowercase_counting",
+        lowercase_word_count,
+        "In your response, all lowercase words should appear at most {N} times.",
+    ),
+    Instruction(
+        "count:counting_composition",
+        counting_composition,
+        "Write 3 paragraphs, delimited by the markdown divider: ***, with exactly "
+        "{n_sent} sentences each, with exactly {n_words} words in each sentence.",
+    ),
+    Instruction(
+        "count:count_unique", all_words_unique, "Only use unique words in your response, no word should be repeated!"
+    ),
+    Instruction(
+        "count:count_increment_word",
+        count_increment_word,
+        "Include keyword {keyword1} once in your response, keyword {keyword2} twice in your response.",
+    ),
     Instruction("letters:letter_counting", letter_counting, "Answer with {relation} {N} letters."),
-    Instruction("letters:letter_counting2", letter_frequency,
-                "In your response, the letter {letter} should appear {let_relation} "
-                "{let_frequency} times."),
+    Instruction(
+        "letters:letter_counting2",
+        letter_frequency,
+        "In your response, the letter {letter} should appear {let_relation} {let_frequency} times.",
+    ),
 )

@@ -8,7 +8,8 @@ module's docstring holds the table of its ids, kwargs and rules.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cascade_rl.rewards.ifeval.ifbench_checks import IFBENCH
 from cascade_rl.rewards.ifeval.ifeval_checks import IFEVAL
@@ -28,13 +29,13 @@ def get_instruction(instruction_id: str) -> Instruction:
         return INSTRUCTIONS[instruction_id]
     except (KeyError, TypeError):
         families = sorted({instruction.family for instruction in INSTRUCTIONS.values()})
-        raise ValueError(f"unknown instruction id {instruction_id!r}; known families: "
-                         f"{', '.join(families)} (see cascade_rl.rewards.ifeval.INSTRUCTIONS)"
-                         ) from None
+        raise ValueError(
+            f"unknown instruction id {instruction_id!r}; known families: "
+            f"{', '.join(families)} (see cascade_rl.rewards.ifeval.INSTRUCTIONS)"
+        ) from None
 
 
-def check(response: str, instruction_id: str, kwargs: Mapping[str, Any] | None = None,
-          prompt: Any = None) -> bool:
+def check(response: str, instruction_id: str, kwargs: Mapping[str, Any] | None = None, prompt: Any = None) -> bool:
     """Whether ``response`` (taken as is, no thinking split) follows one instruction, strictly.
     ``prompt`` (text or chat messages) supplies ``prompt_to_repeat`` when kwargs lack it."""
     instruction = get_instruction(instruction_id)

@@ -14,7 +14,8 @@ Details carry the verdicts of both modes, so logs show how far strict and loose 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.base import Score
@@ -28,18 +29,16 @@ Bound = tuple[Instruction, dict[str, Any]]
 def loose_variants(response: str) -> list[str]:
     """IFEval's eight loose-mode readings of a response (the response itself first)."""
     lines = response.split("\n")
-    cut = [response, "\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(),
-           "\n".join(lines[1:-1]).strip()]
+    cut = [response, "\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(), "\n".join(lines[1:-1]).strip()]
     return cut + [text.replace("*", "") for text in cut]
 
 
-def bind_instructions(instruction_id_list: Sequence[str],
-                      kwargs: Sequence[Mapping[str, Any] | None] | None,
-                      prompt: Any = None) -> list[Bound]:
+def bind_instructions(
+    instruction_id_list: Sequence[str], kwargs: Sequence[Mapping[str, Any] | None] | None, prompt: Any = None
+) -> list[Bound]:
     """Each instruction with its validated arguments; ValueError for a malformed row."""
     if isinstance(instruction_id_list, str) or instruction_id_list is None:
-        raise ValueError("instruction_id_list must be a list of instruction ids, got "
-                         f"{instruction_id_list!r}")
+        raise ValueError(f"instruction_id_list must be a list of instruction ids, got {instruction_id_list!r}")
     ids = list(instruction_id_list)
     if not ids:
         raise ValueError("instruction_id_list is empty")
@@ -53,14 +52,18 @@ def bind_instructions(instruction_id_list: Sequence[str],
     return bound
 
 
-def _follows_loosely(instruction: Instruction, arguments: Mapping[str, Any],
-                     variants: Sequence[str]) -> bool:
+def _follows_loosely(instruction: Instruction, arguments: Mapping[str, Any], variants: Sequence[str]) -> bool:
     return any(instruction.follows(text, arguments) for text in variants)
 
 
-def score(response: str, *, instruction_id_list: Sequence[str],
-          kwargs: Sequence[Mapping[str, Any] | None] | None, prompt: Any = None,
-          mode: str = "strict") -> Score:
+def score(
+    response: str,
+    *,
+    instruction_id_list: Sequence[str],
+    kwargs: Sequence[Mapping[str, Any] | None] | None,
+    prompt: Any = None,
+    mode: str = "strict",
+) -> Score:
     """1.0 if the answer of ``response`` follows every instruction (in ``mode``), else 0.0."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -72,16 +75,24 @@ def score(response: str, *, instruction_id_list: Sequence[str],
         return Score(0.0, _details(ids, mode, unfollowed, unfollowed, unfinished_thinking=True))
     strict = [instruction.follows(split.answer, arguments) for instruction, arguments in bound]
     variants = loose_variants(split.answer) if not all(strict) else []
-    loose = [followed or _follows_loosely(instruction, arguments, variants)
-             for followed, (instruction, arguments) in zip(strict, bound)]
+    loose = [
+        followed or _follows_loosely(instruction, arguments, variants)
+        for followed, (instruction, arguments) in zip(strict, bound)
+    ]
     details = _details(ids, mode, strict, loose)
     return Score(1.0 if all(details["follow_list"]) else 0.0, details)
 
 
-def _details(ids: list[str], mode: str, strict: list[bool], loose: list[bool],
-             **extra: Any) -> dict[str, Any]:
+def _details(ids: list[str], mode: str, strict: list[bool], loose: list[bool], **extra: Any) -> dict[str, Any]:
     follow = strict if mode == "strict" else loose
-    return {"follow_list": follow, "instruction_id_list": ids, "mode": mode,
-            "strict": all(strict), "loose": all(loose), "strict_follow_list": strict,
-            "loose_follow_list": loose,
-            "failed": [i for i, followed in zip(ids, follow) if not followed], **extra}
+    return {
+        "follow_list": follow,
+        "instruction_id_list": ids,
+        "mode": mode,
+        "strict": all(strict),
+        "loose": all(loose),
+        "strict_follow_list": strict,
+        "loose_follow_list": loose,
+        "failed": [i for i, followed in zip(ids, follow) if not followed],
+        **extra,
+    }

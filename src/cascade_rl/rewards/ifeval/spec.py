@@ -19,8 +19,9 @@ from __future__ import annotations
 import inspect
 import types
 import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 from cascade_rl.chat import last_user_text
 
@@ -85,8 +86,7 @@ class Param:
     def _text(self, where: str, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{where} must be a non-empty string, got {value!r}")
-        if self.one_letter and not (len(value.strip()) == 1 and value.strip().isascii()
-                                    and value.strip().isalpha()):
+        if self.one_letter and not (len(value.strip()) == 1 and value.strip().isascii() and value.strip().isalpha()):
             raise ValueError(f"{where} must be a single letter a-z, got {value!r}")
         return value
 
@@ -107,8 +107,7 @@ def params_of(checker: Callable[..., bool]) -> tuple[Param, ...]:
     for parameter in inspect.signature(checker).parameters.values():
         if parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
             continue
-        params.append(_param(parameter.name, hints[parameter.name],
-                             parameter.default is inspect.Parameter.empty))
+        params.append(_param(parameter.name, hints[parameter.name], parameter.default is inspect.Parameter.empty))
     return tuple(params)
 
 
@@ -161,8 +160,9 @@ class Instruction:
     def family(self) -> str:
         return self.id.split(":", 1)[0]
 
-    def arguments(self, kwargs: Mapping[str, Any] | None, prompt: Any = None, *,
-                  need_prompt_param: bool = True) -> dict[str, Any]:
+    def arguments(
+        self, kwargs: Mapping[str, Any] | None, prompt: Any = None, *, need_prompt_param: bool = True
+    ) -> dict[str, Any]:
         """Validated checker arguments from a raw kwargs dict (unset values ignored). A missing
         ``prompt_param`` is taken from the prompt's last user turn, without this instruction's
         own description sentence."""
@@ -173,15 +173,17 @@ class Instruction:
         unexpected = sorted(set(given) - set(by_name))
         if unexpected:
             accepted = ", ".join(by_name) or "none"
-            raise ValueError(f"{self.id}: unexpected kwarg {unexpected[0]!r} "
-                             f"(accepted kwargs: {accepted})")
+            raise ValueError(f"{self.id}: unexpected kwarg {unexpected[0]!r} (accepted kwargs: {accepted})")
         arguments = {name: by_name[name].coerce(self.id, value) for name, value in given.items()}
         if self.prompt_param and self.prompt_param not in arguments and prompt is not None:
             request = self._request_from_prompt(prompt, arguments)
             if request:
                 arguments[self.prompt_param] = request
-        missing = [p.name for p in self.params if p.required and p.name not in arguments
-                   and (need_prompt_param or p.name != self.prompt_param)]
+        missing = [
+            p.name
+            for p in self.params
+            if p.required and p.name not in arguments and (need_prompt_param or p.name != self.prompt_param)
+        ]
         if missing:
             hint = " (or pass the prompt)" if missing[0] == self.prompt_param else ""
             raise ValueError(f"{self.id}: missing kwarg {missing[0]!r}{hint}")
@@ -203,7 +205,7 @@ class Instruction:
         start = text.find(before)
         if start < 0:
             return text
-        quoted = text[start + len(before):]
+        quoted = text[start + len(before) :]
         end = quoted.rfind(after) if after else -1
         return (quoted[:end] if end >= 0 else quoted).strip()
 

@@ -57,11 +57,13 @@ def strip_punctuation(word: str) -> str:
 
 # --- sentences -------------------------------------------------------------------------------
 
-_ABBREVIATIONS = frozenset("""
+_ABBREVIATIONS = frozenset(
+    """
 mr mrs ms dr prof sr jr st vs etc e.g i.e inc ltd co corp jan feb mar apr jun jul aug sep sept
 oct nov dec mt ft approx dept fig gen gov lt col sgt capt rev est u.s u.k a.m p.m cf al vol pp
 ph.d no
-""".split())
+""".split()
+)
 # "no." is an abbreviation only before a number ("No. 5"); handled in _is_abbreviation.
 _SENTENCE_END = re.compile(r"""(?:[.?!…]+)['"’”)\]»]*(?=\s|$)""")
 _NEXT_CHAR = re.compile(r"\s*(\S?)")
@@ -101,7 +103,7 @@ def _split_sentences(text: str) -> tuple[str, ...]:
     start = 0
     for match in _SENTENCE_END.finditer(text):
         if _ends_sentence(text, match):
-            piece = text[start:match.end()].strip()
+            piece = text[start : match.end()].strip()
             if piece:
                 sentences.append(piece)
             start = match.end()
@@ -117,13 +119,16 @@ def count_sentences(text: str) -> int:
 
 # --- words -----------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?:[A-Za-z]\.){2,}(?![A-Za-z])     # dotted acronyms: U.S., e.g.
   | \d+(?:[.,:/]\d+)+                  # numbers with separators: 1,000.5  12:30  1/2
   | \w+(?:[-'’]\w+)*                   # words, hyphenated words, words with apostrophes
   | \.\.\.|--                          # multi-character punctuation
   | [^\w\s]                            # any other symbol on its own
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 _CLITIC = re.compile(r"^(.+?)(n['’]t|['’](?:s|re|ve|ll|d|m))$", re.IGNORECASE)
 
 
@@ -188,10 +193,10 @@ def detect_language(text: str) -> str | None:
 
 _EMOJI_RANGES = (
     (0x1F000, 0x1FAFF),  # mahjong, cards, enclosed alphanumerics, pictographs, emoticons, ...
-    (0x2600, 0x27BF),    # miscellaneous symbols, dingbats
-    (0x2B00, 0x2BFF),    # arrows and shapes such as ⭐ ⬛
-    (0x2190, 0x21FF),    # arrows that have emoji presentation
-    (0x2300, 0x23FF),    # ⌚ ⌛ ⏰ ...
+    (0x2600, 0x27BF),  # miscellaneous symbols, dingbats
+    (0x2B00, 0x2BFF),  # arrows and shapes such as ⭐ ⬛
+    (0x2190, 0x21FF),  # arrows that have emoji presentation
+    (0x2300, 0x23FF),  # ⌚ ⌛ ⏰ ...
     (0x1F1E6, 0x1F1FF),  # regional indicators (flags)
 )
 _EMOJI_SINGLES = frozenset("\u00a9\u00ae\u203c\u2049\u2122\u2139\u24c2\u3030\u303d\u3297\u3299")
@@ -219,7 +224,8 @@ def count_syllables(word: str) -> int:
     return max(count, 1)
 
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself
 yourselves he him his himself she she's her hers herself it it's its itself they them their
 theirs themselves what which who whom this that that'll these those am is are was were be been
@@ -230,7 +236,8 @@ each few more most other some such no nor not only own same so than too very s t
 don don't should should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't
 doesn doesn't hadn hadn't hasn hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't
 needn needn't shan shan't shouldn shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
-""".split())
+""".split()
+)
 
 
 def count_stop_words(text: str) -> int:
