@@ -28,7 +28,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # error lines keep file paths whole
 
 INSTANCES = typer.Option(None, "--instances", "-i", help="SWE-bench instances, JSON list or JSONL.")
 FIXTURES = typer.Option(False, "--fixtures", help="Use the fixture repositories shipped with cascade_rl.")
