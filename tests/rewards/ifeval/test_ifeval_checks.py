@@ -371,6 +371,18 @@ def test_instruction_accepts_follower_and_rejects_violator(
     assert check(violating, instruction_id, kwargs) is False
 
 
+def test_letter_frequency_counts_a_non_letter_like_the_official_checker() -> None:
+    """The current official IFEval checker (google-research instruction_following_eval) keeps any
+    single character as the "letter" and counts it in the lower-cased response; IFEval-style
+    training rows ask e.g. for '#' at least N times."""
+    kwargs = {"letter": "#", "let_frequency": 3, "let_relation": "at least"}
+    assert check("## Title\n# Section", "keywords:letter_frequency", kwargs) is True
+    assert check("# Title only", "keywords:letter_frequency", kwargs) is False
+    assert check("# a #", "keywords:letter_frequency", {**kwargs, "let_relation": "less than"}) is True
+    # the letter itself is matched case-insensitively, as before
+    assert check("Zz z", "keywords:letter_frequency", {"letter": "Z", "let_frequency": 3, "let_relation": "at least"})
+
+
 @pytest.mark.parametrize("instruction_id", sorted(INSTRUCTIONS))
 def test_empty_response_follows_nothing(instruction_id: str) -> None:
     kwargs = next(case[1] for case in CASES if case[0] == instruction_id)

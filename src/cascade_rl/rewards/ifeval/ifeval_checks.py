@@ -10,7 +10,7 @@ unescaped; here they are escaped, which only differs for text containing regex s
 | keywords:existence | keywords: list[str] | every keyword occurs (case-insensitive substring) |
 | keywords:frequency | keyword, frequency, relation | count of keyword (case-insensitive substring) <relation> frequency |
 | keywords:forbidden_words | forbidden_words: list[str] | no forbidden word occurs as a whole word (case-insensitive) |
-| keywords:letter_frequency | letter, let_frequency, let_relation | count of the letter (case-insensitive) <relation> let_frequency |
+| keywords:letter_frequency | letter, let_frequency, let_relation | count of the letter (any one character, ``#`` too; case-insensitive) <relation> let_frequency |
 | language:response_language | language (ISO 639-1 code) | langdetect says ``language`` (undetectable text: holds) |
 | length_constraints:number_sentences | num_sentences, relation | sentence count <relation> num_sentences |
 | length_constraints:number_paragraphs | num_paragraphs | exactly num_paragraphs paragraphs split by ``***`` (empty inner paragraph: fails) |

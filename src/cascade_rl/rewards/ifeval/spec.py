@@ -4,7 +4,7 @@ An :class:`Instruction` pairs an id (``"keywords:frequency"``) with a *checker*,
 ``checker(text, *, kwarg1, kwarg2, ...) -> bool``, and a description template. The checker's
 keyword-only parameters **are** the instruction's kwargs: their names, their types (``int``,
 ``float``, ``str``, ``list[str]``, a ``Literal`` of choices) and their bounds (``Count``: >= 0,
-``Ordinal``: >= 1, ``Letter``: one letter) are read from its signature, so the documentation,
+``Ordinal``: >= 1, ``Letter``: one character) are read from its signature, so the documentation,
 the validation and the fuzz tests cannot drift apart.
 
 Kwargs are validated the way IFEval data needs: keys whose value is ``None`` (or an empty string,
@@ -36,7 +36,9 @@ class AtLeast:
 
 @dataclass(frozen=True)
 class OneLetter:
-    """Marks a ``str`` parameter that must be a single ASCII letter."""
+    """Marks a ``str`` parameter that must be a single character (after stripping). The official
+    IFEval checker accepts any one character -- ``#`` included -- and counts it; only longer or
+    empty values are invalid there (it then draws a random letter; here they are an error)."""
 
 
 Count = Annotated[int, AtLeast(0)]
@@ -86,8 +88,8 @@ class Param:
     def _text(self, where: str, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{where} must be a non-empty string, got {value!r}")
-        if self.one_letter and not (len(value.strip()) == 1 and value.strip().isascii() and value.strip().isalpha()):
-            raise ValueError(f"{where} must be a single letter a-z, got {value!r}")
+        if self.one_letter and len(value.strip()) != 1:
+            raise ValueError(f"{where} must be a single letter (one character), got {value!r}")
         return value
 
     def _number(self, where: str, value: Any) -> int | float:
