@@ -38,6 +38,7 @@ CASES = {
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>',
     ),
+    "multiple_choice": ({"answer": "C"}, "<think>Paris</think>Answer: C", "<think>Madrid</think>Answer: B"),
 }
 #: domains scored by a reward model: gold/wrong for them is chosen/rejected, tested with a
 #: trained RM in tests/train/test_reward_model.py

@@ -99,6 +99,12 @@ REGISTRY: dict[str, RewardDomain] = _build(
             scorer="cascade_rl.rewards.tool_call:score",
         ),
         RewardDomain(
+            "multiple_choice",
+            ("answer",),
+            "1 if the option letter the answer chooses (Answer: C, \\boxed{C}, (C), ...) is the gold one, else 0",
+            scorer="cascade_rl.rewards.choice:score",
+        ),
+        RewardDomain(
             "preference",
             (),
             "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
