@@ -74,3 +74,71 @@ def test_nested_values_compare_recursively():
     assert same_value({"a": [1, "X "]}, {"a": [1.0, "x"]})
     assert not same_value({"a": [1, 2]}, {"a": [2, 1]})
     assert not same_value(None, "")
+
+
+# BFCL's ground-truth shape: {function: {argument: [acceptable values]}}; "" = may be left out
+BFCL_WEATHER = {"get_weather": {"city": ["Paris", "Paris, France"], "unit": ["", "celsius"]}}
+BFCL_TIME = {"get_time": {"city": ["Rome"]}}
+
+ACCEPTABLE = [
+    ("first acceptable value", call("get_weather", '{"city": "Paris"}'), [BFCL_WEATHER], 1.0),
+    ("second acceptable value", call("get_weather", '{"city": "Paris, France"}'), [BFCL_WEATHER], 1.0),
+    ("optional argument given", call("get_weather", '{"city": "Paris", "unit": "celsius"}'), [BFCL_WEATHER], 1.0),
+    ("BFCL string standardisation", call("get_weather", '{"city": "paris-france"}'), [BFCL_WEATHER], 1.0),
+    ("parallel, any order", ROME + "\n" + call("get_weather", '{"city": "Paris"}'), [BFCL_WEATHER, BFCL_TIME], 1.0),
+    ("value not acceptable", call("get_weather", '{"city": "Lyon"}'), [BFCL_WEATHER], 0.0),
+    (
+        "optional argument with a wrong value",
+        call("get_weather", '{"city": "Paris", "unit": "kelvin"}'),
+        [BFCL_WEATHER],
+        0.0,
+    ),
+    ("required argument missing", call("get_weather", '{"unit": "celsius"}'), [BFCL_WEATHER], 0.0),
+    ("argument the ground truth does not name", call("get_time", '{"city": "Rome", "tz": "CET"}'), [BFCL_TIME], 0.0),
+    (
+        "list value: one acceptable list, in order",
+        call("mean", '{"xs": [1, 2.0]}'),
+        [{"mean": {"xs": [[1, 2], [2, 1, 0]]}}],
+        1.0,
+    ),
+    ("list value in another order", call("mean", '{"xs": [2, 1]}'), [{"mean": {"xs": [[1, 2]]}}], 0.0),
+    (
+        "nested object of acceptable values",
+        call("book", '{"when": {"day": "Mon", "hour": 9}}'),
+        [{"book": {"when": [{"day": ["Mon", "Monday"], "hour": [9, 10]}]}}],
+        1.0,
+    ),
+    (
+        "nested object, value not acceptable",
+        call("book", '{"when": {"day": "Tue", "hour": 9}}'),
+        [{"book": {"when": [{"day": ["Mon", "Monday"], "hour": [9, 10]}]}}],
+        0.0,
+    ),
+    ("function without arguments", call("now", "{}"), [{"now": {}}], 1.0),
+]
+
+
+@pytest.mark.parametrize("name,response,expected,reward", ACCEPTABLE, ids=[c[0] for c in ACCEPTABLE])
+def test_several_acceptable_values_per_argument(name, response, expected, reward):
+    assert score(response, expected_calls=expected).reward == reward
+
+
+def test_matching_finds_the_pairing_greedy_order_would_miss():
+    # the first call fits both expected calls, the second only the first: a greedy pass that gives
+    # the first call to the first expected call leaves the second unmatched
+    both = {"f": {"x": [1, 2]}}
+    only_one = {"f": {"x": [1]}}
+    response = call("f", '{"x": 1}') + "\n" + call("f", '{"x": 2}')
+    assert score(response, expected_calls=[only_one, both]).reward == 1.0
+    assert score(response, expected_calls=[both, only_one]).reward == 1.0
+
+
+def test_exact_shape_keeps_its_stricter_strings():
+    # single values keep the historical comparison (strip + case fold), not BFCL's standardisation
+    assert (
+        score(
+            call("get_weather", '{"city": "paris-france"}'),
+            expected_calls=[{"name": "get_weather", "arguments": {"city": "Paris France"}}],
+        ).reward
+        == 0.0
+    )

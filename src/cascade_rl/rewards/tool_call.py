@@ -14,12 +14,27 @@ Arguments are compared as JSON values: the same keys; strings equal after stripp
 folding; numbers equal by value (``3 == 3.0``; booleans are not numbers); lists element-wise,
 objects key-wise. ``expected_calls`` items are ``{"name", "arguments"}`` or OpenAI-style
 ``{"function": {"name", "arguments"}}``; arguments may be a dict or a JSON string.
+
+**Several acceptable values** (BFCL's AST checker): an item may instead be written in BFCL's
+``ground_truth`` shape, ``{"get_weather": {"city": ["Paris", "Paris, France"], "unit": ["", "celsius"]}}``
+-- the function name as the only key, each argument with the list of its acceptable values:
+
+* the call's value must equal one of them; ``""`` in the list means the argument may be left
+  out (BFCL's optional parameters); an argument the list does not name fails the call;
+* strings compare as BFCL standardises them: lower case, without spaces and ``,./-_*^``
+  (``"New York"`` == ``"new-york"``); numbers and booleans as above; a list value must equal
+  one acceptable list element-wise; a nested object whose values are all lists is itself a
+  set of acceptable values per key (BFCL's dict checker).
+
+Calls are paired by a maximum matching, so one call acceptable to two expected calls never
+hides a full match.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cascade_rl.chat import parse_tool_calls, split_thinking
@@ -28,7 +43,7 @@ from cascade_rl.rewards.base import Score
 
 def score(response: str, *, expected_calls: Sequence[Mapping[str, Any]], prompt: Any = None) -> Score:
     """1.0 when the answer's tool calls match ``expected_calls`` (see the module docstring)."""
-    expected = [_normalise_call(call, f"expected_calls[{i}]") for i, call in enumerate(_as_list(expected_calls))]
+    expected = [_expected_call(call, f"expected_calls[{i}]") for i, call in enumerate(_as_list(expected_calls))]
     split = split_thinking(response)
     if not split.finished:
         return Score(
@@ -60,6 +75,26 @@ def _as_list(expected_calls: Any) -> list:
     return list(expected_calls)
 
 
+def _expected_call(call: Any, where: str) -> tuple[str, Any, bool]:
+    """(name, arguments, several acceptable values?) of an expected call in either shape."""
+    if _is_ground_truth(call):
+        ((name, arguments),) = call.items()
+        return name, dict(arguments), True
+    return (*_normalise_call(call, where), False)
+
+
+def _is_ground_truth(call: Any) -> bool:
+    """BFCL's shape: one key, the function name, mapping each argument to a list of values."""
+    if not isinstance(call, Mapping) or len(call) != 1:
+        return False
+    ((name, arguments),) = call.items()
+    return (
+        name not in ("name", "function", "arguments")
+        and isinstance(arguments, Mapping)
+        and all(isinstance(values, list) for values in arguments.values())
+    )
+
+
 def _normalise_call(call: Any, where: str) -> tuple[str, Any]:
     """(name, arguments as a dict) of a call given in any accepted shape; ValueError naming
     the problem otherwise."""
@@ -82,29 +117,71 @@ def _normalise_call(call: Any, where: str) -> tuple[str, Any]:
     return name, dict(arguments)
 
 
-def _matched(made: list[tuple[str, Any]], expected: list[tuple[str, Any]]) -> int:
-    """How many expected calls find a distinct equal call among ``made``."""
-    remaining = list(made)
-    count = 0
-    for name, arguments in expected:
-        for index, (other_name, other_arguments) in enumerate(remaining):
-            if other_name == name and same_value(other_arguments, arguments):
-                del remaining[index]
-                count += 1
-                break
-    return count
+def _matched(made: list[tuple[str, Any]], expected: list[tuple[str, Any, bool]]) -> int:
+    """The most expected calls that can each be paired with a distinct made call that fits it
+    (maximum bipartite matching by augmenting paths; a handful of calls)."""
+    fits = [[j for j, call in enumerate(made) if _fits(call, want)] for want in expected]
+    partner: dict[int, int] = {}  # made index -> expected index
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in fits[i]:
+            if j not in seen:
+                seen.add(j)
+                if j not in partner or augment(partner[j], seen):
+                    partner[j] = i
+                    return True
+        return False
+
+    return sum(augment(i, set()) for i in range(len(expected)))
 
 
-def same_value(actual: Any, expected: Any) -> bool:
-    """JSON-value equality with the tolerances of the module docstring."""
+def _fits(call: tuple[str, Any], want: tuple[str, Any, bool]) -> bool:
+    (name, arguments), (wanted_name, wanted, several) = call, want
+    if name != wanted_name:
+        return False
+    return acceptable_arguments(arguments, wanted) if several else same_value(arguments, wanted)
+
+
+def acceptable_arguments(arguments: Mapping[str, Any], acceptable: Mapping[str, Sequence[Any]]) -> bool:
+    """BFCL's check of one call's arguments against lists of acceptable values (module docstring)."""
+    if set(arguments) - set(acceptable):
+        return False
+    for key, values in acceptable.items():
+        if key not in arguments:
+            if "" not in values:
+                return False
+        elif not any(_acceptable_value(arguments[key], value) for value in values):
+            return False
+    return True
+
+
+def _acceptable_value(actual: Any, value: Any) -> bool:
+    nested = isinstance(value, Mapping) and value and all(isinstance(v, list) for v in value.values())
+    if nested and isinstance(actual, Mapping):
+        return acceptable_arguments(actual, value)
+    return same_value(actual, value, bfcl_string)
+
+
+def bfcl_string(text: str) -> str:
+    """A string as BFCL's checker compares it: lower case, without spaces and ``,./-_*^``."""
+    return re.sub(r"[ ,./\-_*^]", "", text).lower().replace("'", '"')
+
+
+def _folded(text: str) -> str:
+    return text.strip().casefold()
+
+
+def same_value(actual: Any, expected: Any, normalise: Callable[[str], str] = _folded) -> bool:
+    """JSON-value equality with the tolerances of the module docstring; ``normalise`` maps
+    strings before they are compared (default: stripped and case-folded)."""
     if isinstance(expected, bool) or isinstance(actual, bool):
         return type(actual) is type(expected) and actual == expected
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
         return float(actual) == float(expected)
     if isinstance(expected, str) and isinstance(actual, str):
-        return actual.strip().casefold() == expected.strip().casefold()
+        return normalise(actual) == normalise(expected)
     if isinstance(expected, Mapping) and isinstance(actual, Mapping):
-        return set(actual) == set(expected) and all(same_value(actual[k], expected[k]) for k in expected)
+        return set(actual) == set(expected) and all(same_value(actual[k], expected[k], normalise) for k in expected)
     if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
-        return len(actual) == len(expected) and all(same_value(a, e) for a, e in zip(actual, expected))
+        return len(actual) == len(expected) and all(same_value(a, e, normalise) for a, e in zip(actual, expected))
     return actual == expected
