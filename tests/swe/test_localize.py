@@ -195,3 +195,46 @@ def test_embedding_retriever_with_a_local_model(tmp_path):
     with pytest.raises(ValueError, match="at least one file"):
         EmbeddingRetriever(str(model), {})
     assert cache.builds == 0
+
+
+def _git_repo(path, files):
+    """A one-commit git checkout of ``files`` at ``path``; returns the opened Repository."""
+    import subprocess
+
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", "-C", str(path), *args], check=True, env={**env, "PATH": "/usr/bin:/bin"})
+    return Repository.open(path, "HEAD")
+
+
+def test_test_files_are_left_out_of_file_level_localisation(tmp_path):
+    """Agentless drops every path with a folder or file name starting with "test" before
+    file-level localisation: on a realistic layout the tests repeat the issue's words and
+    would otherwise crowd the gold file out of the top ranks."""
+    issue = "parse_duration('1h30m') returns 30 minutes: parse_duration ignores the hours of a duration"
+    test_body = "\n".join(
+        f"def test_parse_duration_{i}():\n    assert parse_duration('{i}h') == duration_hours({i})\n" for i in range(8)
+    )
+    files = {
+        "timekit/__init__.py": "from timekit.durations import parse_duration\n",
+        "timekit/durations.py": "def parse_duration(text):\n    minutes = int(text.split('h')[-1].rstrip('m'))\n"
+        "    return minutes\n",
+        "timekit/clock.py": "def now():\n    return 0\n",
+        "tests/test_durations.py": test_body,
+        "timekit/tests/test_parse.py": test_body,
+        "testing_utils.py": "def duration_hours(n):\n    return parse_duration(f'{n}h')  # parse duration hours\n",
+    }
+    repo = _git_repo(tmp_path / "repo", files)
+    generator = ScriptedGenerator(localization=["```\ntests/test_durations.py\ntimekit/durations.py\n```"])
+    result = localize(issue, repo, generator=generator, rollouts=1, top_n=3)
+    prompt = generator.calls[0][2]["messages"][0]["content"]
+    assert "durations.py" in prompt and "test_durations.py" not in prompt and "testing_utils.py" not in prompt
+    for ranking in result.rankings().values():
+        assert ranking and not any(part.startswith("test") for path in ranking for part in path.split("/"))
+    assert result.retrieved[0] == result.fused[0] == "timekit/durations.py"
+    # the old behaviour stays available as an option
+    with_tests = localize(issue, repo, include_tests=True)
+    assert any(path.startswith("tests/") for path in with_tests.retrieved)

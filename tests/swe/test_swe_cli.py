@@ -91,7 +91,8 @@ def test_evaluate_end_to_end_with_a_local_model(fixture_checkouts, tmp_path):
     trace = json.loads((output / "traces" / "fixtures__textkit-1.json").read_text())
     assert trace["errors"] == []
     assert len(trace["localization"]["responses"]) == 2
-    assert trace["localization"]["retrieval"][:2] == ["tests/test_words.py", "textkit/words.py"]
+    assert trace["localization"]["retrieval"][0] == "textkit/words.py"  # test files are left out (Agentless)
+    assert not any(path.startswith("tests/") for path in trace["localization"]["retrieval"])
     assert len(trace["candidates"]) == 3
     assert {c["status"] for c in trace["candidates"]} <= {"unparseable", "empty"}  # random weights
     assert all(c["error"] for c in trace["candidates"])

@@ -12,6 +12,12 @@
 (c) **Fusion**: reciprocal-rank fusion, score(f) = sum over rankings of 1 / (k + rank(f)),
     with k = 0 as in the paper (ranks from 1).
 
+Test files are left out of all three, as Agentless does (its ``filter_out_test_files``): a
+path with a folder or file name starting with ``test`` is neither shown in the repository
+structure, nor kept from a generated list, nor indexed for retrieval. On real repositories
+the tests repeat the issue's words and would crowd the gold file out of the top ranks;
+``include_tests=True`` keeps them.
+
 recall@k is 1 for an instance iff all gold files are in the top k (seed section 7.1).
 """
 
@@ -25,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.swe.prompts import localization_messages
+from cascade_rl.swe.repo import tree_text
 
 if TYPE_CHECKING:
     from cascade_rl.llm.base import Generator
@@ -43,6 +50,17 @@ _STOPWORDS = frozenset(
 
 class Retriever(Protocol):
     def rank(self, query: str, k: int | None = None) -> list[str]: ...
+
+
+def is_test_path(path: str) -> bool:
+    """Agentless's rule: a folder or file name of the path starts with ``test``."""
+    return any(part.startswith("test") for part in path.split("/"))
+
+
+def localizable_files(repo: Repository, suffixes: Sequence[str] = (".py",), include_tests: bool = False) -> list[str]:
+    """The files localisation may name: source files with ``suffixes``, test files left out
+    unless ``include_tests``."""
+    return [path for path in repo.source_files(suffixes) if include_tests or not is_test_path(path)]
 
 
 # ---- (a) generation -----------------------------------------------------------------------
@@ -95,13 +113,17 @@ def localize_by_generation(
     temperature: float = 0.6,
     top_p: float = 0.95,
     max_tokens: int = 1024,
+    include_tests: bool = False,
 ) -> GeneratedLocalization:
     """Ask ``generator`` (``cascade_rl.llm.base.Generator``) for ``rollouts`` file lists and
-    aggregate them by frequency."""
-    messages = localization_messages(problem_statement, repo.structure(), top_n)
+    aggregate them by frequency. The model sees the source tree without test files (unless
+    ``include_tests``); a named test file is dropped like a path that does not exist."""
+    shown = localizable_files(repo, include_tests=include_tests)
+    messages = localization_messages(problem_statement, tree_text(shown), top_n)
     responses = generator.generate(messages, n=rollouts, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
     parsed = [parse_file_list(response) for response in responses]
-    return GeneratedLocalization(aggregate_by_frequency(parsed, repo.files()), list(responses), parsed, messages)
+    existing = [path for path in repo.files() if include_tests or not is_test_path(path)]
+    return GeneratedLocalization(aggregate_by_frequency(parsed, existing), list(responses), parsed, messages)
 
 
 # ---- (b) retrieval ------------------------------------------------------------------------
@@ -228,13 +250,18 @@ class IndexCache:
         self.builds = 0
 
     def get(
-        self, repo: Repository, *, embedding_model: str | None = None, suffixes: Sequence[str] = (".py",)
+        self,
+        repo: Repository,
+        *,
+        embedding_model: str | None = None,
+        suffixes: Sequence[str] = (".py",),
+        include_tests: bool = False,
     ) -> Retriever:
-        key = (str(repo.path), repo.commit, embedding_model, tuple(suffixes))
+        key = (str(repo.path), repo.commit, embedding_model, tuple(suffixes), include_tests)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        files = repo.read(repo.source_files(suffixes))
+        files = repo.read(localizable_files(repo, suffixes, include_tests))
         if not files:
             raise ValueError(f"{repo.path}: no {'/'.join(suffixes)} files at {repo.commit[:12]} to index")
         retriever: Retriever = EmbeddingRetriever(embedding_model, files) if embedding_model else BM25Retriever(files)
@@ -306,15 +333,23 @@ def localize(
     retrieve_k: int = 50,
     rrf_k: float = 0.0,
     sampling: Mapping | None = None,
+    include_tests: bool = False,
 ) -> Localization:
     """Localise files for one issue: generation (when a generator is given), retrieval, fusion.
 
-    ``sampling`` holds ``temperature`` / ``top_p`` / ``max_tokens`` for the generator.
+    ``sampling`` holds ``temperature`` / ``top_p`` / ``max_tokens`` for the generator; test
+    files take part only with ``include_tests`` (module docstring).
     """
     result = Localization()
     if generator is not None:
         generated = localize_by_generation(
-            generator, problem_statement, repo, rollouts=rollouts, top_n=top_n, **dict(sampling or {})
+            generator,
+            problem_statement,
+            repo,
+            rollouts=rollouts,
+            top_n=top_n,
+            include_tests=include_tests,
+            **dict(sampling or {}),
         )
         result.generated, result.responses, result.parsed, result.prompt = (
             generated.ranking,
@@ -322,7 +357,7 @@ def localize(
             generated.parsed,
             generated.prompt,
         )
-    retriever = (cache or IndexCache()).get(repo, embedding_model=embedding_model)
+    retriever = (cache or IndexCache()).get(repo, embedding_model=embedding_model, include_tests=include_tests)
     result.retrieved = retriever.rank(problem_statement, retrieve_k)
     rankings = [ranking for ranking in (result.generated, result.retrieved) if ranking]
     result.fused = reciprocal_rank_fusion(rankings, rrf_k)

@@ -99,16 +99,7 @@ class Repository:
     def structure(self, suffixes: Sequence[str] = (".py",)) -> str:
         """The repository tree as indented text (the ``{structure}`` of the localisation
         prompt): directories end with ``/``; only files with ``suffixes`` are listed."""
-        lines: list[str] = []
-        shown: set[tuple[str, ...]] = set()
-        for path in self.source_files(suffixes):
-            parts = path.split("/")
-            for depth in range(len(parts) - 1):
-                if tuple(parts[: depth + 1]) not in shown:
-                    shown.add(tuple(parts[: depth + 1]))
-                    lines.append("    " * depth + parts[depth] + "/")
-            lines.append("    " * (len(parts) - 1) + parts[-1])
-        return "\n".join(lines)
+        return tree_text(self.source_files(suffixes))
 
     def export(self, destination: Path) -> Path:
         """Write the tree at the commit into ``destination`` (created; must be empty) with
@@ -120,6 +111,21 @@ class Repository:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(destination, filter="data")
         return destination
+
+
+def tree_text(paths: Iterable[str]) -> str:
+    """Sorted file ``paths`` as an indented tree: one line per directory (ending with ``/``) and
+    per file, four spaces per level."""
+    lines: list[str] = []
+    shown: set[tuple[str, ...]] = set()
+    for path in sorted(paths):
+        parts = path.split("/")
+        for depth in range(len(parts) - 1):
+            if tuple(parts[: depth + 1]) not in shown:
+                shown.add(tuple(parts[: depth + 1]))
+                lines.append("    " * depth + parts[depth] + "/")
+        lines.append("    " * (len(parts) - 1) + parts[-1])
+    return "\n".join(lines)
 
 
 def apply_patch_to_tree(tree: Path, patch: str, *, timeout: float = 60.0) -> None:
