@@ -1,3 +1,7 @@
+import json
+
+import pytest
+
 from cascade_rl.chat import last_user_text, parse_tool_calls, prompt_mode, render, split_thinking, with_mode
 
 
@@ -90,3 +94,28 @@ def test_install_on_a_real_tokenizer_and_tokenize_round_trip(tmp_path):
     assert loaded.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == render(
         messages, add_generation_prompt=True
     )
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "get_time", "description": "Time in a city: ünïcode"}},
+]
+
+
+def test_with_tools_reads_exactly_like_rendering_with_tools():
+    from cascade_rl.chat import with_tools
+
+    plain = [{"role": "user", "content": "weather in Paris?"}]
+    system = [{"role": "system", "content": "You help."}, *plain]
+    for messages in (plain, system):
+        for generation in (True, False):
+            expected = render(messages, TOOLS, add_generation_prompt=generation)
+            assert render(with_tools(messages, TOOLS), add_generation_prompt=generation) == expected
+            # tools given as one JSON text (SFT rows) read the same
+            assert render(with_tools(messages, json.dumps(TOOLS)), add_generation_prompt=generation) == expected
+    assert with_tools(plain, None) == plain and with_tools(plain, []) == plain
+    once = with_tools(system, TOOLS)
+    assert with_tools(once, TOOLS) == once  # a prompt that lists its tools already is left alone
+    assert system[0]["content"] == "You help."  # the input is not modified
+    with pytest.raises(ValueError, match="tools must be a list"):
+        with_tools(plain, [["not a schema"]])

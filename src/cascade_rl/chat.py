@@ -7,7 +7,9 @@
   the two; a response that opened ``<think>`` and never closed it is *unfinished* and has no
   answer. Every scorer scores the answer part unless it says otherwise.
 * Tools are listed in the system prompt inside ``<tools></tools>``; calls are made inside
-  ``<tool_call></tool_call>`` as JSON (Qwen3 convention).
+  ``<tool_call></tool_call>`` as JSON (Qwen3 convention). :func:`with_tools` writes a row's
+  tools into its system message exactly as the template renders them, for every path that
+  renders prompts without a ``tools`` argument (RL, evaluation).
 
 The Jinja template lives in ``templates/cascade_chatml.jinja``; :func:`install_chat_template`
 puts it on any Hugging Face tokenizer, :func:`render` renders it without one.
@@ -164,6 +166,48 @@ def render(
         default_mode=default_mode,
     )
     return rendered[0]
+
+
+def tools_system_content(tools: Sequence[dict] | str, system: str | None = None) -> str:
+    """The system message content that lists ``tools`` inside ``<tools></tools>`` (after the
+    text of ``system``, if any) exactly as the chat template renders it when given ``tools``:
+    rendered by the template itself, so the two cannot drift apart."""
+    tools = _tool_list(tools)
+    probe = [{"role": "user", "content": "x"}]
+    head = [{"role": "system", "content": system}] if system else []
+    full, tail = render(head + probe, tools), render(probe)
+    return full[: -len(tail)].removeprefix(f"{IM_START}system\n").removesuffix(f"{IM_END}\n")
+
+
+def with_tools(messages: Sequence[dict], tools: Sequence[dict] | str | None) -> list[dict]:
+    """Copy of ``messages`` whose system message lists ``tools`` (SPEC section 2), so that a
+    prompt rendered *without* a ``tools`` argument reads exactly like one rendered with them.
+
+    This is how a row's own tools reach the model wherever prompts are rendered as plain
+    conversations: RL prompts (TRL's GRPO renders every prompt of a batch with one global
+    ``tools`` list, or none) and evaluation prompts, locally or through a server. An existing
+    first system message keeps its text before the tools block; a prompt whose system message
+    already lists tools, and an empty ``tools``, are returned unchanged."""
+    messages = [dict(m) for m in messages]
+    tools = _tool_list(tools) if tools else []
+    if not tools:
+        return messages
+    system = messages[0] if messages and messages[0].get("role") == "system" else None
+    if system is not None and "<tools>" in (system.get("content") or ""):
+        return messages
+    if system is None:
+        return [{"role": "system", "content": tools_system_content(tools)}, *messages]
+    system["content"] = tools_system_content(tools, system.get("content") or "")
+    return messages
+
+
+def _tool_list(tools: Sequence[dict] | str) -> list[dict]:
+    """Tools given as a list of JSON schemas or as one JSON text of that list (SFT rows)."""
+    if isinstance(tools, str):
+        tools = json.loads(tools)
+    if not isinstance(tools, (list, tuple)) or not all(isinstance(tool, dict) for tool in tools):
+        raise ValueError(f"tools must be a list of JSON schema objects, got {str(tools)[:80]!r}")
+    return list(tools)
 
 
 def parse_tool_calls(answer: str) -> list[dict]:

@@ -75,3 +75,37 @@ def test_sft_rows_keep_modes_and_serialise_tool_arguments():
     assert json.loads(row["tools"]) == [{"name": "w"}]
     with pytest.raises(ValueError, match="no assistant"):
         normalise_sft({"messages": [{"role": "user", "content": "x"}]})
+
+
+def test_rl_rows_show_their_tools_in_the_prompt_grpo_renders(tmp_path, tiny_checkpoint):
+    """GRPO (train/grpo.py ``build_rl_data``: rl_normaliser, then with_mode) renders each prompt
+    with the tokenizer's chat template and one global ``tools`` list (none here): a row's own
+    tools reach the model through its system message."""
+    from transformers import AutoTokenizer
+
+    from cascade_rl.chat import render, with_mode
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    expected_calls = [{"name": "get_weather", "arguments": {"city": "Oslo"}}]
+    path = write(
+        tmp_path / "rl.jsonl",
+        [
+            {"prompt": "Weather in Oslo?", "domain": "tool_call", "tools": tools, "expected_calls": expected_calls},
+            {"prompt": "2+2?", "domain": "math", "answer": "4"},
+            {"prompt": "x", "domain": "tool_call", "tools": [["bad"]], "expected_calls": []},
+        ],
+    )
+    rows, report = load_sources([DataSource(path=path)], rl_normaliser(None))
+    assert report.skipped == {"tools: tools must be a list of JSON schema objects, got \"[['bad']]\"": 1}
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    texts = [
+        tokenizer.apply_chat_template(
+            [with_mode(row["prompt"], "no_think")], tools=None, add_generation_prompt=True, tokenize=False
+        )[0]
+        for row in rows
+    ]
+    user = [{"role": "user", "content": "Weather in Oslo?", "mode": "no_think"}]
+    assert texts[0] == render(user, tools, add_generation_prompt=True)
+    assert "<tools>" in texts[0] and '"get_weather"' in texts[0]
+    assert "<tools>" not in texts[1]
+    assert rows[0]["reference"]["expected_calls"] == expected_calls

@@ -32,3 +32,36 @@ def test_gold_calls_score_one(score_gold):
     tasks = draw(tools.tool_task, 100)
     for mode in ("no_think", "think"):
         assert score_gold(TOOL_CALL_DOMAIN, tasks, mode) == [1.0] * len(tasks)
+
+
+def test_tool_call_benchmark_prompt_shows_its_tools(tmp_path, tiny_checkpoint):
+    """The prompt the model sees in the tool-call benchmark (eval/benchmarks.py: load the rows,
+    flag the mode, render with the tokenizer's template as ``sample_responses`` does) lists
+    exactly the tools of its row, as SFT showed them."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from cascade_rl.chat import with_mode
+    from cascade_rl.eval.benchmarks import load_benchmark
+    from cascade_rl.recipe import Benchmark
+    from cascade_rl.world.tasks import rl_row
+
+    tasks = draw(tools.tool_task, 12)
+    path = tmp_path / "bench_tool-call.jsonl"
+    path.write_text("".join(json.dumps(rl_row(task, f"t{i}")) + "\n" for i, task in enumerate(tasks)))
+    bench = Benchmark(name="tool-call", data=str(path), domain=TOOL_CALL_DOMAIN, mode="no_think")
+    rows = load_benchmark(bench)
+    assert len(rows) == len(tasks)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    for task, row in zip(tasks, rows):
+        seen = tokenizer.apply_chat_template(
+            with_mode(row["prompt"], bench.mode), tokenize=False, add_generation_prompt=True
+        )
+        sft = render(with_mode(list(task.prompt), "no_think"), list(task.tools), add_generation_prompt=True)
+        assert seen == sft
+        shown = {
+            json.loads(line)["function"]["name"]
+            for line in seen.split("<tools>\n")[1].split("\n</tools>")[0].splitlines()
+        }
+        assert shown == {schema["function"]["name"] for schema in task.tools}

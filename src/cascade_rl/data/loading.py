@@ -6,6 +6,9 @@ here (SPEC 3: SWE data 3x, science 2x in SFT stage 2).
 
 Rows are normalised into the shapes of docs/data-formats.md: chat prompts become message
 lists; HelpSteer3-style preference rows become (prompt, chosen, rejected) with ties dropped.
+An RL or benchmark row's ``tools`` are written into its prompt's system message
+(:func:`cascade_rl.chat.with_tools`), so the model sees them however the prompt is rendered;
+SFT rows keep ``tools`` as a column, which the template renders the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cascade_rl.chat import with_tools
 from cascade_rl.recipe import DataSource, expand
 from cascade_rl.rewards.registry import get_domain, missing_fields
 
@@ -243,6 +247,11 @@ def rl_normaliser(default_domain: str | None) -> Callable[[dict], dict]:
         if missing:
             raise ValueError(f"domain {domain.name} needs field {missing[0]!r}")
         reference = {k: v for k, v in row.items() if k not in ("prompt", "messages", "domain")}
+        if row.get("tools"):
+            try:  # the model must see the row's tools: into the system message (chat.with_tools)
+                prompt = with_tools(prompt, row["tools"])
+            except (ValueError, json.JSONDecodeError) as error:
+                raise ValueError(f"tools: {error}") from None
         return {"prompt": prompt, "domain": domain.name, "reference": reference, "id": row.get("id")}
 
     return normalise

@@ -6,7 +6,9 @@ arguments copied from the request; some requests ask for two calls at once, and 
 tool and are answered in words (``expected_calls == []``). Assistant turns carry their calls
 in ``tool_calls`` (arguments JSON-encoded, as in the OpenAI API), so the template renders
 them exactly as the model must write them; the ``tool-call`` benchmark scores them with
-:mod:`cascade_rl.rewards.tool_call`.
+:mod:`cascade_rl.rewards.tool_call`. Benchmark and RL rows keep ``tools`` beside the prompt;
+loading writes them into the prompt's system message (:func:`cascade_rl.chat.with_tools`), so
+the model sees the same tool list at evaluation and RL time as in SFT.
 """
 
 from __future__ import annotations
