@@ -1,4 +1,7 @@
-"""Codeforces Elo estimate (SPEC section 9, seed appendix E): penalty arithmetic, ranking, rating."""
+"""Codeforces Elo estimate (SPEC section 9, seed appendix E): penalty arithmetic, ranking, rating.
+
+Defaults are the appendix's (its rank equation as written, no points floor); ``CF`` marks the
+Codeforces options (the seed with its leading 1, the 30% floor)."""
 
 import math
 from itertools import combinations
@@ -18,6 +21,8 @@ from cascade_rl.eval.elo import (
     model_standing,
     performance_rating,
 )
+
+CF = {"rank_equation": "codeforces"}
 
 
 def regular_contest(points_and_ratings, name="Round 1", max_points=(500, 1000, 1500)):
@@ -60,10 +65,10 @@ def test_regular_round_points_minus_50_per_expected_penalty():
     assert standing.solved == 2
 
 
-def test_regular_round_keeps_the_codeforces_30_percent_floor():
+def test_regular_round_has_no_points_floor_unless_the_codeforces_floor_is_asked_for():
     contest = regular_contest([(0, 1500)], max_points=(200,))
-    assert model_standing(ContestResult(contest, correct=(1,))).points == pytest.approx(60.0)  # not 25
-    assert model_standing(ContestResult(contest, correct=(1,)), min_points_fraction=0).points == pytest.approx(25.0)
+    assert model_standing(ContestResult(contest, correct=(1,))).points == pytest.approx(25.0)  # 200 - 50 * 3.5
+    assert model_standing(ContestResult(contest, correct=(1,)), min_points_fraction=0.3).points == pytest.approx(60.0)
 
 
 def test_icpc_round_adds_10_minutes_per_expected_wrong_submission_on_solved_problems():
@@ -93,52 +98,77 @@ def test_icpc_rank_orders_by_solved_then_penalty():
     assert model_rank(contest, standing) == pytest.approx(3.5)  # 1 + 2 better + 1 tie / 2
 
 
-def test_middle_of_two_equally_rated_humans_gets_their_rating():
-    assert performance_rating(2.0, [1500, 1500]) == pytest.approx(1500, abs=1e-3)
+def test_appendix_equation_half_the_field_above_gives_the_field_rating():
+    # as written: m = sum 1 / (1 + 10^((R - R_i) / 400)); m = n / 2 among equals -> 10^x = 1
+    for n in (2, 6, 40):
+        assert performance_rating(n / 2, [1731] * n) == pytest.approx(1731, abs=1e-3)
 
 
 @pytest.mark.parametrize("n", [2, 5, 40])
-def test_middle_of_an_equally_rated_field_gets_its_rating(n):
-    assert performance_rating((n + 2) / 2, [1731] * n) == pytest.approx(1731, abs=1e-3)
+def test_codeforces_seed_middle_of_an_equally_rated_field_gets_its_rating(n):
+    assert performance_rating((n + 2) / 2, [1731] * n, **CF) == pytest.approx(1731, abs=1e-3)
 
 
 def test_hand_computed_rating_for_a_shared_first_place():
-    # rank 1.5 among two humans rated 1500: 0.5 = 2 / (1 + 10^x)  ->  10^x = 3
-    expected = 1500 + 400 * math.log10(3)
-    assert performance_rating(1.5, [1500, 1500]) == pytest.approx(expected, abs=1e-3)
+    # rank 1.5 among two humans rated 1500
+    # as written: 1.5 = 2 / (1 + 10^x) -> 10^x = 1/3; Codeforces: 0.5 = 2 / (1 + 10^x) -> 10^x = 3
+    assert performance_rating(1.5, [1500, 1500]) == pytest.approx(1500 - 400 * math.log10(3), abs=1e-3)
+    assert performance_rating(1.5, [1500, 1500], **CF) == pytest.approx(1500 + 400 * math.log10(3), abs=1e-3)
 
 
-def test_rating_falls_strictly_as_rank_worsens():
+@pytest.mark.parametrize(
+    "equation, ranks",
+    [("as_written", (0.2, 1, 2, 3.5, 5, 5.8)), ("codeforces", (1.2, 2, 3, 4.5, 6, 6.8))],
+)
+def test_rating_falls_strictly_as_rank_worsens(equation, ranks):
     ratings = [800, 1200, 1500, 1900, 2400, 3000]
-    performances = [performance_rating(m, ratings) for m in (1.2, 2, 3, 4.5, 6, 6.8)]
+    performances = [performance_rating(m, ratings, rank_equation=equation) for m in ranks]
     assert all(a > b for a, b in zip(performances, performances[1:]))
     assert all(
-        expected_rank(p, ratings) == pytest.approx(m, abs=1e-6) for p, m in zip(performances, (1.2, 2, 3, 4.5, 6, 6.8))
+        expected_rank(p, ratings, rank_equation=equation) == pytest.approx(m, abs=1e-6)
+        for p, m in zip(performances, ranks)
     )
 
 
-def test_as_written_equation_and_unreachable_ranks():
-    # the appendix's sum without the leading 1: rank 1 among two equals is their rating
-    assert performance_rating(1.0, [1500, 1500], rank_equation="as_written") == pytest.approx(1500, abs=1e-3)
+def test_unreachable_ranks_return_the_search_bounds():
+    # as written, the sum over two equals never reaches 2: rank 2 of 3 places has no finite rating
+    assert performance_rating(2.0, [1500, 1500]) == -1000.0
+    assert performance_rating(1.0, [1500, 1500]) == pytest.approx(1500, abs=1e-3)
     # Codeforces form: a clean first place has no finite solution -> upper bound of the search
-    assert performance_rating(1.0, [1500, 1500]) == 5000.0
-    assert performance_rating(3.0, [1500, 1500], rating_bounds=(0, 4000)) == 0.0
+    assert performance_rating(1.0, [1500, 1500], **CF) == 5000.0
+    assert performance_rating(3.0, [1500, 1500], rating_bounds=(0, 4000), **CF) == 0.0
 
 
 def test_contest_rating_end_to_end():
     # model scores 1325 (see above) and ties the 2nd/3rd humans -> rank 3 among five
     contest = regular_contest([(2000, 1900), (1325, 1600), (1325, 1400), (500, 1200), (0, 1000)])
+    ratings = [1900, 1600, 1400, 1200, 1000]
     rating = contest_rating(ContestResult(contest, correct=(8, 1, 0)))
-    assert expected_rank(rating, [1900, 1600, 1400, 1200, 1000]) == pytest.approx(3.0, abs=1e-6)
-    assert 1400 < rating < 1600
+    assert expected_rank(rating, ratings) == pytest.approx(3.0, abs=1e-6)
+    assert 1200 < rating < 1400  # as written, place 3 of 6 reads as 3 of 5
+    codeforces = contest_rating(ContestResult(contest, correct=(8, 1, 0)), **CF)
+    assert expected_rank(codeforces, ratings, rank_equation="codeforces") == pytest.approx(3.0, abs=1e-6)
+    assert 1400 < codeforces < 1600
 
 
 def test_codeforces_elo_is_the_mean_over_contests():
-    # R1: 500 points between humans on 600 and 400, both rated 1500 -> rank 2 -> 1500
+    # R1: 500 points, one of four humans rated 1500 above -> rank 2: 2 = 4 / (1 + 10^x), 10^x = 1
+    r1 = regular_contest([(600, 1500), (400, 1500), (300, 1500), (200, 1500)], name="R1", max_points=(500,))
+    # R2: four humans rated 1600, two above -> rank 3: 3 = 4 / (1 + 10^x), 10^x = 1/3
+    r2 = regular_contest([(600, 1600), (550, 1600), (100, 1600), (0, 1600)], name="R2", max_points=(500,))
+    estimate = codeforces_elo([ContestResult(r1, correct=(8,)), ContestResult(r2, correct=(8,))])
+    expected_r2 = 1600 - 400 * math.log10(3)
+    assert estimate.per_contest == pytest.approx({"R1": 1500.0, "R2": expected_r2}, abs=1e-3)
+    assert estimate.elo == pytest.approx((1500.0 + expected_r2) / 2, abs=1e-3)
+    assert [c.rank for c in estimate.contests] == [2.0, 3.0]
+
+
+def test_codeforces_option_mean_over_contests():
+    # R1: between two humans rated 1500 -> rank 2: 1 = 2 / (1 + 10^x) -> 1500
     r1 = regular_contest([(600, 1500), (400, 1500)], name="R1", max_points=(500,))
     # R2: three humans rated 1600, two above the model -> rank 3: 2 = 3 / (1 + 10^x), 10^x = 1/2
     r2 = regular_contest([(600, 1600), (550, 1600), (100, 1600)], name="R2", max_points=(500,))
-    estimate = codeforces_elo([ContestResult(r1, correct=(8,)), ContestResult(r2, correct=(8,))])
+    estimate = codeforces_elo([ContestResult(r1, correct=(8,)), ContestResult(r2, correct=(8,))], **CF)
     expected_r2 = 1600 + 400 * math.log10(0.5)
     assert estimate.per_contest == pytest.approx({"R1": 1500.0, "R2": expected_r2}, abs=1e-3)
     assert estimate.elo == pytest.approx((1500.0 + expected_r2) / 2, abs=1e-3)
@@ -146,8 +176,19 @@ def test_codeforces_elo_is_the_mean_over_contests():
 
 def test_solving_nothing_ties_the_humans_who_scored_nothing():
     contest = regular_contest([(500, 1500), (0, 1500), (0, 1500)], max_points=(500,))
-    # rank 1 + 1 + 2/2 = 3 among three equals: 2 = 3 / (1 + 10^x) -> 10^x = 1/2
-    assert contest_rating(ContestResult(contest, correct=(0,))) == pytest.approx(1500 + 400 * math.log10(0.5), abs=1e-3)
+    # rank 1 + 1 + 2/2 = 3 among three equals
+    # Codeforces: 2 = 3 / (1 + 10^x) -> 10^x = 1/2; as written, 3 = 3 / (1 + 10^x) has no root
+    assert contest_rating(ContestResult(contest, correct=(0,)), **CF) == pytest.approx(
+        1500 + 400 * math.log10(0.5), abs=1e-3
+    )
+    assert contest_rating(ContestResult(contest, correct=(0,))) == -1000.0
+
+
+def test_submissions_may_differ_per_problem():
+    contest = regular_contest([(0, 1500)], max_points=(500, 1000))
+    standing = model_standing(ContestResult(contest, correct=(1, 2), submissions=(4, 5)))
+    # A: 500 - 50 * 3/2 = 425; B: 1000 - 50 * 3/3 = 950
+    assert standing.points == pytest.approx(1375.0)
 
 
 @pytest.mark.parametrize(
