@@ -3,6 +3,8 @@
 cascade run RECIPE        run a Cascade RL recipe (SFT -> RM -> RLHF -> IF-RL -> Math -> Code -> SWE)
 cascade score IN.jsonl    score responses with the reward verifiers
 cascade swe ...           the Agentless SWE pipeline (localise, repair, validate, rank, build data)
+cascade tts ...           test-time scaling for competitive programming (IOI-style loop, judge)
+cascade elo C S.jsonl     Codeforces Elo per contest and the mean (appendix E)
 """
 
 from __future__ import annotations
@@ -30,6 +32,17 @@ def _mount_swe() -> None:
 
 
 _mount_swe()
+
+
+def _mount_tts() -> None:
+    from cascade_rl.tts.cli import app as tts_app
+    from cascade_rl.tts.cli import elo_command
+
+    app.add_typer(tts_app, name="tts")
+    app.command("elo")(elo_command)
+
+
+_mount_tts()
 
 
 def _parse_options(pairs: list[str]) -> dict[str, dict]:
