@@ -5,6 +5,8 @@ cascade score IN.jsonl    score responses with the reward verifiers
 cascade swe ...           the Agentless SWE pipeline (localise, repair, validate, rank, build data)
 cascade tts ...           test-time scaling for competitive programming (IOI-style loop, judge)
 cascade elo C S.jsonl     Codeforces Elo per contest and the mean (appendix E)
+cascade data ...          data curation: convert, dedup, decontaminate, check-disjoint, difficulty, offtopic
+cascade serve ...         serve a reward model over vLLM's Pooling API (for the RLHF / IF+RM rewards)
 """
 
 from __future__ import annotations
@@ -45,6 +47,24 @@ def _mount_tts() -> None:
 _mount_tts()
 
 
+def _mount_data() -> None:
+    from cascade_rl.data.cli import app as data_app
+
+    app.add_typer(data_app, name="data")
+
+
+_mount_data()
+
+
+def _mount_serve() -> None:
+    from cascade_rl.serve.cli import app as serve_app
+
+    app.add_typer(serve_app, name="serve")
+
+
+_mount_serve()
+
+
 def _parse_options(pairs: list[str]) -> dict[str, dict]:
     """``domain.key=value`` pairs into ``{domain: {key: value}}`` (values parsed as JSON when
     they are JSON, else kept as strings)."""
@@ -76,16 +96,31 @@ def score(
     option: list[str] = typer.Option(
         [], "--option", help="Scorer option DOMAIN.KEY=VALUE, e.g. math.language_penalty=-1 (repeatable)."
     ),
+    wait: float = typer.Option(
+        60.0, "--wait", min=0.0, help="Seconds to wait for reward servers named in --option to answer."
+    ),
 ) -> None:
     """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm).
 
     Writes every line back with `reward` and `details` and prints a summary per domain. Bad lines
-    are reported with their line number and get `reward: null`; the exit code is 1 if any.
+    are reported with their line number and get `reward: null`; the exit code is 1 if any. Reward
+    servers named in --option (a reward model, the SWE judge) must answer first (exit code 2).
     """
+    from cascade_rl.rewards.registry import REGISTRY, PreflightError, preflight
     from cascade_rl.scoring import score_file
 
     target = output or source.with_suffix(".scored.jsonl")
-    report = score_file(source, target, workers=workers, options=_parse_options(option))
+    options = _parse_options(option)
+    try:
+        for name, values in options.items():
+            if name in REGISTRY:
+                preflight(name, values, timeout=wait)
+    except PreflightError as error:
+        from rich.markup import escape
+
+        console.print(f"[red]error[/red]: {escape(str(error))}", highlight=False)
+        raise typer.Exit(2) from None
+    report = score_file(source, target, workers=workers, options=options)
     table = Table(title=f"scored {report.total} lines -> {target}")
     for column in ("domain", "count", "mean reward", "errors", "timeouts", "lines/s"):
         table.add_column(column, justify="left" if column == "domain" else "right")
@@ -142,6 +177,7 @@ def run(
         return
     import logging
 
+    from cascade_rl.train import distributed
     from cascade_rl.train.cascade import Cascade
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -152,6 +188,11 @@ def run(
     except RecipeError as error:
         console.print(f"[red]error[/red] {error}")
         raise typer.Exit(2) from None
+    except distributed.MainProcessError as error:  # this process waited; the main one says why
+        console.print(f"[red]error[/red] process {distributed.rank()}: {error}")
+        raise typer.Exit(1) from None
+    if not distributed.is_main():
+        return
     from cascade_rl.eval.report import print_summary
 
     print_summary(json.loads(report.with_suffix(".json").read_text()))
@@ -160,11 +201,25 @@ def run(
 
 @app.command("eval")
 def evaluate(
-    model: Path = typer.Argument(..., exists=True, file_okay=False, help="Local checkpoint directory to evaluate."),
+    model: str | None = typer.Argument(
+        None, help="Local checkpoint directory, or http://HOST:PORT/v1#MODEL (an OpenAI-compatible server)."
+    ),
     recipe: Path = typer.Option(..., "--recipe", "-r", exists=True, help="Recipe whose eval.benchmarks to run."),
+    generator: str | None = typer.Option(
+        None, "--generator", "-g", help="Instead of MODEL: http://HOST:PORT/v1#MODEL (vLLM, SGLang, transformers)."
+    ),
     benchmark: list[str] = typer.Option([], "--benchmark", "-b", help="Only these benchmarks (repeatable)."),
     out: Path = typer.Option(Path("eval-out"), "--out", help="Where eval.json and the samples go."),
-    reward_model: Path | None = typer.Option(None, "--reward-model", help="Reward model for arena benchmarks."),
+    judge: str | None = typer.Option(
+        None, "--judge", help="Judge of arena benchmarks (overrides theirs): http://HOST:PORT/v1#MODEL or a directory."
+    ),
+    reward_model: str | None = typer.Option(
+        None, "--reward-model", help="Reward model (directory or server) for arena benchmarks without a judge."
+    ),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", min=1, help="Requests in flight to a server [default: recipe eval.max_concurrency]."
+    ),
+    timeout: float = typer.Option(3600.0, "--timeout", min=1.0, help="Seconds one server request may take."),
     run: Path | None = typer.Option(
         None,
         "--run",
@@ -172,12 +227,20 @@ def evaluate(
         "[default: the recipe's output_dir or runs/<name>].",
     ),
 ) -> None:
-    """Evaluate a checkpoint on a recipe's benchmarks (avg@k, pass@k; samples written beside eval.json)."""
+    """Evaluate a model on a recipe's benchmarks (avg@k, pass@k, win rates; samples written beside eval.json).
+
+    The model is a local checkpoint (transformers generate) or an OpenAI-compatible server; an
+    interrupted evaluation into the same --out resumes where it stopped.
+    """
     import logging
 
     from cascade_rl.eval.benchmarks import evaluate as run_benchmarks
+    from cascade_rl.llm.base import GenerationError
     from cascade_rl.recipe import RecipeError, load_recipe, run_variables
 
+    if (model is None) == (generator is None):
+        console.print("[red]error[/red] give the model to evaluate: MODEL_DIR or --generator http://HOST:PORT/v1#MODEL")
+        raise typer.Exit(2)
     try:
         parsed = load_recipe(recipe)
     except RecipeError as error:
@@ -192,23 +255,50 @@ def evaluate(
         raise typer.Exit(2)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     chosen = [known[name] for name in benchmark] if benchmark else list(known.values())
-    results = run_benchmarks(
-        model,
-        chosen,
-        out,
-        variables=run_variables(run or parsed.run_dir),
-        reward_model=str(reward_model) if reward_model else None,
-        batch_size=parsed.eval.batch_size,
-        workers=parsed.runtime.reward_workers,
-        seed=parsed.seed,
-    )
-    table = Table(title=f"{model} -> {out / 'eval.json'}")
-    for column in ("benchmark", "metric", "k", "prompts", "value"):
-        table.add_column(column, justify="left" if column in ("benchmark", "metric") else "right")
+    target = model if model is not None else generator
+    try:
+        results = run_benchmarks(
+            target,
+            chosen,
+            out,
+            variables=run_variables(run or parsed.run_dir),
+            reward_model=reward_model,
+            judge=judge,
+            batch_size=parsed.eval.batch_size,
+            max_concurrency=concurrency or parsed.eval.max_concurrency,
+            timeout=timeout,
+            workers=parsed.runtime.reward_workers,
+            seed=parsed.seed,
+        )
+    except (ValueError, FileNotFoundError) as error:
+        console.print(f"[red]error[/red] {error}")
+        raise typer.Exit(2) from None
+    except GenerationError as error:
+        console.print(f"[red]generation failed[/red] {error}")
+        raise typer.Exit(1) from None
+    Console().print(_eval_table(results, f"{target} -> {out / 'eval.json'}"))
+
+
+def _eval_table(results: dict[str, dict], title: str) -> Table:
+    """Headline value, its standard error over prompts, and the extra numbers of each benchmark."""
+    table = Table(title=title)
+    for column in ("benchmark", "metric", "k", "prompts", "value", "± s.e.", "more"):
+        table.add_column(column, justify="left" if column in ("benchmark", "metric", "more") else "right")
     for name, result in results.items():
+        extra = dict(result.get("extra") or {})
+        stderr = extra.pop("stderr", None)
         value = "-" if result["value"] is None else f"{result['value']:.1f}"
-        table.add_row(name, result["metric"], str(result["k"]), str(result["prompts"]), value)
-    Console().print(table)
+        more = ", ".join(f"{key} {number:.1f}" for key, number in extra.items() if key not in ("mean_reward", "pass@k"))
+        table.add_row(
+            name,
+            result["metric"],
+            str(result["k"]),
+            str(result["prompts"]),
+            value,
+            "-" if stderr is None else f"{stderr:.1f}",
+            more,
+        )
+    return table
 
 
 @app.command()

@@ -17,3 +17,42 @@ def test_dedup_keeps_first_exact_prompt_ignoring_whitespace():
 
 def test_words_lowercase_and_strip_punctuation():
     assert words("Hello, World! 42x") == ["hello", "world", "42x"]
+
+
+def test_ngram_index_reports_each_benchmark_and_confirms_hits():
+    from cascade_rl.data.hygiene import NgramIndex
+
+    index = NgramIndex(9)
+    index.add("aime", ["Find the number of ordered pairs of positive integers m and n such that m plus n is 100."])
+    index.add("gpqa", ["Which gas makes up most of the air?", "a b c d e f g h i j k"])
+    texts = [
+        "Intro. Find the NUMBER of ordered pairs, of positive integers m and n such that, m plus n = 7",
+        "which gas makes up most of the air",  # the same words as a short (under 9 words) test text
+        "which gas makes up most of the air today",  # not the same text: no 9-gram, kept
+        "c d e f g h i j k and find the number of ordered pairs of positive integers m and",
+        "nothing to see here at all in this sentence about cooking rice",
+    ]
+    found = index.matches(texts)
+    assert found[0] == {"aime": "find the number of ordered pairs of positive integers"}
+    assert found[1] == {"gpqa": "which gas makes up most of the air"}
+    assert found[2] == {} and found[4] == {}
+    assert set(found[3]) == {"aime", "gpqa"}
+    assert index.grams_per_benchmark == {"aime": 11, "gpqa": 3}  # 19 words; 11 words
+
+
+def test_ngram_index_agrees_with_the_set_of_ngrams_on_random_text():
+    import random
+
+    from cascade_rl.data.hygiene import NgramIndex, ngram_index, ngrams
+
+    rng = random.Random(0)
+    vocabulary = [f"w{i}" for i in range(40)]  # a small vocabulary: many near-miss 8-grams
+    tests = [" ".join(rng.choices(vocabulary, k=30)) for _ in range(50)]
+    train = [" ".join(rng.choices(vocabulary, k=rng.randint(0, 40))) for _ in range(400)]
+    train += [t[: len(t) // 2] + " " + tests[i][:60] for i, t in enumerate(train[:40])]
+    index = NgramIndex(4)
+    index.add("bench", tests)
+    naive = ngram_index(tests, 4)
+    expected = [any(g in naive for g in ngrams(t, 4)) for t in train]
+    assert [bool(m) for m in index.matches(train)] == expected
+    assert 10 < sum(expected) < len(train)

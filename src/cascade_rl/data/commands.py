@@ -1,0 +1,214 @@
+"""The row-level data commands as library functions (SPEC section 3 data hygiene; section 1 stage
+disjointness): conversion, exact dedup, n-gram decontamination against named benchmarks, and
+the check that SFT, RLHF and RL prompt sets share no prompt. Each runs through
+:func:`cascade_rl.data.job.run_job` (progress, resumable output, summary, malformed rows named
+by file and line); the CLI is :mod:`cascade_rl.data.cli`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cascade_rl.data.convert import FORMATS, load_answers
+from cascade_rl.data.hygiene import NgramIndex
+from cascade_rl.data.job import Drop, Keep, Summary, run_job
+from cascade_rl.data.rows import (
+    DataError,
+    Row,
+    RowError,
+    check_input,
+    iter_rows,
+    normal_text,
+    pluck,
+    prompt_key,
+    prompt_text,
+    rename_fields,
+    row_text,
+)
+
+
+def convert_files(
+    inputs: Sequence[Path],
+    output: Path,
+    fmt: str,
+    *,
+    rename: Mapping[str, str] | None = None,
+    suffix: str | None = None,
+    domain: str | None = None,
+    tests: str = "all",
+    answers: Path | None = None,
+    **job: Any,
+) -> Summary:
+    """Convert ``inputs`` from format ``fmt`` (:data:`cascade_rl.data.convert.FORMATS`)."""
+    if fmt not in FORMATS:
+        raise DataError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if tests not in ("all", "public"):
+        raise DataError(f"--tests must be 'all' or 'public', got {tests!r}")
+    spec = FORMATS[fmt]
+    extra: dict[str, Any] = {"suffix": spec.suffix if suffix is None else suffix}
+    if spec.name == "nemo-gym":
+        extra["domain"] = domain
+    if spec.name == "livecodebench":
+        extra["tests"] = tests
+    if spec.name == "bfcl" and answers is not None:
+        extra["answers"] = load_answers(check_input(answers))
+    renames = dict(rename or {})
+
+    def process(rows: Sequence[Row]) -> list:
+        outcomes: list = []
+        for row in rows:
+            try:
+                result = spec.convert(rename_fields(dict(row.data), renames), **extra)
+            except RowError as error:
+                outcomes.append(error)
+                continue
+            outcomes.append(result if isinstance(result, Drop) else Keep([result]))
+        return outcomes
+
+    options = {"format": spec.name, "rename": renames, **{k: v for k, v in extra.items() if k != "answers"}}
+    if answers is not None:
+        options["answers"] = str(answers)
+    return run_job("convert", inputs, output, process, options=options, **job)
+
+
+def dedup_files(inputs: Sequence[Path], output: Path, *, key: str | None = None, **job: Any) -> Summary:
+    """Keep the first row of each prompt (:func:`cascade_rl.data.rows.prompt_key`, or the
+    whitespace-collapsed value of the field ``key``)."""
+    seen: set[str] = set()
+
+    def key_of(data: Mapping[str, Any]) -> str:
+        if key is None:
+            turns = prompt_key(data)
+            if turns == json.dumps([[], []]):
+                raise RowError("no prompt found (prompt, messages, context, question, ...); pass --key")
+            return turns
+        value = pluck(data, key)
+        if value is None:
+            raise RowError(f"missing field {key!r}")
+        return " ".join((value if isinstance(value, str) else json.dumps(value, sort_keys=True)).split())
+
+    def process(rows: Sequence[Row]) -> list:
+        outcomes: list = []
+        for row in rows:
+            try:
+                value = key_of(row.data)
+            except RowError as error:
+                outcomes.append(error)
+                continue
+            if value in seen:
+                outcomes.append(Drop("duplicate prompt"))
+            else:
+                seen.add(value)
+                outcomes.append(Keep([row.data]))
+        return outcomes
+
+    def warm(data: dict) -> None:
+        seen.add(key_of(data))
+
+    return run_job("dedup", inputs, output, process, options={"key": key}, warm=warm, **job)
+
+
+def benchmark_index(benchmarks: Mapping[str, Path], n: int = 9) -> NgramIndex:
+    """The n-gram index of named benchmark files (the question text of each row, in any layout
+    :func:`cascade_rl.data.rows.prompt_text` reads; malformed rows are an error)."""
+    if not benchmarks:
+        raise DataError("name at least one benchmark: --benchmark NAME=PATH")
+    index = NgramIndex(n)
+    for name, path in benchmarks.items():
+        texts = []
+        for row in iter_rows(check_input(Path(path))):
+            text = prompt_text(row.data)
+            if not text.strip():
+                raise DataError(f"{row.where}: benchmark {name}: no question text found")
+            texts.append(text)
+        index.add(name, texts)
+    return index
+
+
+def decontaminate_files(
+    inputs: Sequence[Path],
+    output: Path,
+    benchmarks: Mapping[str, Path],
+    *,
+    n: int = 9,
+    all_text: bool = False,
+    **job: Any,
+) -> Summary:
+    """Drop the rows that share an n-gram with any benchmark (SPEC 3); ``extra`` of the summary
+    has one line per benchmark: its n-grams, rows it removed, an example shared n-gram."""
+    index = benchmark_index(benchmarks, n)
+    removed = {name: 0 for name in benchmarks}
+    examples: dict[str, str] = {}
+    text_of = row_text if all_text else prompt_text
+
+    def process(rows: Sequence[Row]) -> list:
+        found = index.matches([text_of(row.data) for row in rows])
+        outcomes: list = []
+        for row, hits in zip(rows, found):
+            for name, gram in hits.items():
+                removed[name] += 1
+                examples.setdefault(name, f"{row.where}: “{gram}”")
+            outcomes.append(Drop(f"shares a {n}-gram with {', '.join(sorted(hits))}") if hits else Keep([row.data]))
+        return outcomes
+
+    def extra() -> dict:
+        rows = [
+            {
+                "benchmark": name,
+                "n-grams": index.grams_per_benchmark[name],
+                "rows removed": removed[name],
+                "example": examples.get(name, ""),
+            }
+            for name in benchmarks
+        ]
+        return {"per benchmark": rows}
+
+    options = {"benchmarks": {k: str(v) for k, v in benchmarks.items()}, "n": n, "all_text": all_text}
+    summary = run_job("decontaminate", inputs, output, process, options=options, extra=extra, batch_size=2048, **job)
+    return summary
+
+
+STAGE_ORDER = ("sft", "rlhf", "rl")
+
+
+def check_disjoint(groups: Mapping[str, Sequence[Path]], write_dir: Path | None = None) -> dict:
+    """Prompts (case-folded, whitespace-collapsed user text) shared by each pair of stage sets;
+    with ``write_dir``, copies where each later stage (sft -> rlhf -> rl) drops the prompts of
+    the earlier ones."""
+    prompts: dict[str, dict[str, str]] = {}
+    for name, paths in groups.items():
+        seen: dict[str, str] = {}
+        for path in paths:
+            for row in iter_rows(check_input(Path(path))):
+                text = normal_text(prompt_text(row.data))
+                if not text:
+                    raise DataError(f"{row.where}: no prompt found")
+                seen.setdefault(text, row.where)
+        prompts[name] = seen
+    names = [name for name in STAGE_ORDER if name in prompts]
+    pairs = []
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            shared = prompts[first].keys() & prompts[second].keys()
+            example = next(iter(sorted(shared)), "")
+            where = f"{prompts[first][example]} = {prompts[second][example]}" if example else ""
+            pairs.append({"sets": f"{first} & {second}", "shared": len(shared), "example": where})
+    if write_dir is not None:
+        _write_disjoint(groups, names, prompts, Path(write_dir))
+    return {"pairs": pairs, "prompts": {name: len(prompts[name]) for name in names}}
+
+
+def _write_disjoint(
+    groups: Mapping[str, Sequence[Path]], names: list[str], prompts: dict[str, dict[str, str]], write_dir: Path
+) -> None:
+    write_dir.mkdir(parents=True, exist_ok=True)
+    earlier: set[str] = set()
+    for name in names:
+        for path in groups[name]:
+            kept = [row.data for row in iter_rows(Path(path)) if normal_text(prompt_text(row.data)) not in earlier]
+            target = write_dir / f"{name}-{Path(path).stem}.jsonl"
+            target.write_text("".join(json.dumps(data, ensure_ascii=False) + "\n" for data in kept))
+        earlier |= prompts[name].keys()
