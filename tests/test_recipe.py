@@ -168,3 +168,51 @@ def test_bad_world_sections_name_the_field(world, field, message):
     with pytest.raises(RecipeError) as error:
         parse_recipe({"name": "x", "model": {"tiny": {}}, "world": world, "stages": [stage]})
     assert field in str(error.value) and message in str(error.value)
+
+
+def eval_recipe(**eval_spec):
+    return {"name": "x", "model": {"path": "base"}, "eval": eval_spec, "stages": [{"kind": "eval"}]}
+
+
+@pytest.mark.parametrize(
+    "eval_spec, message",
+    [
+        (
+            {"benchmarks": [{"name": "aime25", "data": "a.jsonl"}], "targets": {"math": "aime24"}},
+            "eval: targets.math: unknown benchmark 'aime24'; defined in eval.benchmarks: ['aime25']",
+        ),
+        (
+            {"benchmarks": [{"name": "lcb", "data": "l.jsonl", "since": "2025-05-01", "until": "2024-08-01"}]},
+            "eval.benchmarks[0]: since (2025-05-01) is after until (2024-08-01)",
+        ),
+        ({"benchmarks": [{"name": "lcb", "data": "l.jsonl", "since": "August"}]}, "eval.benchmarks[0].since"),
+        ({"benchmarks": [{"name": "b", "data": "b.jsonl", "kind": "judge"}]}, "eval.benchmarks[0].kind"),
+        ({"max_concurrency": 0}, "eval.max_concurrency"),
+    ],
+)
+def test_bad_eval_sections_name_the_field(eval_spec, message):
+    with pytest.raises(RecipeError) as error:
+        parse_recipe(eval_recipe(**eval_spec))
+    assert message in str(error.value)
+
+
+def test_eval_targets_and_date_windows_parse():
+    spec = parse_recipe(
+        eval_recipe(
+            benchmarks=[{"name": "lcb-v5", "data": "l.jsonl", "since": "2024-08-01", "until": "2025-02-01"}],
+            targets={"code": "lcb-v5"},
+            target_gain=2.5,
+        )
+    ).eval
+    assert spec.targets == {"code": "lcb-v5"} and spec.target_gain == 2.5 and spec.forgetting_limit == 5.0
+    assert str(spec.benchmarks[0].since) == "2024-08-01" and spec.benchmarks[0].date_field == "contest_date"
+
+
+def test_tiny_recipe_declares_the_toy_targets_its_report_checks():
+    assert load_recipe("recipes/tiny.yaml").eval.targets == {
+        "rlhf": "toy-arena",
+        "ifrl": "toy-ifeval",
+        "math": "toy-math",
+        "code": "toy-code",
+        "swe": "toy-swe",
+    }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -118,11 +119,13 @@ def _sources(value: Any) -> Any:
 # ----------------------------------------------------------------------------- evaluation
 class Benchmark(Strict):
     name: str = Field(..., description="Benchmark name shown in the report (e.g. toy-math, aime24).")
-    data: str = Field(..., description="Local JSONL of RL-prompt rows (domain + reference fields).")
+    data: str = Field(
+        ..., description="Local JSONL / Parquet of RL-prompt rows (domain + reference fields); ${VAR} expand."
+    )
     kind: Literal["verify", "arena"] = Field(
         "verify",
         description="verify: reward of each sample >= pass_threshold counts as correct; "
-        "arena: reward-model win rate against reference answers.",
+        "arena: win rate against baseline answers (an LLM judge with position swap, or the reward model).",
     )
     domain: str | None = Field(None, description="Reward domain for every row; None = each row's `domain` column.")
     metric: Literal["avg@k", "pass@k", "majority@k", "mean_reward"] = Field(
@@ -136,6 +139,25 @@ class Benchmark(Strict):
     limit: int | None = Field(None, gt=0, description="Evaluate at most this many prompts.")
     pass_threshold: float = Field(1.0, description="A sample is correct when its reward is at least this.")
     options: dict[str, Any] = Field(default_factory=dict, description="Scorer options for the domain.")
+    fields: dict[str, str] = Field(
+        default_factory=dict, description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}."
+    )
+    since: date | None = Field(None, description="Keep rows whose date_field is on or after this (LiveCodeBench).")
+    until: date | None = Field(None, description="Keep rows whose date_field is on or before this.")
+    date_field: str = Field("contest_date", description="Row column holding the date that since/until filter on.")
+    judge: str | None = Field(
+        None, description="arena: judge model (http://host/v1#model or a local dir); None = the reward model."
+    )
+    baseline: str | None = Field(
+        None,
+        description="arena: JSONL of baseline answers by id; None = rows' `baseline`, else sampled once and cached.",
+    )
+
+    @model_validator(mode="after")
+    def _window(self) -> Benchmark:
+        if self.since and self.until and self.since > self.until:
+            raise ValueError(f"since ({self.since}) is after until ({self.until})")
+        return self
 
 
 class EvalSpec(Strict):
@@ -143,6 +165,23 @@ class EvalSpec(Strict):
     after_every_stage: bool = Field(True, description="Evaluate after each stage (the report's rows).")
     before_first_stage: bool = Field(False, description="Also evaluate the base model.")
     batch_size: int = Field(64, gt=0, description="Prompts generated together.")
+    max_concurrency: int = Field(64, gt=0, description="Requests in flight to an OpenAI-compatible server.")
+    targets: dict[str, str] = Field(
+        default_factory=dict, description="Report checks: {stage name: its own benchmark}, e.g. {math: aime25}."
+    )
+    target_gain: float = Field(10.0, description="Points a target stage must add to its own benchmark.")
+    forgetting_limit: float = Field(5.0, ge=0, description="Points a target benchmark may fall in later stages.")
+
+    @model_validator(mode="after")
+    def _known_targets(self) -> EvalSpec:
+        names = {b.name for b in self.benchmarks}
+        for stage, benchmark in self.targets.items():
+            if benchmark not in names:
+                raise ValueError(
+                    f"targets.{stage}: unknown benchmark {benchmark!r}; defined in eval.benchmarks: "
+                    f"{sorted(names) or 'none'}"
+                )
+        return self
 
 
 # ----------------------------------------------------------------------------- stages

@@ -77,7 +77,16 @@ def run_dir(tmp_path: Path) -> Path:
     half = tmp_path / "06-swe"  # half-written: no stage.json yet
     half.mkdir()
     (half / "substage-1").mkdir()  # killed inside its first sub-stage
+    write_recipe(tmp_path, TARGETS)
     return tmp_path
+
+
+TARGETS = {"rlhf": "toy-arena", "math": "toy-math", "code": "toy-code"}
+
+
+def write_recipe(run_dir: Path, targets: dict, **thresholds) -> None:
+    """The recipe.json `cascade run` writes into a run (only the part the report reads)."""
+    (run_dir / "recipe.json").write_text(json.dumps({"name": "t", "eval": {"targets": targets, **thresholds}}))
 
 
 def markdown_table(markdown: str, heading: str) -> list[list[str]]:
@@ -255,3 +264,38 @@ def test_report_states_the_sampling_noise_from_eval_stderr(run_dir):
         f"Sampling noise: the largest standard error over prompts of any value, in points: {name} 3.2"
         in (run_dir / "report.md").read_text()
     )
+
+
+def test_targets_come_from_the_runs_recipe(run_dir):
+    write_recipe(run_dir, {"code": "toy-code"}, target_gain=3.0, forgetting_limit=5.0)
+    markdown = build_report(run_dir).read_text()
+    assert "All targets met" in markdown
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [c["stage"] for c in report["targets"]] == ["code"] and report["targets"][0]["min_gain"] == 3.0
+
+
+def test_a_run_on_real_benchmarks_names_no_toy_benchmark(run_dir):
+    """A recipe without targets (e.g. real benchmarks, no eval.targets) gets no target check,
+    and nothing is said about benchmarks it never had."""
+    write_recipe(run_dir, {})
+    for stage in ("03-rlhf", "04-math", "05-code"):
+        (run_dir / stage / "eval.json").write_text(json.dumps({"aime25": 60.0, "lcb-v6": 50.0}))
+    markdown = build_report(run_dir).read_text()
+    assert "No stage of this run has a target benchmark." in markdown
+    assert "not met" not in markdown and "toy-" not in markdown.split("## Targets")[1]
+    (run_dir / "recipe.json").unlink()  # a run directory from before recipe.json: same
+    assert "No stage of this run has a target benchmark." in build_report(run_dir).read_text()
+
+
+def test_a_target_stage_that_did_not_finish_is_named(run_dir):
+    write_recipe(run_dir, {**TARGETS, "swe": "toy-swe"})
+    markdown = build_report(run_dir).read_text()
+    assert "`swe`: no finished stage of that name in this run, so toy-swe is unchecked" in markdown
+    checks = json.loads((run_dir / "report.json").read_text())["targets"]
+    assert [c["stage"] for c in checks] == ["rlhf", "math", "code", "swe"] and not checks[-1]["finished"]
+
+
+def test_bad_targets_in_recipe_json_are_named(run_dir):
+    write_recipe(run_dir, ["math"])
+    with pytest.raises(ValueError, match="recipe.json: eval.targets must map stage names"):
+        build_report(run_dir)

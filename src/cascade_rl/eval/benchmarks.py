@@ -1,17 +1,26 @@
-"""Running benchmarks on a checkpoint (SPEC section 9): sample k responses per prompt, score
-them with the reward registry, and report pass@1 as avg@k (or pass@k / majority@k).
+"""Running benchmarks on a model (SPEC section 9): sample k responses per prompt, score them with
+the reward registry, and report pass@1 as avg@k (or pass@k / majority@k).
+
+The model is a local checkpoint (``transformers`` ``generate``) or an OpenAI-compatible server
+(vLLM, SGLang, ``transformers serve``) with a concurrency limit; see :mod:`.sampling` for the
+backends, the token budget, the progress bar and how an interrupted evaluation resumes.
 
 Two kinds of benchmark:
 
-* ``verify`` — a sample is correct when its reward reaches ``pass_threshold`` (math, IFEval
-  strict prompt accuracy, code, SWE exact fix, tool calls). The mean reward is kept beside the
-  headline number (for SWE: the mean patch similarity).
-* ``arena`` — an ArenaHard-like win rate: the reward model compares each sample with a
-  reference answer to the same prompt (ties count half). The references are sampled once,
-  from the first policy evaluated with a reward model available (the SFT model in a full
-  cascade), and cached, so every later stage is compared with the same answers.
+* ``verify`` -- a sample is correct when its reward reaches ``pass_threshold`` (math,
+  multiple choice, IFEval strict prompt accuracy, code, SWE exact fix, tool calls). The mean
+  reward is kept beside the headline number (for SWE: the mean patch similarity), and IFEval /
+  IFBench add their prompt- and instruction-level strict and loose accuracies
+  (:mod:`.breakdown`).
+* ``arena`` -- the win rate against baseline answers, judged pairwise with position swap by an
+  LLM judge (ArenaHard) or by the reward model (:mod:`.arena`).
 
-Samples and their scores are written next to ``eval.json`` for inspection.
+Rows may be limited to a date window (``since`` / ``until`` on ``date_field``), as
+LiveCodeBench's releases are: v5 and v6 are the problems published in a window of months.
+
+Every benchmark's rows (and baseline answers) are read before anything is generated, so a
+missing file or a malformed benchmark fails at once, naming it. Samples and their scores are
+written next to ``eval.json`` for inspection (``eval-samples/<benchmark>.jsonl``).
 """
 
 from __future__ import annotations
@@ -20,12 +29,17 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.chat import decode_response, last_user_text, stop_token_ids, with_mode
-from cascade_rl.data.loading import load_sources, rl_normaliser
-from cascade_rl.recipe import Benchmark, DataSource
+from cascade_rl.chat import last_user_text, with_mode
+from cascade_rl.data.loading import load_sources, resolve_path, rl_normaliser
+from cascade_rl.eval import arena
+from cascade_rl.eval.breakdown import breakdown
+from cascade_rl.eval.sampling import SampleStore, open_generator, sample, sample_keys, token_budget
+from cascade_rl.llm.base import Generator
+from cascade_rl.recipe import Benchmark, DataSource, expand
 from cascade_rl.rewards.registry import get_domain, score_batch
 
 log = logging.getLogger(__name__)
@@ -41,60 +55,62 @@ class BenchmarkResult:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+# ---------------------------------------------------------------------------------- rows
+
+
 def load_benchmark(bench: Benchmark, variables: Mapping[str, str] | None = None) -> list[dict]:
-    rows, report = load_sources(
-        [DataSource(path=bench.data, limit=bench.limit)], rl_normaliser(bench.domain), variables=dict(variables or {})
-    )
+    """The benchmark's rows: read, renamed, normalised into RL rows, kept to the date window,
+    then limited. Rows outside the window or without a readable date are counted in the log."""
+    source = DataSource(path=bench.data, fields=bench.fields)
+    # arena rows need only a prompt: they are judged, not verified by a reward domain
+    domain = bench.domain or ("preference" if bench.kind == "arena" else None)
+    rows, report = load_sources([source], _windowed(bench, rl_normaliser(domain)), variables=dict(variables or {}))
     if report.skipped:
-        log.warning("benchmark %s: %s", bench.name, report.summary())
-    return rows
+        log.info("benchmark %s: %s", bench.name, report.summary())
+    return rows[: bench.limit] if bench.limit else rows
 
 
-def sample_responses(
-    model: Any,
-    tokenizer: Any,
-    prompts: Sequence[Sequence[dict]],
-    *,
-    k: int,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    batch_size: int = 32,
-    seed: int = 0,
-) -> list[list[str]]:
-    """``k`` sampled responses per chat prompt with transformers' ``generate`` (greedy when
-    ``temperature`` is 0), decoded with their thinking tags intact."""
-    import torch
+def _windowed(bench: Benchmark, normalise):
+    if bench.since is None and bench.until is None:
+        return normalise
 
-    torch.manual_seed(seed)
-    tokenizer.padding_side = "left"
-    stops = stop_token_ids(tokenizer)
-    limit = getattr(model.config, "max_position_embeddings", None)
-    outputs: list[list[str]] = []
-    per_batch = max(1, batch_size // k) if k <= batch_size else 1
-    for start in range(0, len(prompts), per_batch):
-        texts = [
-            tokenizer.apply_chat_template(list(p), tokenize=False, add_generation_prompt=True)
-            for p in prompts[start : start + per_batch]
-        ]
-        batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        budget = max_new_tokens if limit is None else max(1, min(max_new_tokens, limit - batch["input_ids"].shape[1]))
-        sampling = (
-            dict(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else dict(do_sample=False)
-        )
-        with torch.inference_mode():
-            generated = model.generate(
-                **batch,
-                max_new_tokens=budget,
-                num_return_sequences=k,
-                pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=sorted(stops),
-                **sampling,
-            )
-        new_tokens = generated[:, batch["input_ids"].shape[1] :]
-        decoded = [decode_response(tokenizer, ids, stops) for ids in new_tokens.tolist()]
-        outputs.extend(decoded[i : i + k] for i in range(0, len(decoded), k))
-    return outputs
+    def normalise_in_window(row: dict) -> dict:
+        out = normalise(row)
+        when = parse_date(out["reference"].get(bench.date_field), bench.date_field)
+        if not in_window(when, bench.since, bench.until):
+            raise ValueError(f"{bench.date_field} outside {bench.since or '...'} to {bench.until or '...'}")
+        return out
+
+    return normalise_in_window
+
+
+def parse_date(value: Any, name: str = "date") -> datetime:
+    """A row's date: an ISO date or date-time text (``2024-08-03``, ``2024-08-03T12:00:00``,
+    ``2024-08-03 12:00:00Z``), a ``date`` / ``datetime`` (Parquet), or Unix seconds.
+    ValueError naming the field otherwise (the row is skipped and counted)."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    if isinstance(value, date):
+        return datetime.combine(value, time())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, timezone.utc).replace(tzinfo=None)
+    if isinstance(value, str) and value.strip():
+        try:
+            return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).replace(tzinfo=None)
+        except ValueError:
+            pass
+    raise ValueError(f"no readable {name}")
+
+
+def in_window(when: datetime, since: date | None, until: date | None) -> bool:
+    """``since <= when <= until`` with both bounds at midnight, as LiveCodeBench's
+    ``--start_date`` / ``--end_date`` filter (a problem dated the afternoon of ``until`` is out)."""
+    if since is not None and when < datetime.combine(since, time()):
+        return False
+    return until is None or when <= datetime.combine(until, time())
+
+
+# ---------------------------------------------------------------------------------- scoring
 
 
 def _requests(rows: Sequence[dict], samples: Sequence[Sequence[str]]) -> list[tuple[str, dict]]:
@@ -157,113 +173,207 @@ def verify_result(bench: Benchmark, scores: Sequence[Sequence[Any]]) -> Benchmar
         "mean_reward": sum(rewards) / max(len(rewards), 1),
         "pass@k": 100.0 * metrics.pass_at_k(correct, bench.k),
         "stderr": 100.0 * metrics.standard_error(per_prompt),
+        **breakdown(scores),
     }
     return BenchmarkResult(bench.name, 100.0 * value, bench.metric, bench.k, len(scores), extra)
 
 
-def arena_result(
-    bench: Benchmark,
-    rows: Sequence[dict],
-    samples: Sequence[Sequence[str]],
-    references: Sequence[str],
-    reward_model: str,
-) -> BenchmarkResult:
-    from cascade_rl.eval.metrics import standard_error
-    from cascade_rl.rewards.preference import rm_scores
+# ---------------------------------------------------------------------------------- running
 
-    sample_requests = [{"messages": row["prompt"], "response": s} for row, group in zip(rows, samples) for s in group]
-    reference_requests = [{"messages": row["prompt"], "response": ref} for row, ref in zip(rows, references)]
-    sample_scores = rm_scores(sample_requests, reward_model)
-    reference_scores = rm_scores(reference_requests, reward_model)
-    wins, per_prompt, cursor = [], [], 0
-    for index, group in enumerate(samples):
-        group_wins = [
-            1.0 if value > reference_scores[index] else 0.5 if value == reference_scores[index] else 0.0
-            for value in sample_scores[cursor : cursor + len(group)]
-        ]
-        wins += group_wins
-        per_prompt += [sum(group_wins) / len(group_wins)] if group_wins else []
-        cursor += len(group)
-    return BenchmarkResult(
-        bench.name,
-        100.0 * sum(wins) / max(len(wins), 1),
-        "win rate",
-        bench.k,
-        len(rows),
-        {
-            "mean_rm_score": sum(sample_scores) / max(len(sample_scores), 1),
-            "stderr": 100.0 * standard_error(per_prompt),
-        },
-    )
+
+@dataclass
+class _Plan:
+    """One benchmark ready to run: its rows, prompts and (arena) baseline answers."""
+
+    bench: Benchmark
+    rows: list[dict]
+    prompts: list[list[dict]]
+    baselines: list[str] | None = None
 
 
 def evaluate(
-    model_dir: Path,
+    model: str | Path | Generator,
     benchmarks: Sequence[Benchmark],
     out_dir: Path,
     *,
     variables: Mapping[str, str] | None = None,
     reward_model: str | None = None,
     arena_dir: Path | None = None,
+    judge: str | Generator | None = None,
     batch_size: int = 32,
+    max_concurrency: int = 64,
+    timeout: float = 3600.0,
     workers: int = 4,
     seed: int = 0,
 ) -> dict[str, dict]:
-    """Evaluate ``model_dir`` on ``benchmarks``; write ``out_dir/eval.json`` (+ samples)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Evaluate ``model`` (a checkpoint directory, ``http://host/v1#MODEL`` or a generator) on
+    ``benchmarks``; write ``out_dir/eval.json`` and the samples; return the results by name.
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(
-        model_dir, local_files_only=True, dtype=torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    )
-    model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+    ``judge`` overrides every arena benchmark's own judge; an arena benchmark with neither a
+    judge nor a ``reward_model`` is skipped."""
+    variables = dict(variables or {})
+    plans = [_plan(bench, variables, judge or bench.judge, reward_model) for bench in benchmarks]
+    plans = [plan for plan in plans if plan is not None]
+    generator = open_generator(model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout)
+    judges: dict[str, Generator] = {}
     samples_dir = out_dir / "eval-samples"
     samples_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
-    for bench in benchmarks:
-        rows = load_benchmark(bench, variables)
-        prompts = [with_mode(row["prompt"], bench.mode) for row in rows]
-        if bench.kind == "arena" and not reward_model:
-            log.info("%s: skipped (an arena benchmark needs a trained reward model)", bench.name)
-            continue
-        generate = dict(
-            temperature=bench.temperature,
-            top_p=bench.top_p,
-            max_new_tokens=bench.max_new_tokens,
-            batch_size=batch_size,
-            seed=seed,
+    for plan in plans:
+        bench = plan.bench
+        samples = _sample(
+            generator, plan.prompts, bench, samples_dir / f"{bench.name}.progress.jsonl", batch_size, seed
         )
-        samples = sample_responses(model, tokenizer, prompts, k=bench.k, **generate)
         if bench.kind == "arena":
-            references = _arena_references(bench, arena_dir or out_dir, model, tokenizer, prompts, generate)
-            result = arena_result(bench, rows, samples, references, str(reward_model))
-            scores = None
+            baselines = plan.baselines or _sampled_baselines(
+                bench, arena_dir or out_dir, generator, plan.prompts, batch_size, seed
+            )
+            judge_spec = judge or bench.judge
+            if judge_spec is not None:
+                judge_model = _judge(judges, judge_spec, variables, batch_size, max_concurrency, timeout)
+                outcome = _judged(judge_model, bench, plan.prompts, samples, baselines, samples_dir, batch_size)
+            else:
+                prompts = [row["prompt"] for row in plan.rows]
+                outcome = arena.reward_model_outcome(prompts, samples, baselines, str(reward_model))
+            result = BenchmarkResult(
+                bench.name,
+                outcome.value,
+                "win rate",
+                bench.k,
+                len(plan.rows),
+                {"stderr": outcome.stderr, **outcome.extra},
+            )
+            _write_samples(samples_dir / f"{bench.name}.jsonl", plan.rows, samples, details=outcome.per_sample)
         else:
-            options = {(bench.domain or row["domain"]): bench.options for row in rows}
-            scores = score_samples(rows, samples, options, workers=workers)
+            options = {(bench.domain or row["domain"]): bench.options for row in plan.rows}
+            scores = score_samples(plan.rows, samples, options, workers=workers)
             result = verify_result(bench, scores)
-        _write_samples(samples_dir / f"{bench.name}.jsonl", rows, samples, scores)
+            _write_samples(samples_dir / f"{bench.name}.jsonl", plan.rows, samples, scores=scores)
         results[bench.name] = asdict(result)
         log.info("%s: %s = %.1f", bench.name, result.metric, result.value or 0.0)
     (out_dir / "eval.json").write_text(json.dumps(results, indent=1))
     return results
 
 
-def _arena_references(
-    bench: Benchmark, arena_dir: Path, model: Any, tokenizer: Any, prompts: list, generate: dict
+def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model: str | None) -> _Plan | None:
+    """Read a benchmark's rows (and baseline answers) before any generation; None = skipped."""
+    if bench.kind == "arena" and judge is None and not reward_model:
+        log.info("%s: skipped (an arena benchmark needs a judge or a trained reward model)", bench.name)
+        return None
+    rows = load_benchmark(bench, variables)
+    if not rows:
+        raise ValueError(f"benchmark {bench.name}: no usable rows in {bench.data}")
+    prompts = [with_mode(row["prompt"], bench.mode) for row in rows]
+    plan = _Plan(bench, rows, prompts)
+    if bench.kind == "arena":
+        plan.baselines = _given_baselines(bench, rows, variables)
+    return plan
+
+
+def _sample(generator: Generator, prompts: list, bench: Benchmark, progress: Path, batch_size: int, seed: int):
+    budget = token_budget(generator, prompts, bench.max_new_tokens)
+    settings = dict(k=bench.k, temperature=bench.temperature, top_p=bench.top_p, max_tokens=budget)
+    store = SampleStore(progress, sample_keys(generator, prompts, settings))
+    return sample(generator, prompts, **settings, batch_size=batch_size, store=store, description=bench.name, seed=seed)
+
+
+def _given_baselines(bench: Benchmark, rows: Sequence[dict], variables: Mapping[str, str]) -> list[str] | None:
+    """Baseline answers from the benchmark's file or the rows' ``baseline`` field; None when
+    neither has them (they are then sampled). A row without one is an error naming it."""
+    if bench.baseline:
+        by_id = arena.read_baselines(resolve_path(bench.baseline, dict(variables)))
+        missing = [arena.row_key(row) for row in rows if arena.row_key(row) not in by_id]
+        if missing:
+            raise ValueError(
+                f"benchmark {bench.name}: {len(missing)} row(s) have no answer in {bench.baseline} "
+                f"(first: id {missing[0]!r})"
+            )
+        return [by_id[arena.row_key(row)] for row in rows]
+    given = [row["reference"].get("baseline") for row in rows]
+    if all(answer is None for answer in given):
+        return None
+    if any(not isinstance(answer, str) for answer in given):
+        first = next(i for i, answer in enumerate(given) if not isinstance(answer, str))
+        raise ValueError(
+            f"benchmark {bench.name}: row {first} (id {arena.row_key(rows[first])!r}) has no baseline text"
+        )
+    return given
+
+
+def _sampled_baselines(
+    bench: Benchmark, arena_dir: Path, generator: Generator, prompts: list, batch_size: int, seed: int
 ) -> list[str]:
+    """One answer per prompt from the first policy evaluated, cached in ``arena_dir``."""
     path = arena_dir / f"{bench.name}.references.jsonl"
     if path.exists():
         return [json.loads(line)["response"] for line in path.read_text().splitlines()]
-    references = [group[0] for group in sample_responses(model, tokenizer, prompts, k=1, **generate)]
+    budget = token_budget(generator, prompts, bench.max_new_tokens)
+    references = [
+        group[0]
+        for group in sample(
+            generator,
+            prompts,
+            k=1,
+            temperature=bench.temperature,
+            top_p=bench.top_p,
+            max_tokens=budget,
+            batch_size=batch_size,
+            description=f"{bench.name} baselines",
+            seed=seed,
+        )
+    ]
     arena_dir.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps({"response": r}) + "\n" for r in references))
     return references
 
 
+def _judge(cache: dict, spec: Any, variables, batch_size: int, max_concurrency: int, timeout: float) -> Generator:
+    key = spec if isinstance(spec, str) else id(spec)
+    if key not in cache:
+        resolved = expand(spec, dict(variables)) if isinstance(spec, str) else spec
+        cache[key] = open_generator(resolved, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout)
+    return cache[key]
+
+
+def _judged(
+    judge: Generator,
+    bench: Benchmark,
+    prompts: Sequence[list[dict]],
+    samples: Sequence[Sequence[str]],
+    baselines: Sequence[str],
+    samples_dir: Path,
+    batch_size: int,
+) -> arena.ArenaOutcome:
+    """Two judge games per sample (position swap), sampled like any generation (resumable)."""
+    answers = [[arena.answer_text(s) for s in group] for group in samples]
+    baselines = [arena.answer_text(b) for b in baselines]
+    conversations = [
+        conversation
+        for prompt, group, baseline in zip(prompts, answers, baselines)
+        for answer in group
+        for conversation in arena.judge_conversations(arena.question_text(prompt), answer, baseline)
+    ]
+    settings = dict(
+        k=1,
+        temperature=float(bench.options.get("judge_temperature", 0.0)),
+        top_p=1.0,
+        max_tokens=int(bench.options.get("judge_max_tokens", arena.JUDGE_MAX_TOKENS)),
+    )
+    store = SampleStore(samples_dir / f"{bench.name}.judge.progress.jsonl", sample_keys(judge, conversations, settings))
+    judged = sample(
+        judge, conversations, **settings, batch_size=batch_size, store=store, description=f"{bench.name} judge"
+    )
+    flat = iter(judgement[0] for judgement in judged)
+    pairs = [[(next(flat), next(flat)) for _ in group] for group in answers]
+    return arena.judged_outcome(pairs, answers, baselines, int(bench.options.get("strong_weight", arena.STRONG_WEIGHT)))
+
+
 def _write_samples(
-    path: Path, rows: Sequence[dict], samples: Sequence[Sequence[str]], scores: Sequence[Sequence[Any]] | None
+    path: Path,
+    rows: Sequence[dict],
+    samples: Sequence[Sequence[str]],
+    scores: Sequence[Sequence[Any]] | None = None,
+    details: Sequence[Sequence[dict]] | None = None,
 ) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         for index, (row, group) in enumerate(zip(rows, samples)):
@@ -271,7 +381,14 @@ def _write_samples(
                 record = {"prompt_index": index, "id": row.get("id"), "response": response}
                 if scores is not None:
                     record["reward"] = scores[index][j].reward
+                    record["details"] = _jsonable(scores[index][j].details)
+                if details is not None:
+                    record.update(details[index][j])
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
 
 
 def _answer_key(extracted: Any) -> str | None:

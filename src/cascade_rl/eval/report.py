@@ -15,7 +15,10 @@ and writes ``report.md``, ``report.json`` and PNG plots under ``plots/``:
 (c) reward and response length per step for every ``grpo`` stage;
 (d) a target check: per RL stage its own benchmark's start value (the checkpoint it started
     from), end value and gain, and whether that benchmark later fell by more than the
-    forgetting limit (SPEC section 1: cascaded RL resists forgetting).
+    forgetting limit (SPEC section 1: cascaded RL resists forgetting). Which stage owns which
+    benchmark, the gain and the limit come from the recipe (``eval.targets``,
+    ``eval.target_gain``, ``eval.forgetting_limit``), read from the ``recipe.json`` the engine
+    writes into the run directory; a run whose recipe names no targets has no target check.
 
 Conventions: only stages with ``status == "done"`` are reported (others are listed as
 unfinished). An ``eval``-kind stage evaluates the checkpoint before it, so its numbers are
@@ -38,13 +41,6 @@ from matplotlib.figure import Figure
 
 TRAINING_KINDS = ("sft", "reward_model", "grpo")
 STAGE_KINDS = TRAINING_KINDS + ("eval",)
-DEFAULT_TARGETS: dict[str, str] = {
-    "rlhf": "toy-arena",
-    "ifrl": "toy-ifeval",
-    "math": "toy-math",
-    "code": "toy-code",
-    "swe": "toy-swe",
-}
 DEFAULT_MIN_GAIN = 10.0
 DEFAULT_FORGETTING_LIMIT = 5.0
 BASELINE_LABEL = "base model"
@@ -81,6 +77,7 @@ class TargetCheck:
     worst_later_value: float | None = None
     worst_later_stage: str | None = None
     forgetting_limit: float = DEFAULT_FORGETTING_LIMIT
+    finished: bool = True  # False: the run has no finished stage of this name
 
     @property
     def delta(self) -> float | None:
@@ -103,7 +100,11 @@ class TargetCheck:
     def problems(self) -> list[str]:
         """Plain sentences for every part of the target that is not met."""
         found = []
-        if self.end is None:
+        if not self.finished:
+            found.append(
+                f"`{self.stage}`: no finished stage of that name in this run, so {self.benchmark} is unchecked"
+            )
+        elif self.end is None:
             found.append(f"`{self.stage}`: {self.benchmark} was not evaluated after the stage")
         elif self.start is None:
             found.append(
@@ -136,6 +137,7 @@ class TargetCheck:
             "worst_later_stage": self.worst_later_stage,
             "forgetting_limit": self.forgetting_limit,
             "forgetting_met": self.forgetting_met,
+            "finished": self.finished,
             "met": not self.problems(),
             "problems": self.problems(),
         }
@@ -324,7 +326,8 @@ def forgetting_matrix(summary: RunSummary) -> tuple[list[str], list[list[float |
 def check_targets(
     summary: RunSummary, targets: Mapping[str, str], min_gain: float, forgetting_limit: float
 ) -> list[TargetCheck]:
-    """One check per stage of the run named in ``targets`` (stage name -> own benchmark)."""
+    """One check per stage named in ``targets`` (stage name -> own benchmark), in run order;
+    targets naming no finished stage come last, marked unfinished."""
     evaluations = _evaluations(summary)
     checks = []
     first_stage = 1 if summary.baseline else 0
@@ -347,7 +350,26 @@ def check_targets(
                 forgetting_limit=forgetting_limit,
             )
         )
+    checked = {check.stage for check in checks}
+    for stage, benchmark in targets.items():
+        if stage not in checked:
+            checks.append(TargetCheck(stage, benchmark, None, None, min_gain, finished=False))
     return checks
+
+
+def recipe_targets(run_dir: Path) -> tuple[dict[str, str], float, float]:
+    """(targets, min gain, forgetting limit) of the recipe the run was made with, read from
+    ``run_dir/recipe.json``; no targets when the run has no recipe.json."""
+    path = Path(run_dir) / "recipe.json"
+    spec = (_read_json(path).get("eval") or {}) if path.exists() else {}
+    targets = spec.get("targets") or {}
+    if not isinstance(targets, dict) or not all(isinstance(v, str) for v in targets.values()):
+        raise ValueError(f"{path}: eval.targets must map stage names to benchmark names, got {targets!r}")
+    return (
+        dict(targets),
+        float(spec.get("target_gain", DEFAULT_MIN_GAIN)),
+        float(spec.get("forgetting_limit", DEFAULT_FORGETTING_LIMIT)),
+    )
 
 
 # ---------------------------------------------------------------- formatting
@@ -675,17 +697,21 @@ def build_report(
     run_dir: Path,
     targets: Mapping[str, str] | None = None,
     *,
-    min_gain: float = DEFAULT_MIN_GAIN,
-    forgetting_limit: float = DEFAULT_FORGETTING_LIMIT,
+    min_gain: float | None = None,
+    forgetting_limit: float | None = None,
 ) -> Path:
     """Write report.md, report.json and plots/ into ``run_dir``; return the report.md path.
 
-    ``targets`` maps RL stage name -> its own benchmark (default: the toy world's mapping);
-    a stage meets its target when its benchmark rose by at least ``min_gain`` points and never
-    fell more than ``forgetting_limit`` points below its end value in a later stage.
+    ``targets`` maps RL stage name -> its own benchmark; a stage meets its target when its
+    benchmark rose by at least ``min_gain`` points and never fell more than ``forgetting_limit``
+    points below its end value in a later stage. Each left out comes from the run's recipe
+    (:func:`recipe_targets`).
     """
     run_dir = Path(run_dir)
-    targets = DEFAULT_TARGETS if targets is None else dict(targets)
+    recipe_map, recipe_gain, recipe_limit = recipe_targets(run_dir)
+    targets = recipe_map if targets is None else dict(targets)
+    min_gain = recipe_gain if min_gain is None else min_gain
+    forgetting_limit = recipe_limit if forgetting_limit is None else forgetting_limit
     summary = summarize_run(run_dir)
     plot_dir = run_dir / "plots"
     plot_dir.mkdir(exist_ok=True)

@@ -1,0 +1,194 @@
+"""Sampling k responses per benchmark prompt through any generation backend (SPEC section 9:
+the paper samples at temperature 0.6, top-p 0.95, up to 64K tokens, and reports avg@k).
+
+* **Backends.** :func:`open_generator` turns what the user named into a
+  :class:`~cascade_rl.llm.Generator`: a local checkpoint directory (``transformers``
+  ``generate``, batched) or an OpenAI-compatible server, ``http://host:port/v1#MODEL`` (vLLM,
+  SGLang, ``transformers serve``), with at most ``max_concurrency`` requests in flight, a
+  per-request timeout and retries (:mod:`cascade_rl.llm.openai_compat`). Any object with the
+  ``Generator`` interface is used as it is.
+* **Budget.** A local model cannot write past its context: the token budget is cut to the
+  room the longest prompt leaves (``max_position_embeddings``). A server enforces its own
+  context length (vLLM rejects a request that does not fit: start it with a large enough
+  ``--max-model-len``).
+* **Progress and resumption.** A progress bar counts prompts. Every finished prompt's samples
+  are appended to a progress file at once (:class:`SampleStore`), keyed by the model, the
+  prompt and the sampling settings; a rerun into the same directory keeps every sample whose
+  key still matches and generates only the rest, so an evaluation killed after hours resumes
+  where it stopped. Delete the file to sample afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from cascade_rl.llm.base import GenerationError, Generator, generate_many
+from cascade_rl.llm.local import LocalGenerator
+from cascade_rl.llm.openai_compat import OpenAICompatGenerator
+
+Messages = Sequence[Mapping[str, Any]]
+SERVER_PREFIXES = ("http://", "https://", "openai:")
+
+
+def is_server_spec(model: Any) -> bool:
+    return isinstance(model, str) and model.startswith(SERVER_PREFIXES)
+
+
+def open_generator(
+    model: str | Path | Generator, *, batch_size: int = 32, max_concurrency: int = 64, timeout: float = 3600.0
+) -> Generator:
+    """A generator for a checkpoint directory, a server spec ``http://host/v1#MODEL`` or an
+    existing generator (returned unchanged)."""
+    if not isinstance(model, (str, Path)):
+        return model
+    spec = str(model)
+    if is_server_spec(spec):
+        base_url, _, name = spec.removeprefix("openai:").partition("#")
+        if not name:
+            raise ValueError(f"server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
+        return OpenAICompatGenerator(base_url, name, max_concurrency=max_concurrency, timeout=timeout)
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"model {spec!r} is neither a checkpoint directory nor a server spec (http://host:port/v1#MODEL)"
+        )
+    return LocalGenerator(path, batch_size=batch_size)
+
+
+def describe(generator: Generator) -> str:
+    """What produced the samples, for the progress-file keys: the server and model name, or
+    the checkpoint directory and the time its files last changed (a retrained model at the same
+    path does not reuse old samples)."""
+    if isinstance(generator, OpenAICompatGenerator):
+        return f"{generator.base_url}#{generator.model}"
+    if isinstance(generator, LocalGenerator):
+        path = Path(generator.model_path).resolve()
+        changed = max((item.stat().st_mtime_ns for item in path.iterdir() if item.is_file()), default=0)
+        return f"{path}@{changed}"
+    return f"{type(generator).__module__}.{type(generator).__qualname__}"
+
+
+def token_budget(generator: Generator, prompts: Sequence[Messages], max_tokens: int) -> int:
+    """``max_tokens``, cut for a local model to the room its longest prompt leaves."""
+    if not isinstance(generator, LocalGenerator) or not prompts:
+        return max_tokens
+    limit = getattr(generator.model.config, "max_position_embeddings", None)
+    if limit is None:
+        return max_tokens
+    longest = max(
+        len(generator.tokenizer(generator.render_prompt(p), add_special_tokens=False)["input_ids"]) for p in prompts
+    )
+    return max(1, min(max_tokens, limit - longest))
+
+
+class SampleStore:
+    """Samples of one benchmark's prompts, appended to ``path`` as each prompt finishes
+    (module docstring). ``keys[i]`` identifies prompt ``i`` with its model and settings."""
+
+    def __init__(self, path: Path, keys: Sequence[str]) -> None:
+        self.path, self.keys = Path(path), list(keys)
+        self.done: dict[int, list[str]] = {}
+        self._lock = threading.Lock()
+        if self.path.exists():
+            self._read()
+
+    def _read(self) -> None:
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+                index, key, samples = record["index"], record["key"], record["samples"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a line cut by a kill
+            if isinstance(index, int) and 0 <= index < len(self.keys) and self.keys[index] == key:
+                self.done[index] = list(samples)
+
+    def add(self, index: int, samples: list[str]) -> None:
+        record = {"index": index, "key": self.keys[index], "samples": samples}
+        with self._lock:
+            self.done[index] = samples
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def sample_keys(generator: Generator, prompts: Sequence[Messages], settings: Mapping[str, Any]) -> list[str]:
+    """One key per prompt: the model, the prompt and the sampling settings, hashed."""
+    model = describe(generator)
+    fixed = json.dumps(settings, sort_keys=True)
+    return [
+        hashlib.sha256(json.dumps([model, fixed, list(p)], sort_keys=True, default=str).encode()).hexdigest()[:32]
+        for p in prompts
+    ]
+
+
+def sample(
+    generator: Generator,
+    prompts: Sequence[Messages],
+    *,
+    k: int,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    batch_size: int = 32,
+    store: SampleStore | None = None,
+    description: str = "sampling",
+    seed: int | None = None,
+) -> list[list[str]]:
+    """``k`` responses for each prompt, in prompt order, reusing what ``store`` already holds.
+    ``seed`` seeds torch before local sampling (servers sample with their own seeds)."""
+    if seed is not None and isinstance(generator, LocalGenerator):
+        import torch
+
+        torch.manual_seed(seed)
+    settings = dict(n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+    results: dict[int, list[str]] = dict(store.done) if store else {}
+    todo = [i for i in range(len(prompts)) if i not in results]
+
+    def finished(index: int, samples: list[str]) -> None:
+        results[index] = samples
+        if store is not None:
+            store.add(index, samples)
+        bar.update(1)
+
+    with tqdm(total=len(prompts), initial=len(prompts) - len(todo), desc=description, unit="prompt") as bar:
+        if isinstance(generator, OpenAICompatGenerator):
+            generator.run_sync(_concurrently(generator, prompts, todo, settings, finished))
+        else:
+            chunk = max(1, batch_size // k)
+            for start in range(0, len(todo), chunk):
+                indices = todo[start : start + chunk]
+                outputs = generate_many(generator, [list(prompts[i]) for i in indices], **settings)
+                for index, samples in zip(indices, outputs):
+                    finished(index, list(samples))
+    return [results[i] for i in range(len(prompts))]
+
+
+async def _concurrently(
+    generator: OpenAICompatGenerator,
+    prompts: Sequence[Messages],
+    todo: Sequence[int],
+    settings: Mapping[str, Any],
+    finished: Callable[[int, list[str]], None],
+) -> None:
+    """All prompts at once; the generator keeps at most ``max_concurrency`` requests in flight.
+    A prompt whose requests fail (after the generator's retries) does not stop the others; the
+    first failure is raised once all have ended, with the finished prompts kept."""
+
+    async def one(index: int) -> None:
+        finished(index, await generator.agenerate(list(prompts[index]), **settings))
+
+    outcomes = await asyncio.gather(*(one(i) for i in todo), return_exceptions=True)
+    failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    if failures:
+        raise GenerationError(
+            f"{len(failures)} of {len(todo)} prompt(s) got no samples; the others are kept, rerun to "
+            f"sample only the missing ones. First error: {failures[0]}"
+        ) from failures[0]
