@@ -20,22 +20,42 @@ How P(YES) is read, by backend:
   missing from them, the judge samples ``samples`` completions at temperature 1 and returns the
   fraction that answer ``<judgement>YES</judgement>`` (a completion without a judgement counts
   as not-YES). A server found to ignore logprobs is not asked for them again.
+
+**Served judge** (the paper's 72B judge cannot sit in every training process). A judge named by
+a server spec (``"http://host:8000/v1#Kimi-Dev-72B"``, or a dict ``{"base_url", "model", ...}``
+whose other keys set the client: ``max_concurrency``, ``timeout``, ``max_retries``, ...) gets
+judge defaults: at most :data:`JUDGE_SERVER_DEFAULTS` ``max_concurrency`` requests in flight,
+``timeout`` seconds each, ``max_retries`` retries with exponential backoff on connection
+errors, timeouts, HTTP 429 and 5xx. A request that still fails raises
+:class:`~cascade_rl.llm.base.GenerationError`; the SWE reward scores that rollout 0 with
+``details["error"]`` (counted as ``reward/errors`` in training). After a server failure, calls
+fail at once for ``cooldown`` seconds (:class:`~cascade_rl.serve.guard.ServiceGuard`), so a dead
+judge costs one timeout per cooldown, not one per rollout. :func:`preflight` checks the judge
+before a stage trains.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
+import time
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, split_thinking
 from cascade_rl.llm.base import Generator, Messages, check_request, load_generator
 from cascade_rl.llm.local import LocalGenerator
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator
+from cascade_rl.serve.guard import ServiceGuard, wait_for_url
 
 JUDGEMENT_OPEN = "<judgement>"
+#: client settings of a judge named by a server spec (module docstring); a dict spec overrides them
+JUDGE_SERVER_DEFAULTS = {"max_concurrency": 16, "timeout": 120.0, "max_retries": 3}
+#: YesNoJudge's own keys in a dict spec; every other key configures the generation backend
+JUDGE_KEYS = ("yes", "no", "prefix", "samples", "max_tokens", "top_logprobs", "cooldown")
 
 
 def _sigmoid(x: float) -> float:
@@ -87,10 +107,11 @@ class YesNoJudge:
         samples: int = 16,
         max_tokens: int = 64,
         top_logprobs: int = 20,
+        cooldown: float = 60.0,
     ) -> None:
         backend = backend_or_model
         if isinstance(backend, (str, Mapping)):
-            backend = load_generator(backend)
+            backend = load_generator(_with_server_defaults(backend))
         if not isinstance(backend, (LocalGenerator, OpenAICompatGenerator)):
             raise TypeError(
                 f"YesNoJudge needs a LocalGenerator, an OpenAICompatGenerator or a spec, "
@@ -103,6 +124,11 @@ class YesNoJudge:
         self.backend, self.yes, self.no, self.prefix = backend, yes, no, prefix
         self.samples, self.max_tokens, self.top_logprobs = samples, max_tokens, top_logprobs
         self.server_logprobs: bool | None = None  # learnt from the first server request
+        self.guard = (
+            ServiceGuard(backend.base_url, limit=backend.max_concurrency, cooldown=cooldown)
+            if isinstance(backend, OpenAICompatGenerator)
+            else None
+        )
         self._answer_re = re.compile(re.escape(prefix) + r"\s*(" + re.escape(yes) + "|" + re.escape(no) + r")\b")
         if isinstance(backend, LocalGenerator):
             self._yes_id, self._no_id = (self._first_token(word) for word in (yes, no))
@@ -126,6 +152,10 @@ class YesNoJudge:
         if isinstance(self.backend, LocalGenerator):
             return await asyncio.to_thread(self.probability_yes, messages)
         check_request(messages, 1, 1.0, 1.0, 1)
+        assert self.guard is not None
+        return await self.guard.run(lambda: self._from_server(messages))
+
+    async def _from_server(self, messages: Messages) -> float:
         if self.server_logprobs is not False:
             probability = await self._from_logprobs(messages)
             if probability is not None:
@@ -152,3 +182,69 @@ class YesNoJudge:
         """The word (YES / NO) a judge response gives after the prefix, outside its thinking."""
         match = self._answer_re.search(split_thinking(response).answer)
         return match.group(1) if match else None
+
+
+def _with_server_defaults(spec: str | Mapping[str, Any]) -> str | dict[str, Any]:
+    """A server spec as a dict with :data:`JUDGE_SERVER_DEFAULTS` under its own settings; other
+    specs (local models) unchanged."""
+    if isinstance(spec, Mapping):
+        return {**JUDGE_SERVER_DEFAULTS, **spec} if "base_url" in spec else dict(spec)
+    url = spec.strip().removeprefix("openai:")
+    if not url.startswith(("http://", "https://")):
+        return spec
+    base_url, _, model = url.partition("#")
+    if not model:
+        raise ValueError(f"judge server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
+    return {**JUDGE_SERVER_DEFAULTS, "base_url": base_url, "model": model}
+
+
+def load_judge(spec: str | Mapping[str, Any]) -> YesNoJudge:
+    """A :class:`YesNoJudge` for a spec (a local model, a server URL, or a dict of server and
+    judge settings), built once per process and spec (models are heavy; clients share limits)."""
+    return _cached_judge(spec if isinstance(spec, str) else json.dumps(dict(spec), sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=4)
+def _cached_judge(key: str) -> YesNoJudge:
+    spec: str | dict = json.loads(key) if key.startswith("{") else key
+    if isinstance(spec, dict):
+        judge_options = {k: spec.pop(k) for k in JUDGE_KEYS if k in spec}
+        return YesNoJudge(spec, **judge_options)
+    return YesNoJudge(spec)
+
+
+PROBE = [
+    {"role": "system", "content": "Respond only with <judgement>YES</judgement> or <judgement>NO</judgement>."},
+    {"role": "user", "content": "Is 2 + 2 = 4?"},
+]
+
+
+def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0) -> None:
+    """Check the SWE judge before a stage trains: with ``similarity: semantic`` and a judge on a
+    server, the server answers ``GET /models`` and one tiny judgement within ``timeout``
+    seconds. Raises :class:`~cascade_rl.rewards.registry.PreflightError` naming the option and
+    the URL. Local judges and lexical similarity pass at once."""
+    from cascade_rl.rewards.registry import PreflightError
+
+    spec = options.get("judge")
+    if options.get("similarity") != "semantic" or spec is None:
+        return
+    where = f"reward_options.{domain}.judge"
+    try:
+        judge = spec if isinstance(spec, YesNoJudge) else load_judge(spec)
+    except (ValueError, TypeError, OSError) as error:
+        raise PreflightError(f"{where}: {error}") from None
+    if judge.guard is None:
+        return
+    backend = judge.backend
+    deadline = time.monotonic() + timeout
+    try:
+        wait_for_url(f"{backend.base_url}/models", deadline, backend.headers)
+        remaining = max(1.0, deadline - time.monotonic())
+        backend.run_sync(asyncio.wait_for(judge.aprobability_yes(PROBE), remaining))
+    except (TimeoutError, asyncio.TimeoutError) as error:
+        raise PreflightError(
+            f"{where}: no judge server answers at {backend.base_url} within {timeout:g} s ({error or 'timed out'})"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - any failure of the probe is the message
+        raise PreflightError(f"{where}: the judge at {backend.base_url} cannot judge: {error}") from None

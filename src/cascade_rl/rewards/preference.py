@@ -9,68 +9,125 @@
   response is sent whole (the RM scores it low).
 * Language mixing: an English prompt whose response contains other scripts gets
   ``(lowest reward in the batch) - 10``.
-
-Models are loaded once per path and cached for the process.
+* **Local or served.** The option ``reward_model`` is a local checkpoint (loaded once per path
+  and cached for the process, on the GPU when there is one) or a server URL
+  ``http://HOST:PORT[#MODEL]`` speaking vLLM's Pooling API -- ``cascade serve reward-model
+  PATH`` or ``vllm serve PATH --runner pooling``; see :mod:`cascade_rl.serve.protocol`. Server
+  options: ``max_concurrency`` (16), ``timeout`` (120 s per request), ``max_retries`` (3),
+  ``backoff_base`` (0.5 s), ``backoff_max`` (30 s), ``cooldown`` (60 s). A conversation the
+  server fails to score gets reward 0 with ``details["error"]`` (counted as ``reward/errors``
+  by the GRPO adapter) and the rest of the batch is scored; it takes no part in the batch
+  minimum. :func:`preflight` checks a server before a stage trains.
+* **Length.** The RM reads at most ``max_length`` tokens (option; default: the model's
+  ``max_position_embeddings`` locally, the server's own limit remotely; the paper recipes set
+  16384, the RM's training length). A longer conversation keeps its *last* ``max_length``
+  tokens: the head of the prompt is dropped, the answer's end and the closing end-of-turn token
+  -- where a sequence-classification RM reads its score -- are kept. Cutting the end instead
+  would score a prefix of the answer without its ending. TRL's RewardTrainer drops overlong
+  pairs in training, but every rollout needs a score; this is also what vLLM's
+  ``truncate_prompt_tokens`` does, so local and served scores agree.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.base import Score
+from cascade_rl.serve.protocol import RewardResult, check_server, is_server, reward_model_client
+
+#: reward options that configure a reward-model server client (module docstring)
+SERVER_OPTIONS = ("max_concurrency", "timeout", "max_retries", "backoff_base", "backoff_max", "cooldown")
 
 
 class RewardModel:
-    """A sequence-classification reward model on CPU or GPU, thread-safe."""
+    """A sequence-classification reward model, thread-safe; serves local scoring and
+    ``cascade serve reward-model`` alike.
 
-    def __init__(self, path: str, *, device: str | None = None, max_length: int = 4096):
+    ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, or ``"auto"`` (spread over every visible
+    GPU with accelerate, for a model too large for one); default the GPU when there is one."""
+
+    def __init__(self, path: str | Path, *, device: str | None = None):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        self.path = str(path)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.model = (
-            AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, local_files_only=True, dtype=dtype)
-            .to(self.device)
-            .eval()
+        dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        placement = {"device_map": "auto"} if self.device == "auto" else {}
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=1, local_files_only=True, dtype=dtype, **placement
         )
-        if self.model.config.pad_token_id is None:
-            self.model.config.pad_token_id = self.tokenizer.pad_token_id
-        self.max_length = max_length
-        self._lock = threading.Lock()
+        self.model = (model if self.device == "auto" else model.to(self.device)).eval()
+        config = self.model.config
+        if config.pad_token_id is None:
+            config.pad_token_id = next(
+                (i for i in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), None
+            )
+        if config.pad_token_id is None:
+            raise ValueError(f"reward model {path}: neither the model nor its tokenizer names a pad token")
+        #: the longest input the model was built for (its default ``max_length``)
+        self.max_length: int | None = getattr(config, "max_position_embeddings", None)
+        #: raw scores pass through this at the server when a request asks for the activation
+        self.regression = getattr(config, "problem_type", None) == "regression"
+        self._lock, self._encode_lock = threading.Lock(), threading.Lock()
 
-    def score(self, conversations: Sequence[Sequence[Mapping[str, Any]]], *, batch_size: int = 8) -> list[float]:
-        """Scalar reward of each conversation (the last message is the assistant answer)."""
+    def render(self, conversation: Sequence[Mapping[str, Any]]) -> str:
+        """The conversation as the RM reads it: its chat template, no generation prompt."""
+        return self.tokenizer.apply_chat_template([_without_mode(m) for m in conversation], tokenize=False)
+
+    def encode(self, text: str, *, max_length: int | None = None, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of ``text``, keeping the last ``max_length`` (default :attr:`max_length`)."""
+        with self._encode_lock:
+            ids = list(self.tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+        limit = max_length or self.max_length
+        return ids[-limit:] if limit and len(ids) > limit else ids
+
+    def score_ids(self, sequences: Sequence[Sequence[int]], *, batch_size: int = 8) -> list[float]:
+        """Raw scalar score of each token sequence; batches group sequences of similar length."""
         import torch
 
-        texts = [
-            self.tokenizer.apply_chat_template([_without_mode(m) for m in conversation], tokenize=False)
-            for conversation in conversations
-        ]
-        scores: list[float] = []
+        if any(len(ids) == 0 for ids in sequences):
+            raise ValueError("cannot score an empty token sequence")
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+        scores = [0.0] * len(sequences)
+        pad = self.model.config.pad_token_id
         with self._lock, torch.inference_mode():
-            for start in range(0, len(texts), batch_size):
-                batch = self.tokenizer(
-                    texts[start : start + batch_size],
-                    return_tensors="pt",
-                    padding=True,
-                    truncation=True,
-                    max_length=self.max_length,
-                    add_special_tokens=False,
-                )
-                logits = self.model(**batch.to(self.device)).logits[:, 0]
-                scores.extend(float(x) for x in logits.float().cpu())
+            for start in range(0, len(order), max(1, batch_size)):
+                chunk = order[start : start + max(1, batch_size)]
+                width = max(len(sequences[i]) for i in chunk)
+                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, i in enumerate(chunk):  # right padding: real tokens keep their positions
+                    ids[row, : len(sequences[i])] = torch.tensor(list(sequences[i]), dtype=torch.long)
+                    mask[row, : len(sequences[i])] = 1
+                device = self.model.device
+                logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits[:, 0]
+                for i, value in zip(chunk, logits.float().cpu().tolist()):
+                    scores[i] = value
         return scores
+
+    def score(
+        self,
+        conversations: Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        batch_size: int = 8,
+        max_length: int | None = None,
+    ) -> list[float]:
+        """Scalar reward of each conversation (the last message is the assistant answer)."""
+        sequences = [self.encode(self.render(c), max_length=max_length) for c in conversations]
+        return self.score_ids(sequences, batch_size=batch_size)
 
 
 @lru_cache(maxsize=4)
-def load_reward_model(path: str, max_length: int = 4096) -> RewardModel:
-    return RewardModel(path, max_length=max_length)
+def load_reward_model(path: str, device: str | None = None) -> RewardModel:
+    return RewardModel(path, device=device)
 
 
 def _without_mode(message: Mapping[str, Any]) -> dict:
@@ -92,14 +149,49 @@ def rm_text(response: str) -> str:
     return answer if finished else response
 
 
-def rm_scores(
-    requests: Sequence[Mapping[str, Any]], reward_model: str, *, batch_size: int = 8, max_length: int = 4096
-) -> list[float]:
-    model = load_reward_model(str(reward_model), max_length)
-    conversations = [
-        prompt_messages(r) + [{"role": "assistant", "content": rm_text(r.get("response") or "")}] for r in requests
-    ]
-    return model.score(conversations, batch_size=batch_size)
+def rm_conversation(request: Mapping[str, Any]) -> list[dict]:
+    """The conversation the RM scores for one request: its prompt, then the answer."""
+    conversation = prompt_messages(request) + [{"role": "assistant", "content": rm_text(request.get("response") or "")}]
+    return [_without_mode(m) for m in conversation]
+
+
+def rm_results(
+    requests: Sequence[Mapping[str, Any]],
+    reward_model: str,
+    *,
+    batch_size: int = 8,
+    max_length: int | None = None,
+    **options: Any,
+) -> list[RewardResult]:
+    """The reward model's score of each request's answer, from a local model or a server
+    (module docstring); a result without a value carries the server's error."""
+    check_max_length(max_length)
+    conversations = [rm_conversation(r) for r in requests]
+    if is_server(reward_model):
+        client = reward_model_client(str(reward_model).strip(), **server_options(options))
+        return client.score(conversations, max_length=max_length)
+    model = load_reward_model(str(reward_model))
+    return [RewardResult(value) for value in model.score(conversations, batch_size=batch_size, max_length=max_length)]
+
+
+def rm_scores(requests: Sequence[Mapping[str, Any]], reward_model: str, **options: Any) -> list[float]:
+    """:func:`rm_results` as plain scores, for callers that cannot score without them
+    (evaluation): a conversation the server failed to score raises ``RuntimeError``."""
+    results = rm_results(requests, reward_model, **options)
+    failed = [r.error for r in results if r.error]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(results)} conversation(s) not scored; first: {failed[0]}")
+    return [float(r.value) for r in results]  # type: ignore[arg-type]
+
+
+def server_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The server-client options among a domain's reward options."""
+    return {k: options[k] for k in SERVER_OPTIONS if options.get(k) is not None}
+
+
+def check_max_length(max_length: Any) -> None:
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        raise ValueError(f"max_length must be a positive integer (tokens), got {max_length!r}")
 
 
 def score_batch(
@@ -109,21 +201,24 @@ def score_batch(
     language_penalty_offset: float = 10.0,
     check_language: bool = True,
     batch_size: int = 8,
-    max_length: int = 4096,
-    **_: Any,
+    max_length: int | None = None,
+    **options: Any,
 ) -> list[Score]:
     """RLHF rewards for a batch (see the module docstring)."""
     if not requests:
         return []
-    scores = rm_scores(requests, reward_model, batch_size=batch_size, max_length=max_length)
+    results = rm_results(requests, reward_model, batch_size=batch_size, max_length=max_length, **options)
+    scores = [r.value for r in results]
     mixed = [check_language and _is_mixed(r) for r in requests]
-    floor = min(scores) - language_penalty_offset
+    floor = min((s for s in scores if s is not None), default=math.nan) - language_penalty_offset
     return [
         Score(
             floor if mix else value,
             {"rm_score": value, "language_mixing": mix, "finished": split_thinking(r.get("response") or "").finished},
         )
-        for r, value, mix in zip(requests, scores, mixed)
+        if result.error is None
+        else Score(0.0, {"language_mixing": mix, "error": result.error})  # the RM server failed: 0, counted
+        for r, result, value, mix in zip(requests, results, scores, mixed)
     ]
 
 
@@ -132,3 +227,27 @@ def _is_mixed(request: Mapping[str, Any]) -> bool:
 
     prompt = request.get("prompt")
     return bool(is_mixed(request.get("response") or "", prompt if isinstance(prompt, str) else None))
+
+
+def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0) -> None:
+    """Check the reward model of ``domain`` (``preference`` or ``if_rm``) before a stage trains:
+    a local checkpoint directory exists; a server answers ``/health`` and scores a tiny
+    conversation (up to ``max_length``) within ``timeout`` seconds. Raises
+    :class:`~cascade_rl.rewards.registry.PreflightError` naming the option and the URL."""
+    from cascade_rl.rewards.registry import PreflightError
+
+    where = f"reward_options.{domain}"
+    try:
+        check_max_length(options.get("max_length"))
+    except ValueError as error:
+        raise PreflightError(f"{where}.max_length: {error}") from None
+    spec = options.get("reward_model")
+    if spec is None or not isinstance(spec, (str, Path)):
+        return  # required_options reports a missing one
+    if is_server(spec):
+        try:
+            check_server(str(spec), max_length=options.get("max_length"), timeout=timeout)
+        except (RuntimeError, ValueError) as error:
+            raise PreflightError(f"{where}.reward_model: {error}") from None
+    elif not Path(spec).is_dir():
+        raise PreflightError(f"{where}.reward_model: {spec} is neither a checkpoint directory nor an http(s):// URL")

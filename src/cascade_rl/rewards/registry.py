@@ -37,6 +37,9 @@ class RewardDomain:
     batch_scorer: str | None = None
     #: options without which the domain cannot score (e.g. a reward-model path)
     required_options: tuple[str, ...] = ()
+    #: checks the servers the domain's options name before a stage trains (reward-model server,
+    #: SWE judge): ``fn(domain_name, options, *, timeout) -> None``, raising PreflightError
+    preflight: str | None = None
 
     def load_scorer(self) -> Callable[..., Score] | None:
         return _load(self.scorer) if self.scorer else None
@@ -91,6 +94,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "SEARCH/REPLACE repair: 1 identical to the golden patch, 0 no-op, -1 unparseable, "
             "else lexical (unidiff) or judged similarity",
             scorer="cascade_rl.rewards.swe:score",
+            preflight="cascade_rl.llm.judge:preflight",
         ),
         RewardDomain(
             "tool_call",
@@ -110,6 +114,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
             batch_scorer="cascade_rl.rewards.preference:score_batch",
             required_options=("reward_model",),
+            preflight="cascade_rl.rewards.preference:preflight",
         ),
         RewardDomain(
             "if_rm",
@@ -117,6 +122,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "thinking-model IF-RL: R_IF + sigmoid(z(R_RM)) if R_IF == 1 else 0, z over the prompt's rollouts",
             batch_scorer="cascade_rl.rewards.combine:score_batch",
             required_options=("reward_model",),
+            preflight="cascade_rl.rewards.preference:preflight",
         ),
     ]
 )
@@ -133,6 +139,20 @@ def get_domain(name: str) -> RewardDomain:
         f"unknown reward domain {name!r}; known: {', '.join(sorted(REGISTRY))} "
         "(or give a scorer as 'package.module:function')"
     )
+
+
+class PreflightError(RuntimeError):
+    """A server a reward domain's options name does not answer (one line: option and URL)."""
+
+
+def preflight(domain: RewardDomain | str, options: Mapping[str, Any] | None, *, timeout: float = 300.0) -> None:
+    """Check, before a stage trains, that the servers ``options`` point ``domain`` at (a
+    reward-model server, the SWE judge) answer and score within ``timeout`` seconds; raise
+    :class:`PreflightError` naming the option and the URL if not. Domains without servers
+    (or with local models) pass at once."""
+    domain = get_domain(domain) if isinstance(domain, str) else domain
+    if domain.preflight:
+        _load(domain.preflight)(domain.name, dict(options or {}), timeout=timeout)
 
 
 def missing_fields(domain: RewardDomain, row: Mapping[str, Any]) -> list[str]:

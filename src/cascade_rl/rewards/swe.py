@@ -43,7 +43,6 @@ import difflib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Literal, Protocol
 
 from cascade_rl.chat import last_user_text, split_thinking
@@ -90,9 +89,12 @@ def score(
     ``golden_patch``: the reference unified diff. ``prompt`` (or ``problem_statement``) is only
     used by the semantic judge, which sees the repair prompt the policy saw; ``judge`` is an
     object with ``probability_yes`` or a generator spec (a local model directory, an
-    ``http://host/v1#MODEL`` server) loaded once as a ``YesNoJudge``. Details:
+    ``http://host/v1#MODEL`` server, a dict with server settings; see
+    :mod:`cascade_rl.llm.judge`) loaded once as a ``YesNoJudge``. Details:
     ``kind``, ``patch``, ``similarity`` and, for unparseable answers, the ``reason`` (not
-    ``error``: that key marks a failure of the scorer itself in ``cascade score``).
+    ``error``: that key marks a failure of the scorer itself in ``cascade score``). A judge
+    that fails (server down, timeout) scores the answer 0 with ``error`` set, so training counts
+    it (``reward/errors``) and goes on.
     """
     files = _checked_files(files)
     if similarity not in ("lexical", "semantic"):
@@ -121,9 +123,17 @@ def score(
         value = lexical_similarity(result.patch, reference)
     else:
         assert judge is not None
-        if isinstance(judge, str):
-            judge = _judge_from_spec(judge)
-        value = _judged(judge, _policy_prompt(prompt, problem_statement, files), golden_patch, result.patch)
+        try:
+            if isinstance(judge, (str, Mapping)):
+                from cascade_rl.llm.judge import load_judge  # one YesNoJudge per spec and process
+
+                judge = load_judge(judge)
+            value = _judged(judge, _policy_prompt(prompt, problem_statement, files), golden_patch, result.patch)
+        except Exception as error:
+            if not _judge_unavailable(error):
+                raise
+            details = {"kind": "similar", "patch": result.patch, "similarity": None}
+            return Score(0.0, {**details, "error": f"judge failed: {type(error).__name__}: {error}"})
     reward = 0.0 if shaping and value < SHAPING_THRESHOLD else value
     return Score(reward, {"kind": "similar", "patch": result.patch, "similarity": value})
 
@@ -267,9 +277,9 @@ def _judged(judge: Judge, policy_prompt: str, golden_patch: str, model_patch: st
     return value
 
 
-@lru_cache(maxsize=4)
-def _judge_from_spec(spec: str) -> Judge:
-    """A ``YesNoJudge`` for a generator spec, loaded once per process (models are heavy)."""
-    from cascade_rl.llm.judge import YesNoJudge
+def _judge_unavailable(error: BaseException) -> bool:
+    """A judge server that failed (down, timed out, retries spent): the rollout scores 0 and is
+    counted; any other exception (a judge answering outside [0, 1]) is a bug and propagates."""
+    from cascade_rl.llm.base import GenerationError
 
-    return YesNoJudge(spec)
+    return isinstance(error, (GenerationError, TimeoutError, ConnectionError))
