@@ -18,7 +18,7 @@ from statistics import mean, pstdev
 from typing import Any
 
 from cascade_rl.rewards.base import Score
-from cascade_rl.rewards.preference import rm_scores
+from cascade_rl.rewards.preference import rm_results
 
 
 def group_z_scores(values: Sequence[float], groups: Sequence[Any]) -> list[float]:
@@ -51,8 +51,8 @@ def score_batch(
     reward_model: str,
     mode: str = "strict",
     batch_size: int = 8,
-    max_length: int = 4096,
-    **_: Any,
+    max_length: int | None = None,
+    **options: Any,
 ) -> list[Score]:
     from cascade_rl.rewards.ifeval import score as if_score
 
@@ -68,12 +68,22 @@ def score_batch(
         )
         for r in requests
     ]
-    rm_values = rm_scores(requests, reward_model, batch_size=batch_size, max_length=max_length)
+    results = rm_results(requests, reward_model, batch_size=batch_size, max_length=max_length, **options)
     groups = [r.get("group", str(r.get("prompt"))) for r in requests]
-    rewards = combine([s.reward for s in if_results], rm_values, groups)
+    # a rollout the RM server failed to score gets 0 (and the error) and leaves its group's z-score
+    scored = [i for i, rm in enumerate(results) if rm.error is None]
+    rewards = [0.0] * len(requests)
+    combined = combine(
+        [if_results[i].reward for i in scored], [results[i].value for i in scored], [groups[i] for i in scored]
+    )
+    for i, value in zip(scored, combined):
+        rewards[i] = value
     return [
         Score(
-            value, {"if_reward": s.reward, "rm_score": rm, **{k: v for k, v in s.details.items() if k == "follow_list"}}
+            value,
+            {"if_reward": s.reward, "rm_score": rm.value, **{k: v for k, v in s.details.items() if k == "follow_list"}},
         )
-        for value, s, rm in zip(rewards, if_results, rm_values)
+        if rm.error is None
+        else Score(0.0, {"if_reward": s.reward, "error": rm.error})  # the RM server failed: 0, counted
+        for value, s, rm in zip(rewards, if_results, results)
     ]
