@@ -189,20 +189,22 @@ def run_test(runner: Any, problem: Problem, code: str, test: Test) -> TestResult
 
 
 class _SharedTests:
-    """Results of tests already run for one submission (tests shared by subtasks run once)."""
+    """Results of tests already run for one submission: a test in several subtasks (the same
+    input and answer) runs once."""
 
     def __init__(self) -> None:
-        self._results: dict[str, TestResult] = {}
+        self._results: dict[tuple[bytes, str], TestResult] = {}
         self._lock = threading.Lock()
 
     def run(self, runner: Any, problem: Problem, code: str, test: Test) -> TestResult:
+        key = (test.input, test.answer)
         with self._lock:
-            known = self._results.get(test.name)
+            known = self._results.get(key)
         if known is not None:
-            return known
+            return TestResult(test.name, known.verdict, known.fraction, known.seconds, known.message)
         result = run_test(runner, problem, code, test)
         with self._lock:
-            self._results[test.name] = result
+            self._results[key] = result
         return result
 
 
