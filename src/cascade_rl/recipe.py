@@ -142,6 +142,12 @@ class Benchmark(Strict):
     fields: dict[str, str] = Field(
         default_factory=dict, description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}."
     )
+    format: str | None = Field(
+        None, description="Public format converted on read (as `cascade data convert`: mcq, aime, livecodebench, ...)."
+    )
+    format_options: dict[str, Any] = Field(
+        default_factory=dict, description="Converter options, e.g. {answers: possible_answer.jsonl} for bfcl."
+    )
     since: date | None = Field(None, description="Keep rows whose date_field is on or after this (LiveCodeBench).")
     until: date | None = Field(None, description="Keep rows whose date_field is on or before this.")
     date_field: str = Field("contest_date", description="Row column holding the date that since/until filter on.")

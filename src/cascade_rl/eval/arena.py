@@ -206,6 +206,19 @@ def question_text(prompt: Sequence[Mapping[str, Any]]) -> str:
     return last_user_text(list(prompt))
 
 
+def question_row(row: dict) -> dict:
+    """An ArenaHard question row as an RL prompt row: v0.1's ``turns`` (``[{"content"}]``)
+    become the user turns; v2's ``prompt`` and rows that already have one are kept."""
+    if "prompt" in row or "messages" in row or not isinstance(row.get("turns"), list):
+        return row
+    turns = [turn.get("content") if isinstance(turn, Mapping) else None for turn in row["turns"]]
+    if not turns or not all(isinstance(text, str) for text in turns):
+        raise ValueError("turns is not a list of {content} objects")
+    out = {k: v for k, v in row.items() if k != "turns"}
+    out["prompt"] = [{"role": "user", "content": text} for text in turns]
+    return out
+
+
 def row_key(row: Mapping[str, Any]) -> str | None:
     """A benchmark row's id for joining baseline answers: ``id``, else ArenaHard's
     ``question_id`` or ``uid``."""

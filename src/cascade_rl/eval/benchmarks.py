@@ -59,15 +59,60 @@ class BenchmarkResult:
 
 
 def load_benchmark(bench: Benchmark, variables: Mapping[str, str] | None = None) -> list[dict]:
-    """The benchmark's rows: read, renamed, normalised into RL rows, kept to the date window,
-    then limited. Rows outside the window or without a readable date are counted in the log."""
+    """The benchmark's rows: read, renamed, converted from their public ``format`` (the
+    converters of ``cascade data convert``), normalised into RL rows, kept to the date window,
+    then limited. Skipped rows are counted in the log with their reasons and first locations."""
+    variables = dict(variables or {})
     source = DataSource(path=bench.data, fields=bench.fields)
     # arena rows need only a prompt: they are judged, not verified by a reward domain
     domain = bench.domain or ("preference" if bench.kind == "arena" else None)
-    rows, report = load_sources([source], _windowed(bench, rl_normaliser(domain)), variables=dict(variables or {}))
+    normalise = _windowed(bench, _converted(bench, rl_normaliser(domain), variables))
+    if bench.kind == "arena":
+        normalise = _after(arena.question_row, normalise)
+    rows, report = load_sources([source], normalise, variables=variables)
     if report.skipped:
-        log.info("benchmark %s: %s", bench.name, report.summary())
+        outside_only = all(reason.startswith(f"{bench.date_field} outside") for reason in report.skipped)
+        log.log(logging.INFO if outside_only else logging.WARNING, "benchmark %s: %s", bench.name, report.summary())
     return rows[: bench.limit] if bench.limit else rows
+
+
+def _after(first, then):
+    return lambda row: then(first(row))
+
+
+def _converted(bench: Benchmark, normalise, variables: dict[str, str]):
+    """``normalise`` applied to each row after its public format's converter; a row the
+    converter drops or finds malformed is skipped with the converter's reason."""
+    if bench.format is None:
+        return normalise
+    import inspect
+
+    from cascade_rl.data.convert import FORMATS, load_answers
+    from cascade_rl.data.job import Drop
+
+    if bench.format not in FORMATS:
+        raise ValueError(f"benchmark {bench.name}: unknown format {bench.format!r}; known: {', '.join(FORMATS)}")
+    spec = FORMATS[bench.format]
+    options = {"suffix": spec.suffix, **bench.format_options}
+    accepted = set(inspect.signature(spec.convert).parameters) - {"row"}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ValueError(
+            f"benchmark {bench.name}: format {spec.name} takes no option {unknown[0]!r}; options: {sorted(accepted)}"
+        )
+    if "answers" in options:
+        path = resolve_path(str(options["answers"]), variables)
+        if not path.is_file():
+            raise FileNotFoundError(f"benchmark {bench.name}: answers file not found: {path}")
+        options["answers"] = load_answers(path)
+
+    def normalise_converted(row: dict) -> dict:
+        result = spec.convert(row, **options)
+        if isinstance(result, Drop):
+            raise ValueError(result.reason)
+        return normalise(result)
+
+    return normalise_converted
 
 
 def _windowed(bench: Benchmark, normalise):
@@ -189,6 +234,7 @@ class _Plan:
     rows: list[dict]
     prompts: list[list[dict]]
     baselines: list[str] | None = None
+    judge: str | Generator | None = None
 
 
 def evaluate(
@@ -212,7 +258,7 @@ def evaluate(
     ``judge`` overrides every arena benchmark's own judge; an arena benchmark with neither a
     judge nor a ``reward_model`` is skipped."""
     variables = dict(variables or {})
-    plans = [_plan(bench, variables, judge or bench.judge, reward_model) for bench in benchmarks]
+    plans = [_plan(bench, variables, judge, reward_model) for bench in benchmarks]
     plans = [plan for plan in plans if plan is not None]
     generator = open_generator(model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout)
     judges: dict[str, Generator] = {}
@@ -228,9 +274,8 @@ def evaluate(
             baselines = plan.baselines or _sampled_baselines(
                 bench, arena_dir or out_dir, generator, plan.prompts, batch_size, seed
             )
-            judge_spec = judge or bench.judge
-            if judge_spec is not None:
-                judge_model = _judge(judges, judge_spec, variables, batch_size, max_concurrency, timeout)
+            if plan.judge is not None:
+                judge_model = _judge(judges, plan.judge, batch_size, max_concurrency, timeout)
                 outcome = _judged(judge_model, bench, plan.prompts, samples, baselines, samples_dir, batch_size)
             else:
                 prompts = [row["prompt"] for row in plan.rows]
@@ -256,7 +301,10 @@ def evaluate(
 
 
 def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model: str | None) -> _Plan | None:
-    """Read a benchmark's rows (and baseline answers) before any generation; None = skipped."""
+    """Read a benchmark's rows (and baseline answers) and resolve its judge before any
+    generation; None = skipped."""
+    if bench.kind == "arena" and judge is None and bench.judge is not None:
+        judge = expand(bench.judge, variables)
     if bench.kind == "arena" and judge is None and not reward_model:
         log.info("%s: skipped (an arena benchmark needs a judge or a trained reward model)", bench.name)
         return None
@@ -264,7 +312,7 @@ def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model:
     if not rows:
         raise ValueError(f"benchmark {bench.name}: no usable rows in {bench.data}")
     prompts = [with_mode(row["prompt"], bench.mode) for row in rows]
-    plan = _Plan(bench, rows, prompts)
+    plan = _Plan(bench, rows, prompts, judge=judge)
     if bench.kind == "arena":
         plan.baselines = _given_baselines(bench, rows, variables)
     return plan
@@ -327,11 +375,11 @@ def _sampled_baselines(
     return references
 
 
-def _judge(cache: dict, spec: Any, variables, batch_size: int, max_concurrency: int, timeout: float) -> Generator:
+def _judge(cache: dict, spec: Any, batch_size: int, max_concurrency: int, timeout: float) -> Generator:
+    """One judge generator per spec for the whole evaluation."""
     key = spec if isinstance(spec, str) else id(spec)
     if key not in cache:
-        resolved = expand(spec, dict(variables)) if isinstance(spec, str) else spec
-        cache[key] = open_generator(resolved, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout)
+        cache[key] = open_generator(spec, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout)
     return cache[key]
 
 
