@@ -89,6 +89,26 @@ class Runtime(Strict):
     torch_threads: int | None = Field(None, gt=0, description="CPU threads for torch; None = torch's default.")
     reward_workers: int = Field(4, gt=0, description="Parallel reward workers (code sandbox pool size).")
     logging_steps: int = Field(1, gt=0, description="Log metrics every N optimizer steps.")
+    vllm_importance_sampling: Literal["off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = (
+        Field(
+            "off",
+            description="TRL's vLLM/trainer importance-sampling correction; off = strictly on-policy (the paper).",
+        )
+    )
+    vllm_importance_sampling_min: float | None = Field(
+        None, gt=0, description="Lower bound of that correction's ratio (None = TRL's)."
+    )
+    vllm_importance_sampling_max: float | None = Field(
+        3.0, gt=0, description="Upper bound of that correction's ratio (TRL's default 3.0)."
+    )
+    save_steps: int | None = Field(
+        50, gt=0, description="Checkpoint every N optimizer steps so --resume continues inside a stage (None = off)."
+    )
+    save_total_limit: int = Field(2, gt=0, description="Checkpoints kept per sub-stage; older ones are pruned.")
+    report_to: list[str] = Field(
+        default_factory=list,
+        description="Experiment trackers for every trainer: tensorboard, trackio, wandb, ... (none by default).",
+    )
 
 
 # ----------------------------------------------------------------------------- data
@@ -258,8 +278,15 @@ class CurriculumStep(Strict):
         None,
         gt=0,
         le=1,
-        description="End the sub-stage early once the truncation (clip) ratio reaches this (paper: ~0.10).",
+        description="End the sub-stage once the truncation (clip) ratio reaches this (paper: ~0.10).",
     )
+    stop_direction: Literal["auto", "falls", "rises"] = Field(
+        "auto",
+        description="falls: stop when the ratio has fallen to the threshold (a compression sub-stage that starts "
+        "high); rises: when it has risen to it; auto: whichever side the first window starts on.",
+    )
+    stop_window: int = Field(10, gt=0, description="Steps in the moving average the stop rule judges.")
+    stop_min_steps: int = Field(20, gt=0, description="Steps before the stop rule may end the sub-stage.")
     max_prompt_length: int | None = Field(
         None, gt=0, description="Input-context budget (SWE RL: 16K -> 24K); longer prompts are dropped."
     )
@@ -492,12 +519,14 @@ def paper_defaults(name: str, model_kind: ModelKind = "unified") -> dict[str, An
                         "overlong_filter": True,
                         "max_steps": 200,
                         "stop_truncation_ratio": 0.1,
+                        "stop_direction": "falls",
                     },
                     {
                         "max_response_length": 40960,
                         "overlong_filter": False,
                         "max_steps": 200,
                         "stop_truncation_ratio": 0.1,
+                        "stop_direction": "rises",
                     },
                 ]
                 if thinking_model
@@ -507,18 +536,21 @@ def paper_defaults(name: str, model_kind: ModelKind = "unified") -> dict[str, An
                         "overlong_filter": True,
                         "max_steps": 200,
                         "stop_truncation_ratio": 0.1,
+                        "stop_direction": "falls",
                     },
                     {
                         "max_response_length": 32768,
                         "overlong_filter": False,
                         "max_steps": 200,
                         "stop_truncation_ratio": 0.1,
+                        "stop_direction": "rises",
                     },
                     {
                         "max_response_length": 40960,
                         "overlong_filter": False,
                         "max_steps": 200,
                         "stop_truncation_ratio": 0.1,
+                        "stop_direction": "rises",
                     },
                 ]
             ),

@@ -1,12 +1,8 @@
-"""Epoch-level dynamic filtering and thinking-mode batches (SPEC section 5)."""
-
-import itertools
-import random
-
-import pytest
+"""Epoch-level dynamic filtering decisions (SPEC section 5); the schedule that uses them is
+tested in test_schedule.py."""
 
 from cascade_rl.recipe import DynamicFilter
-from cascade_rl.train.filtering import FilterState, PromptSampler, dataset_index, split_modes
+from cascade_rl.train.filtering import FilterState, dataset_index
 
 
 def run_epoch(state, outcomes):
@@ -60,39 +56,5 @@ def test_filter_decisions_are_seeded_and_survive_a_round_trip():
     assert restored.last == state.last and restored.epoch == state.epoch
 
 
-def test_half_mode_puts_exactly_half_of_every_batch_in_each_mode():
-    state = FilterState(DynamicFilter())
-    sampler = PromptSampler(10, prompts_per_batch=6, rollouts=4, thinking="half", state=state, total_steps=50)
-    stream = list(itertools.islice(iter(sampler), 6 * 4 * 20))
-    for step in range(20):
-        batch = stream[step * 24 : (step + 1) * 24]
-        groups = [batch[i : i + 4] for i in range(0, 24, 4)]
-        assert all(len(set(g)) == 1 for g in groups)  # a group is one prompt in one mode
-        modes = [g[0] % 2 for g in groups]  # row 2p = think, 2p+1 = no_think
-        assert modes.count(0) == 3 and modes.count(1) == 3
-
-
-def test_single_mode_uses_prompt_rows_directly_and_covers_the_epoch():
-    state = FilterState(DynamicFilter())
-    sampler = PromptSampler(8, prompts_per_batch=4, rollouts=2, thinking="no_think", state=state, total_steps=10)
-    first_epoch = list(itertools.islice(iter(sampler), 8 * 2))[::2]
-    assert sorted(first_epoch) == list(range(8))
+def test_dataset_rows_hold_one_row_per_prompt_or_two_in_half_mode():
     assert dataset_index(3, "no_think", "no_think") == 3 and dataset_index(3, "no_think", "half") == 7
-
-
-def test_sampler_drops_filtered_prompts_in_the_next_epoch():
-    state = FilterState(DynamicFilter(enabled=True, readd_hard=0.0, readd_easy=0.0), seed=0)
-    sampler = PromptSampler(8, prompts_per_batch=2, rollouts=1, thinking="think", state=state, total_steps=100)
-    stream = iter(sampler)
-    first = [next(stream) for _ in range(8)]
-    rewards = {p: [1.0, 1.0] if p < 4 else [0.0, 0.0] if p < 6 else [1.0, 0.0] for p in range(8)}
-    for prompt in first:  # prompts 0-3 always solved, 4-5 never, 6-7 mixed
-        for reward in rewards[prompt]:
-            state.record(prompt, reward)
-    second = [next(stream) for _ in range(2)]
-    assert set(second) <= {6, 7}
-
-
-def test_odd_batch_cannot_be_split_half_and_half():
-    with pytest.raises(ValueError, match="even"):
-        split_modes(5, "half", random.Random(0))

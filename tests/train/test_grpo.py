@@ -5,12 +5,13 @@ import json
 import pytest
 import torch
 from datasets import Dataset
+from trl import GRPOTrainer
 
 from cascade_rl.recipe import parse_recipe
 from cascade_rl.rewards.adapter import CascadeReward
 from cascade_rl.train.common import read_metrics
-from cascade_rl.train.filtering import FilterState, PromptSampler
 from cascade_rl.train.grpo import CascadeGRPOTrainer, build_rl_data, grpo_config, run_grpo_stage
+from cascade_rl.train.schedule import PromptSchedule
 
 SCORER = "tiny_assets:contains_answer"
 
@@ -46,29 +47,33 @@ def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=CascadeGRPOTra
     step = stage.curriculum[0]
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     data = build_rl_data(stage, seed=0)
-    state = FilterState(stage.dynamic_filter)
+    schedule = PromptSchedule(
+        data.prompts,
+        prompts_per_batch=stage.prompts_per_batch,
+        thinking=stage.thinking,
+        dynamic_filter=stage.dynamic_filter,
+    )
     reward = CascadeReward(
         tokenizer,
         overlong_filter=step.overlong_filter,
         workers=1,
+        group_size=stage.rollouts_per_prompt,
         on_scored=scored.append if scored is not None else None,
     )
-    sampler = PromptSampler(
-        data.num_prompts,
-        prompts_per_batch=stage.prompts_per_batch,
-        rollouts=stage.rollouts_per_prompt,
-        thinking=stage.thinking,
-        state=state,
-        total_steps=step.max_steps,
-    )
-    return trainer_class(
+    rows = data.row_index()
+    trainer = trainer_class(
         model=str(tiny_checkpoint),
         reward_funcs=[reward],
         args=grpo_config(stage, step, recipe.runtime, tmp_path / "trainer", 0),
         train_dataset=Dataset.from_list(data.rows),
         processing_class=tokenizer,
-        prompt_sampler=sampler,
+        schedule=schedule,
+        row_of=lambda prompt, mode: rows[(prompt, mode)],
+        steps=step.max_steps,
     )
+    if scored is None:
+        reward.on_scored = trainer.record_scored
+    return trainer
 
 
 def test_config_is_strictly_on_policy_without_kl_or_entropy(rl_file, tmp_path):
@@ -162,6 +167,9 @@ class FixedCompletions(CascadeGRPOTrainer):
         completions = [[{"role": "assistant", "content": t}] for t in self.completion_texts]
         return prompt_ids, completion_ids, None, completions, None, {}, None, []
 
+    def _generate_and_score_completions(self, inputs):  # scored directly, not drawn by the schedule
+        return GRPOTrainer._generate_and_score_completions(self, inputs)
+
 
 def score_fixed(trainer, texts, truncate):
     trainer.completion_texts, trainer.truncate = texts, truncate
@@ -171,7 +179,7 @@ def score_fixed(trainer, texts, truncate):
 
 def test_truncated_rollout_is_out_of_group_statistics_and_loss(tiny_checkpoint, rl_file, tmp_path):
     recipe = recipe_stage(rl_file)
-    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions)
+    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions, scored=[])
     trainer.model.train()
     wrong_truncated = score_fixed(trainer, ["3", "5", "3", "9 9 9"], truncate={3})
     right_truncated = score_fixed(trainer, ["3", "5", "3", "3 3 3"], truncate={3})
@@ -204,7 +212,15 @@ def test_stage_runs_curriculum_writes_metrics_and_changes_parameters(tiny_checkp
         dynamic_filter={"enabled": True},
         curriculum=[
             {"max_response_length": 4, "overlong_filter": True, "max_steps": 2},
-            {"max_response_length": 6, "overlong_filter": False, "max_steps": 3, "stop_truncation_ratio": 0.01},
+            {
+                "max_response_length": 6,
+                "overlong_filter": False,
+                "max_steps": 3,
+                "stop_truncation_ratio": 0.01,
+                "stop_window": 1,
+                "stop_direction": "rises",
+                "stop_min_steps": 1,
+            },
         ],
     )
     stage_dir = tmp_path / "stage"
@@ -238,3 +254,99 @@ def test_stage_runs_curriculum_writes_metrics_and_changes_parameters(tiny_checkp
     tuned = AutoModelForCausalLM.from_pretrained(model_dir)
     base = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     assert any(not torch.equal(a, b) for a, b in zip(tuned.parameters(), base.parameters()))
+
+
+@pytest.fixture
+def many_prompts(tmp_path):
+    rows = [{"prompt": f"what is {a} plus {a + 1}?", "answer": str(2 * a + 1)} for a in range(10)]
+    path = tmp_path / "many.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def run_stage(tiny_checkpoint, data_path, stage_dir, **overrides):
+    recipe = recipe_stage(data_path, **overrides)
+    run_grpo_stage(
+        recipe.stages[0],
+        model_in=tiny_checkpoint,
+        stage_dir=stage_dir,
+        runtime=recipe.runtime,
+        seed=0,
+        reward_options={},
+    )
+    return [json.loads(line) for line in (stage_dir / "substage-1" / "draws.jsonl").read_text().splitlines()]
+
+
+def test_every_drawn_prompt_is_generated_and_trained_once_whatever_the_micro_batches(
+    tiny_checkpoint, many_prompts, tmp_path
+):
+    settings = dict(prompts_per_batch=4, rollouts_per_prompt=2, thinking="half", domain="tiny_assets:first_char_parity")
+    curriculum = [{"max_response_length": 4, "overlong_filter": False, "max_steps": 3}]
+    whole = run_stage(tiny_checkpoint, many_prompts, tmp_path / "whole", curriculum=curriculum, **settings)
+    micro = run_stage(
+        tiny_checkpoint, many_prompts, tmp_path / "micro", curriculum=curriculum, per_device_batch_size=2, **settings
+    )
+    # 4 prompts x 2 rollouts in micro-batches of 2: 4 micro-batches per step, one generation
+    assert [d["step"] for d in micro] == [1, 2, 3]
+    assert all(len(d["prompts"]) == 4 and d["rollouts"] == d["scored"] == 8 for d in micro)
+    assert all(d["modes"].count("think") == 2 for d in micro)
+    assert [(d["prompts"], d["modes"]) for d in micro] == [(d["prompts"], d["modes"]) for d in whole]
+    metrics = read_metrics(tmp_path / "micro" / "metrics.jsonl")
+    assert [m["rollouts/total"] for m in metrics] == [8.0, 8.0, 8.0]
+    expected = PromptSchedule(
+        range(10),
+        prompts_per_batch=4,
+        thinking="half",
+        dynamic_filter=recipe_stage(many_prompts).stages[0].dynamic_filter,
+    )
+    planned = []
+    for _ in range(3):
+        draw = expected.draw()
+        expected.record(draw.step, [], [])
+        planned.append(list(draw.prompts))
+    assert [d["prompts"] for d in micro] == planned
+
+
+def test_a_stage_killed_mid_way_resumes_from_its_checkpoint_to_the_same_weights(
+    tiny_checkpoint, many_prompts, tmp_path, monkeypatch
+):
+    from transformers import AutoModelForCausalLM
+
+    settings = dict(
+        prompts_per_batch=2,
+        rollouts_per_prompt=2,
+        domain="tiny_assets:first_char_parity",
+        dynamic_filter={"enabled": True},
+        curriculum=[{"max_response_length": 4, "overlong_filter": False, "max_steps": 5}],
+    )
+    recipe = recipe_stage(many_prompts, **settings)
+    recipe.runtime.save_steps = 2
+    common = dict(model_in=tiny_checkpoint, runtime=recipe.runtime, seed=0, reward_options={})
+    run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "whole", **common)
+
+    original = CascadeGRPOTrainer.training_step
+
+    def crash_after_step_three(self, *args, **kwargs):
+        if self.state.global_step == 3:
+            raise KeyboardInterrupt("killed")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CascadeGRPOTrainer, "training_step", crash_after_step_three)
+    with pytest.raises(KeyboardInterrupt):
+        run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "resumed", **common)
+    assert (tmp_path / "resumed" / "substage-1" / "trainer" / "checkpoint-2" / "cascade.json").exists()
+    monkeypatch.setattr(CascadeGRPOTrainer, "training_step", original)
+    run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "resumed", **common)
+
+    done = json.loads((tmp_path / "resumed" / "substage-1" / "done").read_text())
+    assert done["resumed_from_step"] == 2 and done["steps"] == 5
+    for name in ("draws.jsonl",):
+        assert (tmp_path / "resumed" / "substage-1" / name).read_text() == (
+            tmp_path / "whole" / "substage-1" / name
+        ).read_text()
+    assert [m["step"] for m in read_metrics(tmp_path / "resumed" / "metrics.jsonl")] == [1, 2, 3, 4, 5]
+    whole = AutoModelForCausalLM.from_pretrained(tmp_path / "whole" / "substage-1" / "model")
+    resumed = AutoModelForCausalLM.from_pretrained(tmp_path / "resumed" / "substage-1" / "model")
+    for a, b in zip(whole.parameters(), resumed.parameters()):
+        assert torch.equal(a, b)
+    assert not list((tmp_path / "resumed" / "substage-1" / "trainer").glob("checkpoint-*"))  # pruned when done

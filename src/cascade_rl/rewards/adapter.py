@@ -4,17 +4,23 @@
 **columns) -> list[float | None]`` that
 
 * routes each rollout by its row's domain (DESIGN convention 3) to the registry, scoring each
-  domain's rollouts as one batch (code runs in the sandbox pool, RLHF sees its whole batch for
-  the language penalty, IF+RM sees each prompt's group);
+  domain's rollouts of this process as one batch (code runs in the sandbox pool);
 * decodes the completion itself from its token ids, keeping ``<think>`` / ``<tool_call>``
   tags that a tokenizer may mark special (TRL's own decoding drops special tokens);
 * returns ``None`` for a truncated rollout when overlong filtering is on — TRL then leaves it
   out of its group's mean and standard deviation, and ``mask_truncated_completions`` leaves it
   out of the loss — instead of scoring it 0;
 * turns a scorer that raises or times out into reward 0 and counts it;
+* then gathers every process's results and finishes the rewards that depend on other
+  rollouts over the step's **whole** batch: RLHF's "lowest reward in the batch - 10" and the
+  IF+RM group z-score (a domain's registry ``combine``), so a group split over processes is
+  one group; groups are TRL's (consecutive ``group_size`` rollouts of the global batch);
 * optionally shapes rewards (group z-score then tanh, the unstable-RLHF toolbox);
-* reports what it saw (per-domain rewards, response length per thinking mode, pass/fail per
-  prompt for dynamic filtering, timings) through ``on_scored``.
+* reports the global batch (per-domain rewards, response length per thinking mode, pass/fail
+  per prompt for dynamic filtering, timings) through ``on_scored`` and ``log_metric``: every
+  process sees and logs the same numbers.
+
+It returns this process's slice of the global rewards.
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ from statistics import mean, pstdev
 from typing import Any
 
 from cascade_rl.chat import decode_response, last_user_text, stop_token_ids
+from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.registry import get_domain, score_batch
 
 
 @dataclass
 class ScoredBatch:
-    """What one call of the reward function saw, for metrics and dynamic filtering."""
+    """What one call of the reward function saw (over all processes), for metrics and
+    dynamic filtering."""
 
     rewards: list[float | None]
     domains: list[str]
@@ -46,6 +54,21 @@ class ScoredBatch:
     timeouts: int = 0
     seconds: float = 0.0
     per_domain: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass
+class _Rollout:
+    """One rollout's result as it travels between processes."""
+
+    reward: float | None
+    domain: str
+    mode: str
+    prompt: int
+    truncated: bool
+    length: int
+    error: bool = False
+    timeout: bool = False
+    details: dict[str, Any] | None = None  # kept only for domains with a global combine
 
 
 class CascadeReward:
@@ -60,8 +83,13 @@ class CascadeReward:
         overlong_filter: bool = False,
         workers: int = 4,
         shaping: str = "none",
+        group_size: int | None = None,
+        gather: Callable[[Any], list[Any]] | None = None,
+        rank: int | None = None,
         on_scored: Callable[[ScoredBatch], None] | None = None,
     ):
+        from cascade_rl.train.distributed import gather as gather_processes
+
         self.__name__ = "cascade"
         self.tokenizer = tokenizer
         self.domain = domain
@@ -69,6 +97,9 @@ class CascadeReward:
         self.overlong_filter = overlong_filter
         self.workers = workers
         self.shaping = shaping
+        self.group_size = group_size
+        self.gather = gather or gather_processes  # every process's object, in rank order
+        self.rank = rank  # None: this process's rank in the process group
         self.on_scored = on_scored
         self.stop_ids = stop_token_ids(tokenizer)
 
@@ -87,46 +118,101 @@ class CascadeReward:
     ) -> list[float | None]:
         start = time.perf_counter()
         count = len(completion_ids)
-        references = [json.loads(r) if r else {} for r in (_ref or [None] * count)]
-        domains = [self.domain or (d if d else "") for d in (_domain or [None] * count)]
-        modes = list(_mode or ["think"] * count)
-        indices = [int(i) for i in (_pidx or range(count))]
-        truncated = [self.is_truncated(ids) for ids in completion_ids]
-        texts = [self.decode(ids) for ids in completion_ids]
-
-        rewards: list[float | None] = [None] * count
-        batch = ScoredBatch(rewards, domains, modes, indices, truncated, [len(ids) for ids in completion_ids])
-        by_domain: dict[str, list[int]] = defaultdict(list)
-        for i in range(count):
-            if not (self.overlong_filter and truncated[i]):
-                by_domain[domains[i]].append(i)
-        for name, members in by_domain.items():
-            requests = [
-                {
-                    **references[i],
-                    "response": texts[i],
-                    "prompt": last_user_text(prompts[i]),
-                    "messages": _prompt_messages(prompts[i]),
-                    "group": f"{indices[i]}:{modes[i]}",
-                }
-                for i in members
-            ]
-            scores = score_batch(get_domain(name), requests, self.options.get(name), workers=self.workers)
-            for i, score in zip(members, scores):
-                rewards[i] = float(score.reward)
-                batch.errors += "error" in score.details
-                batch.timeouts += bool(score.details.get("timeout"))
-            batch.per_domain[name] = [rewards[i] for i in members]  # type: ignore[misc]
-
-        if self.shaping == "tanh_z":
-            shaped = tanh_z_by_group(rewards, [f"{i}:{m}" for i, m in zip(indices, modes)])
-            rewards[:] = shaped
+        local = self._score_local(prompts, completion_ids, _ref, _pidx, _mode, _domain)
+        everyone = self.gather(local)
+        offset = sum(len(part) for part in everyone[: self._own_rank(len(everyone))])
+        rollouts = [rollout for part in everyone for rollout in part]
+        rewards = self._finish(rollouts)
+        batch = ScoredBatch(
+            rewards,
+            [r.domain for r in rollouts],
+            [r.mode for r in rollouts],
+            [r.prompt for r in rollouts],
+            [r.truncated for r in rollouts],
+            [r.length for r in rollouts],
+            errors=sum(r.error for r in rollouts),
+            timeouts=sum(r.timeout for r in rollouts),
+        )
+        for domain in dict.fromkeys(batch.domains):
+            values = [rewards[i] for i, r in enumerate(rollouts) if r.domain == domain and rewards[i] is not None]
+            if values:
+                batch.per_domain[domain] = values  # type: ignore[assignment]
         batch.seconds = time.perf_counter() - start
         if log_metric is not None:
             report_metrics(batch, log_metric)
         if self.on_scored is not None:
             self.on_scored(batch)
+        return rewards[offset : offset + count]
+
+    # --------------------------------------------------------------------- phases
+    def _score_local(self, prompts, completion_ids, refs, pidx, modes, domains) -> list[_Rollout]:
+        """Score this process's rollouts, one registry batch per domain."""
+        count = len(completion_ids)
+        references = [json.loads(r) if r else {} for r in (refs or [None] * count)]
+        domain_names = [self.domain or (d if d else "") for d in (domains or [None] * count)]
+        mode_names = list(modes or ["think"] * count)
+        indices = [int(i) for i in (pidx or range(count))]
+        rollouts = [
+            _Rollout(None, domain_names[i], mode_names[i], indices[i], self.is_truncated(ids), len(ids))
+            for i, ids in enumerate(completion_ids)
+        ]
+        by_domain: dict[str, list[int]] = defaultdict(list)
+        for i, rollout in enumerate(rollouts):
+            if not (self.overlong_filter and rollout.truncated):
+                by_domain[rollout.domain].append(i)
+        for name, members in by_domain.items():
+            domain = get_domain(name)
+            requests = [
+                {
+                    **references[i],
+                    "response": self.decode(completion_ids[i]),
+                    "prompt": last_user_text(prompts[i]),
+                    "messages": _prompt_messages(prompts[i]),
+                }
+                for i in members
+            ]
+            scores = score_batch(domain, requests, self.options.get(name), workers=self.workers)
+            keep_details = domain.combine is not None
+            for i, score in zip(members, scores):
+                rollout = rollouts[i]
+                rollout.reward = float(score.reward)
+                rollout.error = "error" in score.details
+                rollout.timeout = bool(score.details.get("timeout"))
+                rollout.details = dict(score.details) if keep_details else None
+        return rollouts
+
+    def _finish(self, rollouts: list[_Rollout]) -> list[float | None]:
+        """Rewards over the global batch: each domain's ``combine``, then optional shaping."""
+        rewards = [r.reward for r in rollouts]
+        groups = [self._group(i) for i in range(len(rollouts))]
+        by_domain: dict[str, list[int]] = defaultdict(list)
+        for i, rollout in enumerate(rollouts):
+            if rollout.reward is not None:
+                by_domain[rollout.domain].append(i)
+        for name, members in by_domain.items():
+            combine = get_domain(name).load_combine()
+            if combine is None:
+                continue
+            scores = [Score(rollouts[i].reward or 0.0, rollouts[i].details or {}) for i in members]
+            combined = combine(scores, [groups[i] for i in members], **self.options.get(name, {}))
+            for i, value in zip(members, combined):
+                rewards[i] = float(value)
+        if self.shaping == "tanh_z":
+            rewards = tanh_z_by_group(rewards, groups)
         return rewards
+
+    def _group(self, index: int) -> Any:
+        """TRL's group of a rollout in the global batch (consecutive ``group_size`` rollouts)."""
+        return index // self.group_size if self.group_size else index
+
+    def _own_rank(self, processes: int) -> int:
+        if self.rank is not None:
+            return self.rank
+        if processes == 1:
+            return 0
+        from cascade_rl.train.distributed import rank
+
+        return rank()
 
     # --------------------------------------------------------------------- helpers
     def is_truncated(self, ids: Sequence[int]) -> bool:
@@ -143,9 +229,9 @@ def _prompt_messages(prompt: Any) -> list[dict]:
     return [dict(m) for m in prompt]
 
 
-def tanh_z_by_group(rewards: Sequence[float | None], groups: Sequence[str]) -> list[float | None]:
+def tanh_z_by_group(rewards: Sequence[float | None], groups: Sequence[Any]) -> list[float | None]:
     """Group z-score then tanh into [-1, 1] (skipped rollouts stay None)."""
-    members: dict[str, list[int]] = defaultdict(list)
+    members: dict[Any, list[int]] = defaultdict(list)
     for i, (reward, group) in enumerate(zip(rewards, groups)):
         if reward is not None:
             members[group].append(i)
@@ -169,4 +255,6 @@ def report_metrics(batch: ScoredBatch, log_metric: Callable[[str, float], None])
     log_metric("reward/errors", float(batch.errors))
     log_metric("reward/timeouts", float(batch.timeouts))
     log_metric("overlong/skipped", float(sum(r is None for r in batch.rewards)))
+    log_metric("rollouts/scored", float(sum(r is not None for r in batch.rewards)))
+    log_metric("rollouts/total", float(len(batch.rewards)))
     log_metric("time/reward", batch.seconds)

@@ -5,8 +5,8 @@
 where ``z`` is the z-score of the reward-model scores over the rollouts of the same prompt
 (the group). A group whose RM scores are all equal has z = 0 (sigmoid 0.5).
 
-Rollouts are grouped by ``request["group"]`` when given (the GRPO adapter passes the prompt's
-index and mode), else by the prompt text.
+Rollouts are grouped by ``request["group"]`` when given (the GRPO adapter passes the step's
+group: the rollouts of one prompt slot, wherever they were generated), else by the prompt text.
 """
 
 from __future__ import annotations
@@ -70,20 +70,30 @@ def score_batch(
     ]
     results = rm_results(requests, reward_model, batch_size=batch_size, max_length=max_length, **options)
     groups = [r.get("group", str(r.get("prompt"))) for r in requests]
-    # a rollout the RM server failed to score gets 0 (and the error) and leaves its group's z-score
-    scored = [i for i, rm in enumerate(results) if rm.error is None]
-    rewards = [0.0] * len(requests)
-    combined = combine(
-        [if_results[i].reward for i in scored], [results[i].value for i in scored], [groups[i] for i in scored]
-    )
-    for i, value in zip(scored, combined):
-        rewards[i] = value
-    return [
+    local = [
         Score(
-            value,
+            s.reward,
             {"if_reward": s.reward, "rm_score": rm.value, **{k: v for k, v in s.details.items() if k == "follow_list"}},
         )
         if rm.error is None
         else Score(0.0, {"if_reward": s.reward, "error": rm.error})  # the RM server failed: 0, counted
-        for value, s, rm in zip(rewards, if_results, results)
+        for s, rm in zip(if_results, results)
     ]
+    return [Score(value, score.details) for value, score in zip(combine_scores(local, groups), local)]
+
+
+def combine_scores(scores: Sequence[Score], groups: Sequence[Any], **_: Any) -> list[float]:
+    """The combined reward from each score's ``if_reward`` and ``rm_score`` details, z over
+    ``groups``. :func:`score_batch` applies it to its own requests; the GRPO adapter applies it
+    again to the step's whole batch, so a group whose rollouts sit on several processes is
+    normalised as one. A score without an RM score (failed request) keeps its reward."""
+    members = [i for i, s in enumerate(scores) if "rm_score" in s.details and "if_reward" in s.details]
+    combined = combine(
+        [scores[i].details["if_reward"] for i in members],
+        [scores[i].details["rm_score"] for i in members],
+        [groups[i] for i in members],
+    )
+    out = [s.reward for s in scores]
+    for i, value in zip(members, combined):
+        out[i] = value
+    return out

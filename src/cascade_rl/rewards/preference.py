@@ -30,7 +30,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -208,17 +207,38 @@ def score_batch(
     if not requests:
         return []
     results = rm_results(requests, reward_model, batch_size=batch_size, max_length=max_length, **options)
-    scores = [r.value for r in results]
     mixed = [check_language and _is_mixed(r) for r in requests]
-    floor = min((s for s in scores if s is not None), default=math.nan) - language_penalty_offset
-    return [
+    local = [
         Score(
-            floor if mix else value,
-            {"rm_score": value, "language_mixing": mix, "finished": split_thinking(r.get("response") or "").finished},
+            result.value,
+            {
+                "rm_score": result.value,
+                "language_mixing": mix,
+                "finished": split_thinking(r.get("response") or "").finished,
+            },
         )
         if result.error is None
         else Score(0.0, {"language_mixing": mix, "error": result.error})  # the RM server failed: 0, counted
-        for r, result, value, mix in zip(requests, results, scores, mixed)
+        for r, result, mix in zip(requests, results, mixed)
+    ]
+    rewards = language_floor(local, language_penalty_offset=language_penalty_offset)
+    return [Score(reward, score.details) for reward, score in zip(rewards, local)]
+
+
+def language_floor(
+    scores: Sequence[Score], groups: Sequence[Any] | None = None, *, language_penalty_offset: float = 10.0, **_: Any
+) -> list[float]:
+    """The rewards of a batch: each RM score, except that a language-mixing response gets (the
+    lowest RM score in the batch) - ``language_penalty_offset``. Applied to each call's batch by
+    :func:`score_batch`, and again by the GRPO adapter to the step's whole batch over all
+    processes (the paper's "batch"). A score without an RM score (a failed request) keeps its 0."""
+    values = [s.details["rm_score"] for s in scores if "rm_score" in s.details]
+    if not values:
+        return [s.reward for s in scores]
+    floor = min(values) - language_penalty_offset
+    return [
+        (floor if s.details.get("language_mixing") else s.details["rm_score"]) if "rm_score" in s.details else s.reward
+        for s in scores
     ]
 
 

@@ -37,12 +37,19 @@ class RewardDomain:
     batch_scorer: str | None = None
     #: options without which the domain cannot score (e.g. a reward-model path)
     required_options: tuple[str, ...] = ()
+    #: rewards that depend on other rollouts (RLHF's batch minimum, IF+RM's group z-score):
+    #: ``fn(scores, groups, **options) -> list[float]``, applied by the GRPO adapter to the
+    #: whole global batch of the step (all processes' rollouts) after local scoring
+    combine: str | None = None
     #: checks the servers the domain's options name before a stage trains (reward-model server,
     #: SWE judge): ``fn(domain_name, options, *, timeout) -> None``, raising PreflightError
     preflight: str | None = None
 
     def load_scorer(self) -> Callable[..., Score] | None:
         return _load(self.scorer) if self.scorer else None
+
+    def load_combine(self) -> Callable[..., list[float]] | None:
+        return _load(self.combine) if self.combine else None
 
     def load_batch_scorer(self) -> Callable[..., list[Score]] | None:
         return _load(self.batch_scorer) if self.batch_scorer else None
@@ -113,6 +120,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             (),
             "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
             batch_scorer="cascade_rl.rewards.preference:score_batch",
+            combine="cascade_rl.rewards.preference:language_floor",
             required_options=("reward_model",),
             preflight="cascade_rl.rewards.preference:preflight",
         ),
@@ -121,6 +129,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             ("instruction_id_list", "kwargs"),
             "thinking-model IF-RL: R_IF + sigmoid(z(R_RM)) if R_IF == 1 else 0, z over the prompt's rollouts",
             batch_scorer="cascade_rl.rewards.combine:score_batch",
+            combine="cascade_rl.rewards.combine:combine_scores",
             required_options=("reward_model",),
             preflight="cascade_rl.rewards.preference:preflight",
         ),

@@ -14,7 +14,13 @@ Run layout::
 
 A stage is finished when its ``stage.json`` says ``done``; ``--resume`` skips finished stages,
 re-runs only the evaluation of a trained-but-unevaluated one, and continues a half-written one
-from its last finished sub-stage (a sub-stage without its ``done`` marker is redone).
+from its last finished sub-stage, and inside that sub-stage from its last checkpoint
+(``runtime.save_steps``).
+
+Under ``torchrun`` / ``accelerate launch`` every process runs this same loop: training runs on
+all of them; everything else (the run's files, the toy world, evaluation, the report) runs on
+the main process while the others wait (:func:`cascade_rl.train.distributed.on_main`), and
+every decision (which stages are done) is the main process's.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +45,7 @@ from cascade_rl.recipe import (
     expand,
     run_variables,
 )
+from cascade_rl.train import distributed
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +82,12 @@ class Cascade:
     def __init__(self, recipe: Recipe, run_dir: Path | None = None, *, echo: Callable[[str], None] = print):
         self.recipe = recipe
         self.run_dir = Path(run_dir or recipe.run_dir)
-        self.echo = echo
+        self._echo = echo
         self.variables = run_variables(self.run_dir)
+
+    def echo(self, text: str) -> None:
+        if distributed.is_main():
+            self._echo(text)
 
     # ----------------------------------------------------------------- entry point
     def run(self, *, resume: bool = False, only: str | None = None, start_from: str | None = None) -> Path:
@@ -84,21 +96,18 @@ class Cascade:
         for flag, name in (("--only", only), ("--from", start_from)):
             if name is not None and name not in names:
                 raise RecipeError(f"{flag} {name!r}: no such stage; stages: {', '.join(names)}")
-        self._prepare(resume=resume or bool(only or start_from))
-        if start_from:
-            for p in stages[names.index(start_from) :]:
-                shutil.rmtree(self.run_dir / p.dirname, ignore_errors=True)
-        if only:
-            shutil.rmtree(self.run_dir / stages[names.index(only)].dirname, ignore_errors=True)
+        distributed.start()
+        check_process_layout(self.recipe, distributed.world_size())
+        distributed.on_main("prepare the run", partial(self._prepare, resume=resume, only=only, start_from=start_from))
         from cascade_rl.train.common import set_threads
 
         set_threads(self.recipe.runtime)
-        self._build_world()
-        policy = self._base_model()
+        distributed.on_main("build the toy world", self._build_world)
+        policy = distributed.on_main("base model", self._base_model)
         reward_models: dict[str, Path] = {}
         started = time.perf_counter()
         for p in stages:
-            status = read_status(self.run_dir / p.dirname)
+            status = distributed.on_main("stage status", partial(read_status, self.run_dir / p.dirname))
             if only and p.stage.name != only:
                 if names.index(p.stage.name) > names.index(only):
                     break
@@ -110,10 +119,20 @@ class Cascade:
                 continue
             policy, reward_models = self._run_stage(p, len(stages), policy, reward_models)
         self.echo(f"stages finished in {time.perf_counter() - started:.0f} s")
-        return self._report()
+        return distributed.on_main("report", self._report)
 
     # ----------------------------------------------------------------- set-up
-    def _prepare(self, *, resume: bool) -> None:
+    def _prepare(self, *, resume: bool, only: str | None, start_from: str | None) -> None:
+        self._check_run_dir(resume=resume or bool(only or start_from))
+        stages = plan(self.recipe)
+        names = [p.stage.name for p in stages]
+        if start_from:
+            for p in stages[names.index(start_from) :]:
+                shutil.rmtree(self.run_dir / p.dirname, ignore_errors=True)
+        if only:
+            shutil.rmtree(self.run_dir / stages[names.index(only)].dirname, ignore_errors=True)
+
+    def _check_run_dir(self, *, resume: bool) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         recipe_file = self.run_dir / "recipe.json"
         resolved = self.recipe.model_dump(mode="json")
@@ -200,8 +219,7 @@ class Cascade:
 
     def _run_stage(self, p: StagePlan, total: int, policy: Path, reward_models: dict[str, Path]):
         stage, stage_dir = p.stage, self.run_dir / p.dirname
-        stage_dir.mkdir(parents=True, exist_ok=True)
-        status = read_status(stage_dir)
+        status = distributed.on_main("open the stage", partial(_open_stage, stage_dir))
         self.echo(f"[{p.index}/{total}] {stage.kind} {stage.name}")
         started = time.perf_counter()
         if status.get("status") != "trained":
@@ -213,15 +231,16 @@ class Cascade:
                 "status": "trained",
                 "policy": str(policy),
                 "train_s": round(time.perf_counter() - started, 2),
+                "processes": distributed.world_size(),
             }
-            write_status(stage_dir, status)
+            distributed.on_main("stage trained", partial(write_status, stage_dir, status))
         else:
             policy, reward_models = self._handover(p, status, policy, reward_models)
         eval_started = time.perf_counter()
-        self._evaluate(stage, stage_dir, policy, reward_models)
+        distributed.on_main(f"evaluate {stage.name}", partial(self._evaluate, stage, stage_dir, policy, reward_models))
         status.update(status="done", eval_s=round(time.perf_counter() - eval_started, 2))
         status["wall_s"] = round(status.get("train_s", 0.0) + status["eval_s"], 2)
-        write_status(stage_dir, status)
+        distributed.on_main("stage done", partial(write_status, stage_dir, status))
         return policy, reward_models
 
     def _train(self, stage: Any, stage_dir: Path, policy: Path, reward_models: dict[str, Path]):
@@ -235,7 +254,8 @@ class Cascade:
         if isinstance(stage, SFTStage):
             from cascade_rl.train.sft import run_sft_stage
 
-            return publish(run_sft_stage(stage, model_in=policy, **common), stage_dir), reward_models
+            model = run_sft_stage(stage, model_in=policy, **common)
+            return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
         if isinstance(stage, RewardModelStage):
             from cascade_rl.train.reward_model import run_reward_model_stage
 
@@ -246,7 +266,7 @@ class Cascade:
 
             options = resolve_reward_options(stage, reward_models)
             model = run_grpo_stage(stage, model_in=policy, reward_options=options, **common)
-            return publish(model, stage_dir), reward_models
+            return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
         if isinstance(stage, EvalStage):
             return policy, reward_models
         raise RecipeError(f"unknown stage kind {stage.kind!r}")
@@ -281,6 +301,21 @@ class Cascade:
         from cascade_rl.eval.report import build_report
 
         return build_report(self.run_dir)
+
+
+def _open_stage(stage_dir: Path) -> dict:
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    return read_status(stage_dir)
+
+
+def check_process_layout(recipe: Recipe, processes: int) -> None:
+    """Every GRPO stage's step must split evenly over the processes and micro-batches; a recipe
+    whose step cannot is refused before any compute, naming the stage and the field."""
+    from cascade_rl.train.grpo import batch_shape
+
+    for stage in recipe.stages:
+        if isinstance(stage, GRPOStage):
+            batch_shape(stage, processes)
 
 
 def publish(model: Path, stage_dir: Path) -> Path:

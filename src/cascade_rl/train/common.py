@@ -1,19 +1,28 @@
-"""What every training stage shares: devices and precision, TRL argument defaults, the
-per-step ``metrics.jsonl`` writer, and saving a checkpoint the next stage can load
-(DESIGN convention 6: stages hand over by directory)."""
+"""What every training stage shares: devices and precision, TRL argument defaults, checkpoints
+inside a stage (``--resume`` continues from the last one), experiment trackers, the per-step
+``metrics.jsonl`` writer, and saving a checkpoint the next stage can load (DESIGN convention 6:
+stages hand over by directory). Only the main process writes files."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from transformers import ProgressCallback, TrainerCallback
 
 from cascade_rl.recipe import Runtime
+from cascade_rl.train import distributed
+
+#: written into a trainer checkpoint after everything else: the checkpoint is complete
+CHECKPOINT_MARKER = "cascade.json"
 
 
 def has_gpu() -> bool:
@@ -27,20 +36,22 @@ def use_bf16(runtime: Runtime) -> bool:
 
 
 def world_size() -> int:
-    from accelerate import PartialState
-
-    return PartialState().num_processes
+    return distributed.world_size()
 
 
-def base_args(runtime: Runtime, output_dir: Path, seed: int) -> dict[str, Any]:
-    """TrainingArguments shared by SFT, RM and GRPO stages: no checkpoints inside the trainer
-    (stages save their own model), no external loggers, CPU when there is no GPU."""
+def base_args(runtime: Runtime, output_dir: Path, seed: int, *, run_name: str | None = None) -> dict[str, Any]:
+    """TrainingArguments shared by SFT, RM and GRPO stages: a checkpoint every
+    ``runtime.save_steps`` steps under ``output_dir`` (the stage saves its own final model),
+    the recipe's experiment trackers (none by default), CPU when there is no GPU."""
     args: dict[str, Any] = dict(
         output_dir=str(output_dir),
         seed=seed,
         data_seed=seed,
-        report_to=[],
-        save_strategy="no",
+        report_to=list(runtime.report_to) or "none",
+        run_name=run_name,
+        save_strategy="steps" if runtime.save_steps else "no",
+        save_steps=runtime.save_steps or 500,
+        save_total_limit=runtime.save_total_limit,
         logging_steps=runtime.logging_steps,
         bf16=use_bf16(runtime),
         fp16=False,
@@ -49,7 +60,23 @@ def base_args(runtime: Runtime, output_dir: Path, seed: int) -> dict[str, Any]:
         use_cpu=not has_gpu(),
     )
     args[_checkpointing_field()] = runtime.gradient_checkpointing  # TRL's configs default it to True
+    if runtime.report_to:
+        _tracking_environment(Path(output_dir), run_name)
     return args
+
+
+def _tracking_environment(output_dir: Path, run_name: str | None) -> None:
+    """Offline-capable tracker defaults: TensorBoard logs under ``<run>/tensorboard/<stage>``,
+    W&B offline unless ``WANDB_MODE`` says otherwise, projects named after the run."""
+    stage_dir = next((p for p in [output_dir, *output_dir.parents] if p.name[:3].rstrip("-").isdigit()), None)
+    if stage_dir is None:
+        return
+    run_dir = stage_dir.parent
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "tensorboard" / (run_name or stage_dir.name))
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("WANDB_DIR", str(run_dir))
+    os.environ.setdefault("WANDB_PROJECT", run_dir.name)
+    os.environ.setdefault("TRACKIO_PROJECT", run_dir.name)
 
 
 def _checkpointing_field() -> str:
@@ -102,8 +129,8 @@ def compact_progress(trainer: Any) -> Any:
 
 
 class MetricsWriter(TrainerCallback):
-    """Append one JSON object per logged step to ``metrics.jsonl``, renaming TRL's keys to the
-    project's (``reward/mean``, ``truncation_ratio``, ...) and adding ``extra()``'s values."""
+    """Append one JSON object per logged step to ``metrics.jsonl`` (main process only), renaming
+    TRL's keys to the project's (``reward/mean``, ``truncation_ratio``, ...)."""
 
     RENAMES = {
         "reward": "reward/mean",
@@ -118,14 +145,13 @@ class MetricsWriter(TrainerCallback):
         "step_time": "time/step",
     }
 
-    def __init__(self, path: Path, *, substage: str | None = None, extra=None):
+    def __init__(self, path: Path, *, substage: str | None = None):
         self.path = Path(path)
         self.substage = substage
-        self.extra = extra
         self.started = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "train_runtime" in logs:
+        if not logs or "train_runtime" in logs or not state.is_world_process_zero:
             return
         record: dict[str, Any] = {"step": state.global_step}
         if self.substage:
@@ -137,8 +163,6 @@ class MetricsWriter(TrainerCallback):
         if "time/step" in record:
             spent = record.get("time/generation", 0.0) + record.get("time/reward", 0.0)
             record["time/update"] = max(record["time/step"] - spent, 0.0)
-        if self.extra is not None:
-            record.update(self.extra())
         record["time/elapsed"] = round(time.perf_counter() - self.started, 3)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
@@ -152,12 +176,79 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def truncate_jsonl(path: Path, last_step: int, key: str = "step") -> None:
+    """Drop the lines of a per-step log written after step ``last_step`` (a resumed run redoes them)."""
+    path = Path(path)
+    if path.exists():
+        kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)[key] <= last_step]
+        path.write_text("".join(line + "\n" for line in kept))
+
+
+# ----------------------------------------------------------------------------- checkpoints inside a stage
+class CheckpointMarker(TrainerCallback):
+    """After the trainer wrote ``checkpoint-N`` (model, optimizer, scheduler, RNG states), the
+    main process adds :data:`CHECKPOINT_MARKER` with ``state()``'s extra state (e.g. the prompt
+    schedule): only a checkpoint with the marker is resumed from."""
+
+    def __init__(self, state: Callable[[int], dict] | None = None):
+        self.state = state
+
+    def on_save(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        extra = self.state(state.global_step) if self.state is not None else {}
+        temporary = folder / (CHECKPOINT_MARKER + ".tmp")
+        temporary.write_text(json.dumps({"global_step": state.global_step, **extra}))
+        temporary.replace(folder / CHECKPOINT_MARKER)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    path: Path
+    global_step: int
+    state: dict
+
+
+def resume_point(output_dir: Path) -> ResumePoint | None:
+    """The newest complete checkpoint under a trainer's ``output_dir``, as the main process sees
+    it (every process gets the same answer)."""
+
+    def find() -> ResumePoint | None:
+        best = None
+        for marker in Path(output_dir).glob(f"checkpoint-*/{CHECKPOINT_MARKER}"):
+            data = json.loads(marker.read_text())
+            if best is None or data["global_step"] > best.global_step:
+                best = ResumePoint(marker.parent, int(data["global_step"]), data)
+        return best
+
+    return distributed.agree(find() if distributed.is_main() else None)
+
+
+def resume_or_start(output_dir: Path, metrics: Path) -> ResumePoint | None:
+    """Where a (sub-)stage's trainer starts: its newest complete checkpoint, or None; the lines
+    ``metrics`` got after that checkpoint (or all of them) are dropped, the steps being redone."""
+    resume = resume_point(output_dir)
+    distributed.on_main("rewind metrics", partial(truncate_jsonl, metrics, resume.global_step if resume else 0))
+    return resume
+
+
+def prune_checkpoints(output_dir: Path) -> None:
+    """Remove a finished sub-stage's trainer checkpoints (optimizer states: twice the model)."""
+    if distributed.is_main():
+        for folder in Path(output_dir).glob("checkpoint-*"):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def save_checkpoint(trainer: Any, tokenizer: Any, target: Path) -> Path:
     """Save the trained model and its tokenizer to ``target`` atomically (write beside, then
-    rename), so a crash never leaves a half-written checkpoint under the final name."""
+    rename), so a crash never leaves a half-written checkpoint under the final name. Every
+    process takes part (sharded models gather their weights); the main process writes."""
     target = Path(target)
     partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
+    if trainer.accelerator.is_main_process:
+        shutil.rmtree(partial, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
     trainer.save_model(str(partial))
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(str(partial))

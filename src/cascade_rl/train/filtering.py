@@ -1,30 +1,27 @@
-"""Which prompts an RL step sees: epoch-level dynamic filtering and thinking modes (SPEC 5-6).
+"""Epoch-level dynamic filtering and thinking modes (SPEC sections 5-6): the per-prompt record
+the filter decides from, and the split of a batch into ``/think`` and ``/no_think`` prompts.
 
 **Epoch-level dynamic filtering.** Every prompt keeps the pass rate of its rollouts in the
-last epoch that sampled it. When a new epoch starts, a prompt whose last pass rate was 100%
-(easy) comes back with probability ``readd_easy`` (0.01), one at 0% (hard) with probability
-``readd_hard`` (0.10); all others are kept. Draws are seeded per (epoch, prompt), so a run
-is reproducible and resumable. A rollout skipped by overlong filtering does not count.
+last epoch that sampled it. When a new epoch reaches a prompt, a prompt whose last pass rate
+was 100% (easy) comes back with probability ``readd_easy`` (0.01), one at 0% (hard) with
+probability ``readd_hard`` (0.10); all others are kept. Draws are seeded per (epoch, prompt),
+so a run is reproducible, resumable and identical on every process. A rollout skipped by
+overlong filtering does not count.
 
 **Thinking modes.** ``half`` puts exactly half of every batch's prompts in ``/think`` and
 half in ``/no_think`` (the unified model's RLHF); ``think`` / ``no_think`` put all of them
 in one mode.
 
-:class:`PromptSampler` is the ``torch`` sampler the GRPO trainer draws from. TRL's data
-loader asks for one batch ahead of training, so when an epoch starts the last batch of the
-previous epoch may not be scored yet; the sampler defers those prompts to the end of the new
-epoch, by which time their results are in (exact whenever an epoch has two or more batches).
+This module knows no trainer (DESIGN convention 12); :mod:`cascade_rl.train.schedule` uses it
+to decide which prompts each step trains.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
-
-from torch.utils.data import Sampler
 
 from cascade_rl.recipe import DynamicFilter
 
@@ -94,9 +91,9 @@ class FilterState:
         return {
             "epoch": self.epoch,
             "seed": self.seed,
-            "last": {str(k): [v.passed, v.total] for k, v in self.last.items()},
-            "current": {str(k): [v.passed, v.total] for k, v in self.current.items()},
-            "counts": dict(self.counts),
+            "last": {str(k): [v.passed, v.total] for k, v in sorted(self.last.items())},
+            "current": {str(k): [v.passed, v.total] for k, v in sorted(self.current.items())},
+            "counts": dict(sorted(self.counts.items())),
         }
 
     @classmethod
@@ -122,63 +119,3 @@ def split_modes(batch_size: int, thinking: str, rng: random.Random) -> list[str]
 def dataset_index(prompt: int, mode: str, thinking: str) -> int:
     """Row of the RL dataset holding ``prompt`` in ``mode`` (``half`` stores both modes)."""
     return 2 * prompt + MODES.index(mode) if thinking == "half" else prompt
-
-
-class PromptSampler(Sampler[int]):
-    """Endless stream of dataset indices for GRPO: batches of ``prompts_per_batch`` prompts,
-    each index repeated ``rollouts`` times (one group), epochs filtered by ``state``."""
-
-    def __init__(
-        self,
-        num_prompts: int,
-        *,
-        prompts_per_batch: int,
-        rollouts: int,
-        thinking: str,
-        state: FilterState,
-        total_steps: int,
-        seed: int = 0,
-    ):
-        if num_prompts == 0:
-            raise ValueError("the stage has no prompts to train on")
-        self.num_prompts, self.batch, self.rollouts = num_prompts, prompts_per_batch, rollouts
-        self.thinking, self.state, self.total_steps, self.seed = thinking, state, total_steps, seed
-        self.pending: set[int] = set()  # yielded in the previous epoch, maybe not scored yet
-
-    def __len__(self) -> int:
-        return self.total_steps * self.batch * self.rollouts
-
-    def __iter__(self) -> Iterator[int]:
-        carry: list[int] = []
-        while True:
-            for prompt in self._epoch_prompts(carry):
-                carry.append(prompt)
-                if len(carry) == self.batch:
-                    yield from self._emit(carry)
-                    carry = []
-
-    def _emit(self, prompts: list[int]) -> Iterator[int]:
-        rng = random.Random(f"{self.seed}:{self.state.epoch}:{prompts}")
-        for prompt, mode in zip(prompts, split_modes(len(prompts), self.thinking, rng)):
-            self.pending.add(prompt)
-            for _ in range(self.rollouts):
-                yield dataset_index(prompt, mode, self.thinking)
-
-    def _epoch_prompts(self, carry: list[int]) -> Iterator[int]:
-        """One epoch: a seeded permutation of the prompts the filter admits. Prompts of the
-        previous epoch that may still be waiting for their rewards are decided last."""
-        state = self.state
-        order = list(range(self.num_prompts))
-        random.Random(f"{self.seed}:{state.epoch}:order").shuffle(order)
-        recent = self.pending | set(carry)
-        self.pending = set()
-        admitted = 0
-        for prompt in [p for p in order if p not in recent] + [p for p in order if p in recent]:
-            state.close_prompt_epoch(prompt)
-            if state.admit(prompt):
-                admitted += 1
-                yield prompt
-        if admitted == 0:  # everything was filtered out: train on the full set rather than stall
-            state.counts["refilled_empty_epoch"] += 1
-            yield from order
-        state.epoch += 1

@@ -4,7 +4,8 @@ The paper's objective maps onto TRL's ``GRPOTrainer`` configuration:
 
 * strictly on-policy — one optimizer step per rollout batch (``steps_per_generation`` equals
   the gradient-accumulation steps, ``num_iterations = 1``), so TRL never computes old
-  log-probabilities and the importance ratio is exactly 1;
+  log-probabilities and the importance ratio is exactly 1; TRL's vLLM/trainer
+  importance-sampling correction is off unless ``runtime.vllm_importance_sampling`` asks;
 * no KL term and no reference model (``beta = 0``), no entropy bonus (``entropy_coef = 0``);
 * token-level loss: the sum over every token of the batch divided by the total token count
   (``loss_type = "dapo"``); group z-score advantages (``scale_rewards = "group"``);
@@ -12,36 +13,59 @@ The paper's objective maps onto TRL's ``GRPOTrainer`` configuration:
   group statistics) and ``mask_truncated_completions`` leaves them out of the loss;
 * a constant learning rate with AdamW.
 
-What TRL cannot be configured to do lives in :class:`CascadeGRPOTrainer` (a sampler for
-epoch-level dynamic filtering and half/half thinking batches; a timer around generation) and
-in callbacks (``metrics.jsonl``, the curriculum's truncation stop rule).
+**Which prompts a step trains** is decided by the engine-neutral
+:class:`~cascade_rl.train.schedule.PromptSchedule` (dynamic filter, thinking split). This
+module serves it to TRL through TRL's own sampler contract (the one ``RepeatSampler``
+follows): the sampler yields one *global* generation batch per step — ``prompts_per_batch``
+prompts, each repeated ``rollouts_per_prompt`` times — and repeats it
+``steps_per_generation`` times, because TRL's data loader is read once per accumulation step
+but generation uses only the first read; accelerate hands each process its slice of the
+global batch. So every drawn prompt is generated ``rollouts_per_prompt`` times and trained
+once, a step trains exactly ``prompts_per_batch`` prompts, and the sequence of prompts is the
+same for any number of processes and micro-batches. The reward function gathers every
+process's results; the schedule records them on every process, and the processes check
+after each step that their schedules agree.
+
+``--resume`` continues inside a sub-stage from the trainer's last checkpoint
+(``runtime.save_steps``): model, optimizer, scheduler and RNG states (TRL), plus the
+schedule, so the resumed run draws the same prompts and reaches the same weights.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch.utils.data import Sampler
+from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from cascade_rl.chat import token_count, with_mode
 from cascade_rl.data.loading import LoadReport, load_sources, rl_normaliser
-from cascade_rl.recipe import CurriculumStep, GRPOStage, Runtime
+from cascade_rl.recipe import CurriculumStep, GRPOStage, RecipeError, Runtime
 from cascade_rl.rewards.adapter import CascadeReward, ScoredBatch
+from cascade_rl.train import distributed
 from cascade_rl.train.common import (
+    CheckpointMarker,
     MetricsWriter,
     base_args,
     compact_progress,
     model_init_kwargs,
+    prune_checkpoints,
+    read_metrics,
+    resume_point,
     save_checkpoint,
-    world_size,
+    truncate_jsonl,
 )
-from cascade_rl.train.curriculum import TruncationStop, merge_substage_metrics, run_substages
-from cascade_rl.train.filtering import MODES, FilterState, PromptSampler
+from cascade_rl.train.curriculum import TruncationStopRule, merge_substage_metrics, run_substages
+from cascade_rl.train.filtering import MODES
+from cascade_rl.train.schedule import PromptSchedule, StepDraw
 
 log = logging.getLogger(__name__)
 
@@ -57,32 +81,24 @@ class _SkippedRolloutNotice(logging.Filter):
 logging.getLogger("trl.trainer.grpo_trainer").addFilter(_SkippedRolloutNotice())
 
 
-class CascadeGRPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer drawing prompts from a :class:`PromptSampler` and timing generation."""
-
-    def __init__(self, *args: Any, prompt_sampler: PromptSampler, **kwargs: Any):
-        self.prompt_sampler = prompt_sampler
-        super().__init__(*args, **kwargs)
-
-    def _get_train_sampler(self, dataset: Any = None) -> PromptSampler:
-        return self.prompt_sampler
-
-    def _generate(self, prompts: list):
-        import time
-
-        start = time.perf_counter()
-        result = super()._generate(prompts)
-        self._log_metric("time/generation", time.perf_counter() - start)
-        return result
-
-
+# ----------------------------------------------------------------------------- data
 @dataclass
 class RLData:
-    """The stage's prompts as TRL rows (one per prompt and thinking mode) and how they loaded."""
+    """The stage's prompts as TRL rows (one per prompt and thinking mode) and how they loaded.
+    ``prompts`` are the prompt indices a sub-stage may draw (all of them, unless an
+    input-context budget leaves some out)."""
 
     rows: list[dict]
     num_prompts: int
     report: LoadReport
+    prompts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.prompts:
+            self.prompts = list(range(self.num_prompts))
+
+    def row_index(self) -> dict[tuple[int, str], int]:
+        return {(row["_pidx"], row["_mode"]): i for i, row in enumerate(self.rows)}
 
 
 def build_rl_data(stage: GRPOStage, *, seed: int, variables: Mapping[str, str] | None = None) -> RLData:
@@ -104,7 +120,8 @@ def build_rl_data(stage: GRPOStage, *, seed: int, variables: Mapping[str, str] |
 
 
 def drop_long_prompts(data: RLData, tokenizer: Any, limit: int | None) -> RLData:
-    """Keep prompts whose rendered length fits the input-context budget (SWE curriculum)."""
+    """Keep prompts whose rendered length fits the input-context budget (SWE curriculum). The
+    rows and prompt numbers stay: the schedule just stops drawing the prompts left out."""
     if limit is None:
         return data
     too_long = {
@@ -119,30 +136,45 @@ def drop_long_prompts(data: RLData, tokenizer: Any, limit: int | None) -> RLData
         examples=dict(data.report.examples),
     )
     report.skipped[f"prompt longer than {limit} tokens"] += len(too_long)
-    kept = sorted({row["_pidx"] for row in data.rows} - too_long)
-    renumber = {old: new for new, old in enumerate(kept)}
-    rows = [{**row, "_pidx": renumber[row["_pidx"]]} for row in data.rows if row["_pidx"] in renumber]
-    return RLData(rows, len(kept), report)
+    kept = [p for p in range(data.num_prompts) if p not in too_long]
+    if not kept:
+        raise ValueError(f"every prompt is longer than max_prompt_length {limit} tokens")
+    return RLData(data.rows, data.num_prompts, report, kept)
+
+
+# ----------------------------------------------------------------------------- TRL configuration
+def batch_shape(stage: GRPOStage, processes: int) -> tuple[int, int]:
+    """(completions per micro-batch per process, micro-batches per step), or a one-line error
+    naming the field when the step cannot be split evenly over ``processes``."""
+    completions = stage.prompts_per_batch * stage.rollouts_per_prompt
+    if stage.prompts_per_batch % processes:
+        raise RecipeError(
+            f"stages ({stage.name}).prompts_per_batch: {stage.prompts_per_batch} is not divisible by the "
+            f"{processes} processes"
+        )
+    per_process = completions // processes
+    per_device = stage.per_device_batch_size or per_process
+    if per_process % per_device:
+        raise RecipeError(
+            f"stages ({stage.name}).per_device_batch_size: {per_device} does not divide the {per_process} "
+            f"completions per process per step ({stage.prompts_per_batch} prompts x {stage.rollouts_per_prompt} "
+            f"rollouts / {processes} processes)"
+        )
+    return per_device, per_process // per_device
 
 
 def grpo_config(
-    stage: GRPOStage, step: CurriculumStep, runtime: Runtime, output_dir: Path, seed: int, model_dtype: str = "auto"
+    stage: GRPOStage,
+    step: CurriculumStep,
+    runtime: Runtime,
+    output_dir: Path,
+    seed: int,
+    model_dtype: str = "auto",
+    run_name: str | None = None,
 ) -> GRPOConfig:
     """The TRL configuration of one curriculum sub-stage (see the module docstring)."""
-    completions = stage.prompts_per_batch * stage.rollouts_per_prompt
-    processes = world_size()
-    if completions % processes or stage.prompts_per_batch % processes:
-        raise ValueError(
-            f"prompts_per_batch ({stage.prompts_per_batch}) must be divisible by the number of processes ({processes})"
-        )
-    per_device = stage.per_device_batch_size or completions // processes
-    if (completions // processes) % per_device:
-        raise ValueError(
-            f"per_device_batch_size ({per_device}) must divide the completions per process per step "
-            f"({completions // processes})"
-        )
-    accumulation = completions // processes // per_device
-    args = base_args(runtime, output_dir, seed)
+    per_device, accumulation = batch_shape(stage, distributed.world_size())
+    args = base_args(runtime, output_dir, seed, run_name=run_name)
     args.update(
         per_device_train_batch_size=per_device,
         gradient_accumulation_steps=accumulation,
@@ -167,9 +199,11 @@ def grpo_config(
         shuffle_dataset=False,
         remove_unused_columns=False,
         log_completions=False,
+        ignore_data_skip=True,  # the prompt schedule resumes itself; the data loader must not skip
         model_init_kwargs=model_init_kwargs(model_dtype),
         use_vllm=runtime.use_vllm,
         vllm_mode=runtime.vllm_mode,
+        **importance_sampling_args(runtime),
     )
     if runtime.use_vllm:
         args.update(vllm_gpu_memory_utilization=runtime.vllm_gpu_memory_utilization)
@@ -178,6 +212,151 @@ def grpo_config(
     return GRPOConfig(**args)
 
 
+def importance_sampling_args(runtime: Runtime) -> dict[str, Any]:
+    """TRL turns on a vLLM/trainer importance-sampling correction by default; the paper's
+    objective is strictly on-policy, so it is off unless the recipe asks for a mode."""
+    if runtime.vllm_importance_sampling == "off":
+        return {"vllm_importance_sampling_correction": False}
+    return {
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": runtime.vllm_importance_sampling,
+        "vllm_importance_sampling_clip_min": runtime.vllm_importance_sampling_min,
+        "vllm_importance_sampling_clip_max": runtime.vllm_importance_sampling_max,
+    }
+
+
+# ----------------------------------------------------------------------------- the TRL backend
+class ScheduleSampler(Sampler[int]):
+    """TRL's ``RepeatSampler`` contract over a :class:`PromptSchedule`: per step, the global
+    batch (each prompt row ``rollouts`` times) repeated ``repeats`` times, for ``steps`` steps."""
+
+    def __init__(
+        self,
+        schedule: PromptSchedule,
+        *,
+        rollouts: int,
+        repeats: int,
+        steps: int,
+        row_of: Callable[[int, str], int],
+    ):
+        self.schedule, self.rollouts, self.repeats, self.steps, self.row_of = schedule, rollouts, repeats, steps, row_of
+        self.drawn: deque[StepDraw] = deque()  # drawn, not generated yet
+
+    def __len__(self) -> int:
+        return self.steps * self.repeats * self.schedule.batch * self.rollouts
+
+    def __iter__(self) -> Iterator[int]:
+        for _ in range(self.steps):
+            draw = self.schedule.draw()
+            self.drawn.append(draw)
+            rows = [self.row_of(p, m) for p, m in zip(draw.prompts, draw.modes) for _ in range(self.rollouts)]
+            for _ in range(self.repeats):
+                yield from rows
+
+
+class CascadeGRPOTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer drawing its prompts from a :class:`PromptSchedule`, timing generation,
+    and recording each step's global results in the schedule (see the module docstring)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        schedule: PromptSchedule,
+        row_of: Callable[[int, str], int],
+        steps: int,
+        draws_log: Path | None = None,
+        **kwargs: Any,
+    ):
+        self.schedule, self.row_of, self.schedule_steps, self.draws_log = schedule, row_of, steps, draws_log
+        self.sampler: ScheduleSampler | None = None
+        self.current_draw: StepDraw | None = None
+        self.rng_checkpoint: str | None = None
+        super().__init__(*args, **kwargs)
+
+    def train(self, resume_from_checkpoint: str | None = None, **kwargs: Any):
+        self.rng_checkpoint = resume_from_checkpoint
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _get_train_sampler(self, dataset: Any = None) -> ScheduleSampler:
+        self.sampler = ScheduleSampler(
+            self.schedule,
+            rollouts=self.num_generations,
+            repeats=self.args.steps_per_generation * self.num_iterations,
+            steps=self.schedule_steps,
+            row_of=self.row_of,
+        )
+        return self.sampler
+
+    def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
+        assert self.sampler is not None
+        self.current_draw = self.sampler.drawn.popleft()
+        self._check_rows(inputs, self.current_draw)
+        if self.rng_checkpoint is not None:
+            # The trainer restores the RNG states before the data loader starts, which draws a
+            # seed from them; restored here, the first resumed step samples exactly what the
+            # uninterrupted run sampled.
+            self._load_rng_state(self.rng_checkpoint)
+            self.rng_checkpoint = None
+        return super()._generate_and_score_completions(inputs)
+
+    def _check_rows(self, inputs: Sequence[dict], draw: StepDraw) -> None:
+        """The rows TRL handed this process are its slice of the drawn step, or the contract broke."""
+        expected = [(p, m) for p, m in zip(draw.prompts, draw.modes) for _ in range(self.num_generations)]
+        start = distributed.rank() * len(inputs)
+        got = [(int(row["_pidx"]), row["_mode"]) for row in inputs]
+        if got != expected[start : start + len(inputs)]:
+            raise RuntimeError(
+                f"step {draw.step}: the data loader handed this process rows {got[:4]}... instead of its slice "
+                f"of the drawn step; the sampler contract with TRL is broken"
+            )
+
+    def _generate(self, prompts: list):
+        start = time.perf_counter()
+        result = super()._generate(prompts)
+        self._log_metric("time/generation", time.perf_counter() - start)
+        return result
+
+    def record_scored(self, batch: ScoredBatch) -> None:
+        """The reward function's report of the step (every process's rollouts)."""
+        draw = self.current_draw
+        assert draw is not None
+        self.schedule.record(draw.step, batch.prompt_indices, batch.rewards)
+        digests = distributed.gather(self.schedule.digest())
+        if len(set(digests)) > 1:
+            raise RuntimeError(f"step {draw.step}: the processes' prompt schedules disagree ({digests})")
+        for name, value in self.schedule.metrics().items():
+            self._log_metric(name, value)
+        if self.draws_log is not None and distributed.is_main():
+            with open(self.draws_log, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(draw_record(draw, batch, digests)) + "\n")
+
+
+def draw_record(draw: StepDraw, batch: ScoredBatch, digests: Sequence[str]) -> dict:
+    """One line of ``draws.jsonl``: what a step trained, and how its rollouts scored."""
+    return {
+        "step": draw.step,
+        "prompts": list(draw.prompts),
+        "modes": list(draw.modes),
+        "epochs": list(draw.epochs),
+        "rollouts": len(batch.rewards),
+        "scored": sum(r is not None for r in batch.rewards),
+        "schedule_digests": list(digests),
+    }
+
+
+class TruncationStop(TrainerCallback):
+    """The curriculum's stop rule, fed with each logged step's truncation ratio."""
+
+    def __init__(self, rule: TruncationStopRule):
+        self.rule = rule
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        ratio = (logs or {}).get("completions/clipped_ratio")
+        if ratio is not None and self.rule.observe(state.global_step, float(ratio)):
+            control.should_training_stop = True
+
+
+# ----------------------------------------------------------------------------- the stage
 def run_grpo_stage(
     stage: GRPOStage,
     *,
@@ -189,85 +368,130 @@ def run_grpo_stage(
     variables: Mapping[str, str] | None = None,
     model_dtype: str = "auto",
 ) -> Path:
-    """Run every curriculum sub-stage of ``stage``; write ``stage_dir/model`` and
-    ``stage_dir/metrics.jsonl``. Returns the model directory."""
-    from transformers import AutoTokenizer
-
+    """Run every curriculum sub-stage of ``stage``; write ``stage_dir/model``,
+    ``stage_dir/metrics.jsonl`` and ``draws.jsonl`` per sub-stage. Returns the model directory."""
     data = build_rl_data(stage, seed=seed, variables=variables)
     log.info("%s: %s", stage.name, data.report.summary())
-    stage_dir.mkdir(parents=True, exist_ok=True)
-    (stage_dir / "data_report.json").write_text(
-        json.dumps({"kept": data.report.kept, "read": data.report.read, "skipped": dict(data.report.skipped)})
-    )
-    state_holder: dict[str, FilterState] = {}
+    distributed.on_main("stage data report", lambda: _write_data_report(stage_dir, data.report))
 
     def run_substage(index: int, step: CurriculumStep, model: Path, substage_dir: Path) -> dict:
-        tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
-        substage_data = drop_long_prompts(data, tokenizer, step.max_prompt_length)
-        state = _load_filter_state(stage, stage_dir, index, seed)
-        state_holder["state"] = state
-        reward = CascadeReward(
-            tokenizer,
-            domain=None,
-            options=reward_options,
-            overlong_filter=step.overlong_filter,
-            workers=runtime.reward_workers,
-            shaping=stage.stabilisers.reward_shaping,
-            on_scored=lambda batch: _record(state, batch),
-        )
-        sampler = PromptSampler(
-            substage_data.num_prompts,
-            prompts_per_batch=stage.prompts_per_batch,
-            rollouts=stage.rollouts_per_prompt,
-            thinking=stage.thinking,
-            state=state,
-            total_steps=step.max_steps,
-            seed=seed,
-        )
-        stop = TruncationStop(step.stop_truncation_ratio)
-        writer = MetricsWriter(
-            substage_dir / "metrics.jsonl", substage=f"{index + 1}", extra=lambda: _filter_metrics(state)
-        )
-        from datasets import Dataset
-
-        trainer = CascadeGRPOTrainer(
-            model=str(model),
-            reward_funcs=[reward],
-            args=grpo_config(stage, step, runtime, substage_dir / "trainer", seed, model_dtype),
-            train_dataset=Dataset.from_list(substage_data.rows),
-            processing_class=tokenizer,
-            callbacks=[writer, stop],
-            prompt_sampler=sampler,
-        )
-        compact_progress(trainer).train()
-        save_checkpoint(trainer, tokenizer, substage_dir / "model")
-        (substage_dir / "filter_state.json").write_text(json.dumps(state.to_dict()))
-        return {
-            "steps": trainer.state.global_step,
-            "max_response_length": step.max_response_length,
-            "stopped_on_truncation": stop.stopped_at is not None,
-            "truncation_ratio": stop.ratio,
-        }
+        return _run_substage(stage, step, index, data, model, substage_dir, runtime, seed, reward_options, model_dtype)
 
     model = run_substages(stage.curriculum, stage_dir, model_in, run_substage)
     merge_substage_metrics(stage_dir, len(stage.curriculum))
     return model
 
 
-def _record(state: FilterState, batch: ScoredBatch) -> None:
-    for prompt, reward in zip(batch.prompt_indices, batch.rewards):
-        state.record(prompt, reward)
+def _write_data_report(stage_dir: Path, report: LoadReport) -> None:
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    summary = {"kept": report.kept, "read": report.read, "skipped": dict(report.skipped)}
+    (stage_dir / "data_report.json").write_text(json.dumps(summary))
 
 
-def _filter_metrics(state: FilterState) -> dict[str, float]:
-    metrics = {f"filter/{name}": float(count) for name, count in state.counts.items()}
-    metrics["filter/epoch"] = float(state.epoch)
-    return metrics
+def _run_substage(
+    stage: GRPOStage,
+    step: CurriculumStep,
+    index: int,
+    data: RLData,
+    model: Path,
+    substage_dir: Path,
+    runtime: Runtime,
+    seed: int,
+    reward_options: Mapping[str, Mapping[str, Any]],
+    model_dtype: str,
+) -> dict:
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+    substage_data = drop_long_prompts(data, tokenizer, step.max_prompt_length)
+    trainer_dir = substage_dir / "trainer"
+    resume = resume_point(trainer_dir)
+    schedule, offset, done_steps = _schedule_for(stage, substage_data, substage_dir, index, seed, resume)
+    rule = TruncationStopRule.for_step(step)
+    history = distributed.on_main("sub-stage logs", lambda: _rewind_logs(substage_dir, done_steps, offset))
+    for logged_step, ratio in history:  # the stop rule continues where the interrupted run was
+        rule.observe(logged_step, ratio)
+    rows = substage_data.row_index()
+    reward = CascadeReward(
+        tokenizer,
+        domain=None,
+        options=reward_options,
+        overlong_filter=step.overlong_filter,
+        workers=runtime.reward_workers,
+        shaping=stage.stabilisers.reward_shaping,
+        group_size=stage.rollouts_per_prompt,
+    )
+    trainer = CascadeGRPOTrainer(
+        model=str(model),
+        reward_funcs=[reward],
+        args=grpo_config(
+            stage, step, runtime, trainer_dir, seed, model_dtype, run_name=f"{stage.name}/substage-{index + 1}"
+        ),
+        train_dataset=Dataset.from_list(substage_data.rows),
+        processing_class=tokenizer,
+        callbacks=[
+            MetricsWriter(substage_dir / "metrics.jsonl", substage=f"{index + 1}"),
+            TruncationStop(rule),
+            CheckpointMarker(lambda global_step: {"schedule": schedule.checkpoint(offset + global_step)}),
+        ],
+        schedule=schedule,
+        row_of=lambda prompt, mode: rows[(prompt, mode)],
+        steps=step.max_steps - done_steps,
+        draws_log=substage_dir / "draws.jsonl",
+    )
+    reward.on_scored = trainer.record_scored
+    compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)
+    save_checkpoint(trainer, tokenizer, substage_dir / "model")
+    trained = trainer.state.global_step
+    handover = schedule.checkpoint(offset + trained)
+    distributed.on_main("sub-stage schedule", lambda: (substage_dir / "schedule.json").write_text(json.dumps(handover)))
+    prune_checkpoints(trainer_dir)
+    return {
+        "steps": trained,
+        "max_response_length": step.max_response_length,
+        "stopped_on_truncation": rule.stopped_at is not None,
+        "truncation_ratio": rule.ratio,
+        "resumed_from_step": done_steps or None,
+    }
 
 
-def _load_filter_state(stage: GRPOStage, stage_dir: Path, index: int, seed: int) -> FilterState:
-    """The dynamic filter carries over from the previous sub-stage (its prompts' pass rates)."""
-    previous = stage_dir / f"substage-{index}" / "filter_state.json"
-    if index > 0 and previous.exists():
-        return FilterState.from_dict(stage.dynamic_filter, json.loads(previous.read_text()))
-    return FilterState(stage.dynamic_filter, seed=seed)
+def _schedule_for(
+    stage: GRPOStage,
+    data: RLData,
+    substage_dir: Path,
+    index: int,
+    seed: int,
+    resume: Any,
+) -> tuple[PromptSchedule, int, int]:
+    """The sub-stage's schedule, the schedule step before its first step, and the steps
+    already trained: from its own checkpoint (resume), from the previous sub-stage's hand-over
+    (the dynamic filter and the epoch carry over), or new."""
+    schedule = PromptSchedule(
+        data.prompts,
+        prompts_per_batch=stage.prompts_per_batch,
+        thinking=stage.thinking,
+        dynamic_filter=stage.dynamic_filter,
+        seed=seed,
+    )
+    if resume is not None:
+        state = resume.state["schedule"]
+        schedule.load_state_dict(state)
+        return schedule, state["next_step"] - 1 - resume.global_step, resume.global_step
+    previous = substage_dir.parent / f"substage-{index}" / "schedule.json"
+    if index > 0:
+        state = distributed.on_main("previous schedule", lambda: json.loads(previous.read_text()))
+        schedule.load_state_dict(state)
+    return schedule, schedule.next_step - 1, 0
+
+
+def _rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[tuple[int, float]]:
+    """Forget what a crashed run logged after its last checkpoint; return the truncation ratios
+    logged before it (main process)."""
+    truncate_jsonl(substage_dir / "metrics.jsonl", done_steps)
+    truncate_jsonl(substage_dir / "draws.jsonl", offset + done_steps)
+    return [
+        (int(record["step"]), float(record["truncation_ratio"]))
+        for record in read_metrics(substage_dir / "metrics.jsonl")
+        if "truncation_ratio" in record
+    ]

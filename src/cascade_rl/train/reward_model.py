@@ -19,7 +19,16 @@ from typing import Any
 
 from cascade_rl.data.loading import load_sources, normalise_preference
 from cascade_rl.recipe import RewardModelStage, Runtime, expand
-from cascade_rl.train.common import MetricsWriter, base_args, compact_progress, model_init_kwargs, save_checkpoint
+from cascade_rl.train.common import (
+    CheckpointMarker,
+    MetricsWriter,
+    base_args,
+    compact_progress,
+    model_init_kwargs,
+    prune_checkpoints,
+    resume_or_start,
+    save_checkpoint,
+)
 from cascade_rl.train.sft import accumulation
 
 log = logging.getLogger(__name__)
@@ -40,14 +49,13 @@ def run_reward_model_stage(
     from transformers import AutoTokenizer
     from trl import RewardConfig, RewardTrainer
 
-    stage_dir.mkdir(parents=True, exist_ok=True)
     base = Path(policy) if stage.base == "policy" else Path(expand(stage.base)).expanduser()
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     pairs, report = load_sources(stage.data, normalise_preference, seed=seed, variables=dict(variables or {}))
     log.info("%s: %s", stage.name, report.summary())
     if not pairs:
         raise ValueError(f"{stage.name}: no usable preference pairs ({report.summary()})")
-    args = base_args(runtime, stage_dir / "trainer", seed)
+    args = base_args(runtime, stage_dir / "trainer", seed, run_name=stage.name)
     args.update(
         max_length=stage.max_length,
         num_train_epochs=stage.epochs,
@@ -65,11 +73,14 @@ def run_reward_model_stage(
         args=RewardConfig(**args),
         train_dataset=Dataset.from_list(pairs),
         processing_class=tokenizer,
-        callbacks=[MetricsWriter(stage_dir / "metrics.jsonl")],
+        callbacks=[MetricsWriter(stage_dir / "metrics.jsonl"), CheckpointMarker()],
     )
     _set_pad_token(trainer.model, tokenizer)
-    compact_progress(trainer).train()
-    return save_checkpoint(trainer, tokenizer, stage_dir / "model")
+    resume = resume_or_start(stage_dir / "trainer", stage_dir / "metrics.jsonl")
+    compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)
+    model = save_checkpoint(trainer, tokenizer, stage_dir / "model")
+    prune_checkpoints(stage_dir / "trainer")
+    return model
 
 
 def _set_pad_token(model: Any, tokenizer: Any) -> None:

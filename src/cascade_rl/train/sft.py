@@ -18,11 +18,15 @@ from typing import Any
 from cascade_rl.chat import token_count
 from cascade_rl.data.loading import LoadReport, load_sources, normalise_sft
 from cascade_rl.recipe import Runtime, SFTStage, SFTSubstage
+from cascade_rl.train import distributed
 from cascade_rl.train.common import (
+    CheckpointMarker,
     MetricsWriter,
     base_args,
     compact_progress,
     model_init_kwargs,
+    prune_checkpoints,
+    resume_or_start,
     save_checkpoint,
     world_size,
 )
@@ -59,7 +63,6 @@ def run_sft_stage(
     model_dtype: str = "auto",
 ) -> Path:
     """Run every sub-stage; write ``stage_dir/model`` and ``metrics.jsonl``."""
-    stage_dir.mkdir(parents=True, exist_ok=True)
 
     def run_substage(index: int, sub: SFTSubstage, model: Path, substage_dir: Path) -> dict:
         from datasets import Dataset
@@ -74,7 +77,7 @@ def run_sft_stage(
             raise ValueError(f"{stage.name}/{sub.name}: no usable SFT rows ({report.summary()})")
         if not any(row.get("tools") for row in rows):
             rows = [{k: v for k, v in row.items() if k != "tools"} for row in rows]
-        args = base_args(runtime, substage_dir / "trainer", seed)
+        args = base_args(runtime, substage_dir / "trainer", seed, run_name=f"{stage.name}/{sub.name}")
         args.update(
             max_length=sub.max_length,
             num_train_epochs=sub.epochs,
@@ -96,10 +99,12 @@ def run_sft_stage(
             args=SFTConfig(**args),
             train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
-            callbacks=[MetricsWriter(substage_dir / "metrics.jsonl", substage=sub.name)],
+            callbacks=[MetricsWriter(substage_dir / "metrics.jsonl", substage=sub.name), CheckpointMarker()],
         )
-        compact_progress(trainer).train()
+        resume = resume_or_start(substage_dir / "trainer", substage_dir / "metrics.jsonl")
+        compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)
         save_checkpoint(trainer, tokenizer, substage_dir / "model")
+        prune_checkpoints(substage_dir / "trainer")
         return {"rows": len(rows), "steps": trainer.state.global_step, "data": report.summary()}
 
     model = run_substages(stage.substages, stage_dir, model_in, run_substage)
@@ -109,6 +114,8 @@ def run_sft_stage(
 
 def _merge_metrics(stage_dir: Path, count: int) -> None:
     merge_substage_metrics(stage_dir, count)
+    if not distributed.is_main():
+        return
     reports = {}
     for index in range(1, count + 1):
         marker = stage_dir / f"substage-{index}" / "done"
