@@ -92,7 +92,7 @@ class ScriptedServer(ThreadingHTTPServer):
     def __init__(self, script: Script, delay: float = 0.0):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.script, self.delay = script, delay
-        self.completed = 0
+        self.completed = self.in_flight = self.max_in_flight = 0
         self.bodies: list[dict] = []
         self.lock = threading.Lock()
 
@@ -120,8 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             number = len(self.server.bodies)
             self.server.bodies.append(body)
+            self.server.in_flight += 1
+            self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
         text, top = self.server.script(body["messages"][-1]["content"], number)
         time.sleep(self.server.delay)
+        with self.server.lock:
+            self.server.in_flight -= 1
         choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
         if body.get("logprobs"):
             alternatives = [{"token": "t", "logprob": value} for value in top[: body.get("top_logprobs") or 1]]

@@ -290,7 +290,9 @@ def elo_command(
     except ContestFileError as error:
         raise _fail(error) from None
     estimate = codeforces_elo(results, rank_equation=rank_equation, min_points_fraction=min_points_fraction)
-    table = Table(title=f"Codeforces Elo (appendix E, rank equation {rank_equation})")
+    departures = [f"rank equation {rank_equation}"] if rank_equation != "as_written" else []
+    departures += [f"points floor {min_points_fraction:g}"] if min_points_fraction else []
+    table = Table(title=f"Codeforces Elo (appendix E{'; ' + ', '.join(departures) if departures else ''})")
     for column in ("contest", "style", "solved", "result", "samples", "rank m", "humans n", "rating"):
         table.add_column(column, justify="left" if column in ("contest", "style") else "right")
     for result, performance in zip(results, estimate.contests):
