@@ -5,7 +5,7 @@ import pytest
 from reward_model_assets import MAX_POSITIONS, ProxyServer, build_reward_model
 
 from cascade_rl.recipe import load_recipe
-from cascade_rl.rewards.preference import RewardModel, load_reward_model, rm_scores, score_batch
+from cascade_rl.rewards.preference import RewardModel, length_batches, load_reward_model, rm_scores, score_batch
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +74,13 @@ def test_paper_recipes_score_up_to_16k_tokens(path):
     assert stages
     for stage in stages:
         assert stage.reward_options[stage.domain]["max_length"] == 16384, stage.name
+
+
+def test_length_batches_bound_the_padding():
+    lengths = [400, 40, 45, 390, 41, 100, 395, 44, 120, 50]
+    batches = length_batches(lengths, batch_size=3)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        real = sum(lengths[i] for i in batch)
+        assert len(batch) <= 3 and len(batch) * max(lengths[i] for i in batch) <= 1.25 * real
+    assert [[lengths[i] for i in batch] for batch in batches] == [[40, 41, 44], [45, 50], [100, 120], [390, 395, 400]]

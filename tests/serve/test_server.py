@@ -125,5 +125,5 @@ def test_concurrent_requests_share_forward_passes(server, local):
         answers = list(pool.map(lambda m: post(server, {"messages": m, "use_activation": False}), long))
     after = get(server, "/health")
     assert [a[1]["data"][0]["data"][0] for a in answers] == pytest.approx(local.score(long), abs=1e-5)
-    inputs, batches = after["inputs"] - before["inputs"], after["batches"] - before["batches"]
-    assert inputs == 12 and batches < 12  # requests that arrived while the model ran were scored together
+    inputs, passes = after["inputs"] - before["inputs"], after["forward_passes"] - before["forward_passes"]
+    assert inputs == 12 and passes < 12  # requests that arrived while the model ran were scored together

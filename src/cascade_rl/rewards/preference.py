@@ -76,6 +76,7 @@ class RewardModel:
         #: raw scores pass through this at the server when a request asks for the activation
         self.regression = getattr(config, "problem_type", None) == "regression"
         self._lock, self._encode_lock = threading.Lock(), threading.Lock()
+        self.forward_passes = 0  # so far (reported by the server's /health)
 
     def render(self, conversation: Sequence[Mapping[str, Any]]) -> str:
         """The conversation as the RM reads it: its chat template, no generation prompt."""
@@ -89,17 +90,16 @@ class RewardModel:
         return ids[-limit:] if limit and len(ids) > limit else ids
 
     def score_ids(self, sequences: Sequence[Sequence[int]], *, batch_size: int = 8) -> list[float]:
-        """Raw scalar score of each token sequence; batches group sequences of similar length."""
+        """Raw scalar score of each token sequence, in forward passes of at most ``batch_size``
+        sequences of similar length (:func:`length_batches`)."""
         import torch
 
         if any(len(ids) == 0 for ids in sequences):
             raise ValueError("cannot score an empty token sequence")
-        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
         scores = [0.0] * len(sequences)
         pad = self.model.config.pad_token_id
         with self._lock, torch.inference_mode():
-            for start in range(0, len(order), max(1, batch_size)):
-                chunk = order[start : start + max(1, batch_size)]
+            for chunk in length_batches([len(ids) for ids in sequences], batch_size):
                 width = max(len(sequences[i]) for i in chunk)
                 ids = torch.full((len(chunk), width), pad, dtype=torch.long)
                 mask = torch.zeros((len(chunk), width), dtype=torch.long)
@@ -110,6 +110,7 @@ class RewardModel:
                 logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits[:, 0]
                 for i, value in zip(chunk, logits.float().cpu().tolist()):
                     scores[i] = value
+                self.forward_passes += 1
         return scores
 
     def score(
@@ -122,6 +123,24 @@ class RewardModel:
         """Scalar reward of each conversation (the last message is the assistant answer)."""
         sequences = [self.encode(self.render(c), max_length=max_length) for c in conversations]
         return self.score_ids(sequences, batch_size=batch_size)
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, max_padding: float = 0.25) -> list[list[int]]:
+    """Indices grouped for batched forward passes: by increasing length, at most ``batch_size``
+    per batch, and a batch closes before its padding would exceed ``max_padding`` of its real
+    tokens (a server receives inputs of any lengths; padding is wasted compute)."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    tokens = 0
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if batch and (
+            len(batch) >= batch_size or lengths[i] * (len(batch) + 1) > (1 + max_padding) * (tokens + lengths[i])
+        ):
+            batches.append(batch)
+            batch, tokens = [], 0
+        batch.append(i)
+        tokens += lengths[i]
+    return batches + [batch] if batch else batches
 
 
 @lru_cache(maxsize=4)

@@ -17,7 +17,9 @@ Endpoints:
 
 Scoring uses the same :class:`~cascade_rl.rewards.preference.RewardModel` as local scoring, so a
 conversation gets the same score either way. Requests that arrive together are scored together:
-inputs queue up while the model runs, and each forward pass takes up to ``--batch-size`` of them.
+inputs queue up while the model runs, then the queued ones are grouped by length into forward
+passes of up to ``--batch-size`` inputs (little padding). ``GET /health`` also counts the inputs
+scored and the forward passes run.
 Errors answer ``{"error": {"message", "type", "code"}}`` with the HTTP status.
 """
 
@@ -106,8 +108,9 @@ class Batcher:
 
     def __init__(self, model: RewardModel, batch_size: int):
         self.model, self.batch_size = model, batch_size
+        self.drain = 8  # take up to drain * batch_size queued inputs at once, to group them by length
         self.queue: asyncio.Queue[tuple[list[int], asyncio.Future]] = asyncio.Queue()
-        self.inputs = self.batches = 0  # scored so far, and in how many forward passes
+        self.inputs = 0  # scored so far
 
     async def score(self, sequences: Sequence[list[int]]) -> list[float]:
         loop = asyncio.get_running_loop()
@@ -119,18 +122,20 @@ class Batcher:
     async def run(self) -> None:
         while True:
             batch = [await self.queue.get()]
-            while len(batch) < self.batch_size and not self.queue.empty():
+            while len(batch) < self.batch_size * self.drain and not self.queue.empty():
                 batch.append(self.queue.get_nowait())
             batch = [(ids, future) for ids, future in batch if not future.done()]  # cancelled: client left
             if not batch:
                 continue
-            try:
-                scores = await asyncio.to_thread(self.model.score_ids, [ids for ids, _ in batch], batch_size=len(batch))
+            try:  # score_ids sorts by length, then runs forward passes of batch_size
+                scores = await asyncio.to_thread(
+                    self.model.score_ids, [ids for ids, _ in batch], batch_size=self.batch_size
+                )
             except Exception as error:  # noqa: BLE001 - every waiting request gets it
                 results: list[Any] = [error] * len(batch)
             else:
                 results = scores
-            self.inputs, self.batches = self.inputs + len(batch), self.batches + 1
+            self.inputs += len(batch)
             for (_, future), result in zip(batch, results):
                 if future.done():
                     continue
@@ -160,7 +165,7 @@ def create_app(model: RewardModel, *, name: str, max_length: int, batch_size: in
 
     @app.get("/health")
     async def health() -> dict:
-        return {"status": "ok", "model": name, "inputs": batcher.inputs, "batches": batcher.batches}
+        return {"status": "ok", "model": name, "inputs": batcher.inputs, "forward_passes": model.forward_passes}
 
     @app.get("/v1/models")
     async def models() -> dict:
