@@ -28,8 +28,8 @@ is solved, its rounds are done, or a budget is spent.
 
 Everything is saved as it happens (:mod:`.store`); a resumed run replays the logs and makes
 only the generations that are missing. Outputs per problem: ``submissions.jsonl``,
-``trajectory.jsonl``, ``summary.json``, ``trajectory.png``; for the run: ``summary.json`` and
-``trajectory.png``.
+``trajectory.jsonl`` and ``summary.json`` after every round, ``trajectory.png`` when the problem
+stops; for the run: ``summary.json`` and ``trajectory.png`` at the end.
 """
 
 from __future__ import annotations
@@ -350,6 +350,7 @@ class ProblemRun:
                 self._write_outputs()
             round_number += 1
         self._write_outputs()
+        await asyncio.to_thread(self._plot)  # once at the end: a plot costs more than a round's bookkeeping
         return self.summary()
 
     def summary(self) -> dict:
@@ -389,9 +390,11 @@ class ProblemRun:
         ]
 
     def _write_outputs(self) -> None:
+        self.log.write_outputs(self._submission_rows(), self.trajectory, self.summary())
+
+    def _plot(self) -> None:
         from cascade_rl.tts.report import plot_trajectories
 
-        self.log.write_outputs(self._submission_rows(), self.trajectory, self.summary())
         plot_trajectories(
             {self.problem.id: (self.trajectory, self.problem.max_score)}, self.log.directory / "trajectory.png"
         )
