@@ -24,7 +24,9 @@ Departures from the appendix, each an option and off by default:
 - ``rank_equation="codeforces"`` solves ``m = 1 + sum_i ...`` instead: Codeforces' own seed
   (expected place), which covers the whole range m in [1, n + 1] and gives a model in the
   middle of a field of equally rated humans exactly their rating. The appendix's form
-  (``"as_written"``, the default) reads about 1 place better, so it rates a little higher.
+  (``"as_written"``, the default) counts every place as one worse, so it rates lower: by
+  under 5 points in a field of 5,000 humans, by up to about 80 near the top of a field of
+  200, and a place at or below the n-th has no finite solution.
 - ``min_points_fraction=0.3`` keeps Codeforces' floor (a solved problem is never worth less
   than 30% of its maximum); the appendix subtracts 50 points per expected penalty without one.
 
