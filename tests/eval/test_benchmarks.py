@@ -202,9 +202,12 @@ def arena_bench(**fields):
     return bench("arena-hard", "arenahard.jsonl", kind="arena", k=1, **fields)
 
 
+RAW = {"options": {"style_control": False}}
+
+
 def test_judged_win_rate_with_position_swap_and_strong_verdicts(tmp_path):
     judge = Scripted(content_judge())
-    result = evaluate(Scripted(policy), [arena_bench()], tmp_path, judge=judge)["arena-hard"]
+    result = evaluate(Scripted(policy), [arena_bench(**RAW)], tmp_path, judge=judge)["arena-hard"]
     # q1: as B "[[B>>A]]" (win, weight 3), as A "[[A>B]]" (win, 1); q2: two ties -> (3 + 1 + 0.5 + 0.5) / 6
     assert result["metric"] == "win rate" and result["value"] == pytest.approx(500 / 6)
     assert result["extra"]["unparsed_games"] == 0 and result["extra"]["inconsistent_pairs"] == 0.0
@@ -220,7 +223,7 @@ def test_judged_win_rate_with_position_swap_and_strong_verdicts(tmp_path):
 
 def test_judgements_without_a_verdict_are_no_games(tmp_path):
     judge = Scripted(content_judge(unparsed_for="Meh."))  # q2's game with the answer as A has no label
-    result = evaluate(Scripted(policy), [arena_bench()], tmp_path, judge=judge)["arena-hard"]
+    result = evaluate(Scripted(policy), [arena_bench(**RAW)], tmp_path, judge=judge)["arena-hard"]
     assert result["extra"]["unparsed_games"] == 1 and result["extra"]["games"] == 3
     assert result["value"] == pytest.approx(100 * 4.5 / 5)
 
@@ -230,15 +233,38 @@ def test_a_served_judge_that_prefers_the_first_position_gives_fifty_percent(
 ):
     judge = f"{transformers_server}#{first_position_judge}"
     result = evaluate(Scripted(policy), [arena_bench(judge=judge)], tmp_path)["arena-hard"]
-    assert result["value"] == 50.0  # every answer wins as A and loses as B: position swap cancels the bias
+    assert result["value"] == pytest.approx(50.0)  # wins as A, loses as B: position swap cancels the bias
+    assert result["metric"] == "win rate (style controlled)" and result["extra"]["raw_win_rate"] == 50.0
     assert result["extra"]["inconsistent_pairs"] == 100.0 and result["extra"]["games"] == 4
+
+
+def test_style_control_takes_out_wins_bought_with_length(tmp_path):
+    """A judge that prefers the clearly longer answer (else the one shown first), and a model
+    whose answers are longer on most prompts: 60% raw wins, about even once length is a
+    covariate (the model is no better than the baseline, only longer)."""
+    lengths = [100, 90, 80, 70, 45, 42, 38, 36, 20, 25]  # words; the baseline has 40
+    path = tmp_path / "arena.jsonl"
+    rows = [{"id": f"q{i}", "prompt": f"question {i}", "baseline": " ".join(["w"] * 40)} for i in range(len(lengths))]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def answer(messages, i):
+        return " ".join(["w"] * lengths[int(messages[-1]["content"].split()[-1])])
+
+    def clearly_longer_wins(messages, i):
+        a, b = (len(text.split()) for _, text in sorted(_ANSWER.findall(messages[-1]["content"])))
+        return "[[B>A]]" if abs(a - b) / (a + b) > 0.2 and b > a else "[[A>B]]"
+
+    spec = Benchmark(name="a", data=str(path), kind="arena", k=1)
+    result = evaluate(Scripted(answer), [spec], tmp_path / "out", judge=Scripted(clearly_longer_wins))["a"]
+    assert result["extra"]["raw_win_rate"] == pytest.approx(60.0)
+    assert result["value"] == pytest.approx(50.0, abs=3.0)
 
 
 def test_baselines_from_rows_and_missing_ones_named_before_generation(tmp_path):
     rows = [json.loads(line) for line in (DATA / "arenahard.jsonl").read_text().splitlines()]
     path = tmp_path / "arena.jsonl"
     path.write_text("".join(json.dumps(row | {"baseline": "A good baseline."}) + "\n" for row in rows))
-    given = Benchmark(name="a", data=str(path), kind="arena", k=1)
+    given = Benchmark(name="a", data=str(path), kind="arena", k=1, **RAW)
     result = evaluate(Scripted(policy), [given], tmp_path / "out", judge=Scripted(content_judge()))["a"]
     # q1: both answers say 'good': two ties; q2: the good baseline wins as A (1) and as B (>>, 3)
     assert result["value"] == pytest.approx(100 * (0.5 + 0.5) / (1 + 1 + 1 + 3))

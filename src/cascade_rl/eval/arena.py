@@ -19,13 +19,19 @@ Each sampled answer is compared with the baseline answer to the same prompt, in 
   the judge preferred a position, not an answer) are kept as two games that cancel out, as
   ArenaHard does: a judge that always prefers position A scores every answer 50%. Their share
   of the pairs is reported as ``inconsistent_pairs`` (percent);
-* the win rate is the weighted mean game score. With one model against one baseline this is
-  exactly what ArenaHard's Bradley-Terry fit gives (ties count half a win for each side), so
-  no fit is needed; the standard error is taken over prompts.
-
-Not implemented: ArenaHard's *style control* (the paper's table reports it), which fits the
-games again with answer length and markdown counts as covariates; ``length_ratio`` (mean
-answer length over mean baseline length) is reported to flag length-driven wins.
+* the raw win rate is the weighted mean game score. With one model against one baseline this
+  is exactly what ArenaHard's Bradley-Terry fit gives (ties count half a win for each side),
+  so no fit is needed; the standard error is taken over prompts;
+* **style control** (on by default, as the paper reports ArenaHard; option ``style_control``):
+  the games are fitted again by a Bradley-Terry (logistic) model whose covariates are the
+  style differences of the two answers, as in ArenaHard's style control: for answer length,
+  markdown headers, list items and bold spans (code blocks removed), ``(A - B) / (A + B)``,
+  standardised over the games; the fit (L2 0.5 on the summed loss, Newton's method) gives the
+  answer's strength with style held out, and the headline is its win probability against the
+  baseline, ``sigmoid(theta)``. Length is counted in words and punctuation marks, not in a
+  tokenizer's tokens (the ratios are close). The raw win rate is kept as ``raw_win_rate``, and
+  ``length_ratio`` (mean answer length over mean baseline length, characters) flags
+  length-driven wins.
 
 **The reward model** (no judge; the toy world): each answer wins when the reward model scores it
 above the baseline answer (ties count half).
@@ -44,7 +50,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cascade_rl.chat import last_user_text, split_thinking
 
@@ -135,26 +141,29 @@ def judged_outcome(
     answers: Sequence[Sequence[str]],
     baselines: Sequence[str],
     strong_weight: int = STRONG_WEIGHT,
+    style_control: bool = True,
 ) -> ArenaOutcome:
     """The win rate from each sample's two judgements (baseline as A, then answer as A)."""
     from cascade_rl.eval.metrics import standard_error
 
     total = weight_sum = 0.0
-    per_prompt, per_sample = [], []
+    per_prompt, per_sample, styled = [], [], []
     unparsed = inconsistent = pairs = 0
-    for prompt_judgements in judgements:
+    for prompt_judgements, prompt_answers, baseline in zip(judgements, answers, baselines):
         prompt_total = prompt_weight = 0.0
         records = []
-        for as_b, as_a in prompt_judgements:
+        baseline_style = style_counts(baseline)
+        for (as_b, as_a), answer in zip(prompt_judgements, prompt_answers):
             verdicts = parse_verdict(as_b), parse_verdict(as_a)
             games = [game(verdicts[0], False, strong_weight), game(verdicts[1], True, strong_weight)]
-            for outcome in games:
+            for answer_is_a, outcome in zip((False, True), games):
                 if outcome is None:
                     unparsed += 1
                     continue
                 score, weight = outcome
                 prompt_total += score * weight
                 prompt_weight += weight
+                styled.append(StyledGame(answer_is_a, score, weight, style_counts(answer), baseline_style))
             if None not in games:
                 pairs += 1
                 inconsistent += (games[0][0] - 0.5) * (games[1][0] - 0.5) < 0
@@ -166,14 +175,73 @@ def judged_outcome(
     flat_answers = [len(a) for group in answers for a in group]
     mean_answer = sum(flat_answers) / max(len(flat_answers), 1)
     mean_baseline = sum(len(b) for b in baselines) / max(len(baselines), 1)
+    raw = 100.0 * total / weight_sum if weight_sum else 0.0
     extra = {
+        "raw_win_rate": raw,
         "games": float(2 * len(flat_answers) - unparsed),
         "unparsed_games": float(unparsed),
         "inconsistent_pairs": 100.0 * inconsistent / pairs if pairs else 0.0,
         "length_ratio": mean_answer / mean_baseline if mean_baseline else 0.0,
     }
-    value = 100.0 * total / weight_sum if weight_sum else 0.0
+    value = 100.0 * style_controlled_win_rate(styled) if style_control and styled else raw
     return ArenaOutcome(value, 100.0 * standard_error(per_prompt), extra, per_sample)
+
+
+_CODE_BLOCK = re.compile(r"```[^`]*```")
+_WORD = re.compile(r"\w+|[^\w\s]")
+_HEADER = re.compile(r"^#{1,6}\s", re.M)
+_LIST_ITEM = re.compile(r"^\s*(?:\d+\.|[-*+])\s", re.M)
+_BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
+
+
+def style_counts(answer: str) -> tuple[int, int, int, int]:
+    """(length in words and punctuation marks, markdown headers, list items, bold spans) of an
+    answer without its code blocks: ArenaHard's style elements."""
+    text = _CODE_BLOCK.sub("", answer)
+    return len(_WORD.findall(text)), len(_HEADER.findall(text)), len(_LIST_ITEM.findall(text)), len(_BOLD.findall(text))
+
+
+class StyledGame(NamedTuple):
+    """One judged game with the style counts of both answers."""
+
+    answer_is_a: bool
+    score: float  # of the evaluated answer: 1 win, 0.5 tie, 0 loss
+    weight: int
+    answer_style: tuple[int, int, int, int]
+    baseline_style: tuple[int, int, int, int]
+
+
+def style_controlled_win_rate(games: Sequence[StyledGame], l2: float = 0.5) -> float:
+    """Win probability of the evaluated answers against the baseline with style held out.
+
+    Bradley-Terry with covariates: P(A wins) = sigmoid(s * theta + gamma . f), s = +1 when the
+    evaluated answer is A else -1, f the standardised style ratios of A over B; fitted by
+    Newton's method on the weighted, L2-penalised log-likelihood; returns sigmoid(theta)."""
+    import numpy as np
+
+    sign = np.array([1.0 if g.answer_is_a else -1.0 for g in games])
+    target = np.array([g.score if g.answer_is_a else 1.0 - g.score for g in games])
+    weight = np.array([float(g.weight) for g in games])
+    mine = np.array([g.answer_style for g in games], dtype=float)
+    theirs = np.array([g.baseline_style for g in games], dtype=float)
+    a_style = np.where(sign[:, None] > 0, mine, theirs)
+    b_style = np.where(sign[:, None] > 0, theirs, mine)
+    total = a_style + b_style
+    ratios = np.divide(a_style - b_style, total, out=np.zeros_like(total), where=total > 0)
+    spread = ratios.std(axis=0)
+    kept = spread > 1e-12
+    features = (ratios[:, kept] - ratios[:, kept].mean(axis=0)) / spread[kept]
+    design = np.column_stack([sign, features])
+    params = np.zeros(design.shape[1])
+    for _ in range(100):
+        probability = 1.0 / (1.0 + np.exp(-design @ params))
+        gradient = design.T @ (weight * (target - probability)) - l2 * params
+        hessian = (design * (weight * probability * (1 - probability))[:, None]).T @ design + l2 * np.eye(len(params))
+        step = np.linalg.solve(hessian, gradient)
+        params += step
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(1.0 / (1.0 + np.exp(-params[0])))
 
 
 def reward_model_outcome(

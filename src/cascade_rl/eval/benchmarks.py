@@ -283,7 +283,7 @@ def evaluate(
             result = BenchmarkResult(
                 bench.name,
                 outcome.value,
-                "win rate",
+                arena_metric(bench, plan.judge),
                 bench.k,
                 len(plan.rows),
                 {"stderr": outcome.stderr, **outcome.extra},
@@ -298,6 +298,13 @@ def evaluate(
         log.info("%s: %s = %.1f", bench.name, result.metric, result.value or 0.0)
     (out_dir / "eval.json").write_text(json.dumps(results, indent=1))
     return results
+
+
+def arena_metric(bench: Benchmark, judge: Any) -> str:
+    """The label of an arena benchmark's value."""
+    if judge is not None and bench.options.get("style_control", True):
+        return "win rate (style controlled)"
+    return "win rate"
 
 
 def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model: str | None) -> _Plan | None:
@@ -413,7 +420,13 @@ def _judged(
     )
     flat = iter(judgement[0] for judgement in judged)
     pairs = [[(next(flat), next(flat)) for _ in group] for group in answers]
-    return arena.judged_outcome(pairs, answers, baselines, int(bench.options.get("strong_weight", arena.STRONG_WEIGHT)))
+    return arena.judged_outcome(
+        pairs,
+        answers,
+        baselines,
+        strong_weight=int(bench.options.get("strong_weight", arena.STRONG_WEIGHT)),
+        style_control=bool(bench.options.get("style_control", True)),
+    )
 
 
 def _write_samples(
