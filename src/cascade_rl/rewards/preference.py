@@ -14,10 +14,11 @@
   ``http://HOST:PORT[#MODEL]`` speaking vLLM's Pooling API -- ``cascade serve reward-model
   PATH`` or ``vllm serve PATH --runner pooling``; see :mod:`cascade_rl.serve.protocol`. Server
   options: ``max_concurrency`` (16), ``timeout`` (120 s per request), ``max_retries`` (3),
-  ``backoff_base`` (0.5 s), ``backoff_max`` (30 s), ``cooldown`` (60 s). A conversation the
-  server fails to score gets reward 0 with ``details["error"]`` (counted as ``reward/errors``
-  by the GRPO adapter) and the rest of the batch is scored; it takes no part in the batch
-  minimum. :func:`preflight` checks a server before a stage trains.
+  ``backoff_base`` (0.5 s), ``backoff_max`` (30 s), ``cooldown`` (60 s), ``api_key`` (the
+  server's ``--api-key``). A conversation the server fails to score gets reward 0 with
+  ``details["error"]`` and no ``rm_score`` (counted as ``reward/errors`` by the GRPO adapter) and
+  the rest of the batch is scored; it takes no part in the batch minimum. :func:`preflight`
+  checks a server before a stage trains.
 * **Length.** The RM reads at most ``max_length`` tokens (option; default: the model's
   ``max_position_embeddings`` locally, the server's own limit remotely; the paper recipes set
   16384, the RM's training length). A longer conversation keeps its *last* ``max_length``
@@ -41,7 +42,7 @@ from cascade_rl.rewards.base import Score
 from cascade_rl.serve.protocol import RewardResult, check_server, is_server, reward_model_client
 
 #: reward options that configure a reward-model server client (module docstring)
-SERVER_OPTIONS = ("max_concurrency", "timeout", "max_retries", "backoff_base", "backoff_max", "cooldown")
+SERVER_OPTIONS = ("max_concurrency", "timeout", "max_retries", "backoff_base", "backoff_max", "cooldown", "api_key")
 
 
 class RewardModel:
@@ -285,7 +286,9 @@ def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0
         return  # required_options reports a missing one
     if is_server(spec):
         try:
-            check_server(str(spec), max_length=options.get("max_length"), timeout=timeout)
+            check_server(
+                str(spec), max_length=options.get("max_length"), timeout=timeout, api_key=options.get("api_key")
+            )
         except (RuntimeError, ValueError) as error:
             raise PreflightError(f"{where}.reward_model: {error}") from None
     elif not Path(spec).is_dir():

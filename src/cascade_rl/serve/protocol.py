@@ -199,7 +199,9 @@ def reward_model_client(url: str, **options: Any) -> RewardModelClient:
 # ---------------------------------------------------------------------------- preflight
 
 
-def check_server(url: str, *, max_length: int | None = None, timeout: float = 300.0) -> float:
+def check_server(
+    url: str, *, max_length: int | None = None, timeout: float = 300.0, api_key: str | None = None
+) -> float:
     """Raise ``RuntimeError`` (one line, naming the URL) unless the server at ``url`` answers
     ``/health`` and scores one tiny conversation (with ``truncate_prompt_tokens`` =
     ``max_length`` when given) within ``timeout`` seconds; returns that score."""
@@ -209,7 +211,8 @@ def check_server(url: str, *, max_length: int | None = None, timeout: float = 30
         wait_for_url(f"{root}/health", deadline)
     except TimeoutError as error:
         raise RuntimeError(f"no reward-model server answers at {root} within {timeout:g} s ({error})") from None
-    client = RewardModelClient(url, max_concurrency=1, timeout=max(1.0, deadline - time.monotonic()), max_retries=0)
+    remaining = max(1.0, deadline - time.monotonic())
+    client = RewardModelClient(url, max_concurrency=1, timeout=remaining, max_retries=0, api_key=api_key)
     try:
         probe = [{"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello!"}]
         (result,) = client.score([probe], max_length=max_length)
