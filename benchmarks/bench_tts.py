@@ -169,6 +169,8 @@ def bench_loop(workers: int, rounds: int, candidates: int) -> None:
     generation_at: dict[int, float] = {}
 
     def progress(problem_id: str, event: dict) -> None:
+        if event["event"] != "step":
+            return
         stamps[event["round"]] = time.perf_counter()
         generation_at[event["round"]] = generator.seconds
 

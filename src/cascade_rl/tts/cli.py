@@ -144,6 +144,7 @@ def run_command(
     top_logprobs: int = typer.Option(20, min=1, help="k of the token confidence (log-probabilities per token)."),
 ) -> None:
     """Run the test-time-scaling loop of SPEC section 8 on problems with subtasks."""
+    from cascade_rl.llm import GenerationError
     from cascade_rl.tts.judge import Judge, JudgeError
     from cascade_rl.tts.loop import TTSConfig, run_tts
     from cascade_rl.tts.sampling import Sampling
@@ -169,7 +170,10 @@ def run_command(
     model = _generator(generator, concurrency, timeout, batch_size, device)
 
     def progress(problem_id: str, event: dict) -> None:
-        if not event.get("replayed"):
+        if event["event"] == "generating":
+            wanted = ", ".join(f"{n} for subtask {name}" for name, n in event["candidates"].items())
+            console.print(f"{problem_id} round {event['round']}: generating {wanted}", markup=False, highlight=False)
+        elif not event.get("replayed"):
             console.print(_step_line(problem_id, event), markup=False, highlight=False)
 
     try:
@@ -177,6 +181,8 @@ def run_command(
             summaries = run_tts(loaded, model, out, config, judge=judge, progress=progress)
     except (RunDirError, JudgeError) as error:
         raise _fail(error) from None
+    except GenerationError as error:
+        raise _fail(ValueError(f"generation failed ({error}); run the same command again to resume")) from None
     Console().print(_summary_table(summaries))
     console.print(f"wrote {out}/summary.json, {out}/trajectory.png and per problem: submissions, trajectory, plot")
 

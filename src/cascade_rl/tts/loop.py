@@ -166,6 +166,8 @@ class Prepared:
     dropped: dict[str, int]
 
 
+#: ``progress(problem_id, event)``: ``{"event": "generating", "round", "candidates": {subtask: n}}`` when a
+#: round starts generating; ``{"event": "step", "round", "step", "replayed", "score", ...}`` per finished step.
 Progress = Callable[[str, dict], None]
 
 
@@ -312,6 +314,9 @@ class ProblemRun:
         allocation = self._allocation(round_number, targets)
         todo = [s for s in targets if s.index not in done]
         prompts = {s.index: self.state.prompt(s, self.config) for s in todo}
+        if todo:
+            wanted = {s.name: allocation[s.index] for s in todo}
+            self.progress(self.problem.id, {"event": "generating", "round": round_number, "candidates": wanted})
         prepared = await asyncio.gather(
             *(self._prepare(round_number, s, prompts[s.index], allocation[s.index]) for s in todo)
         )
@@ -323,9 +328,8 @@ class ProblemRun:
                 self.log.add_step(step)
             self.state.apply(step)
             replayed = subtask.index in done
-            self.progress(
-                self.problem.id, {"round": round_number, "step": step, "replayed": replayed, **self._totals()}
-            )
+            event = {"event": "step", "round": round_number, "step": step, "replayed": replayed, **self._totals()}
+            self.progress(self.problem.id, event)
         return bool(todo)
 
     def _totals(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from cascade_rl.tts.store import write_atomic
 
@@ -20,12 +21,15 @@ def plot_trajectories(trajectories: Mapping[str, tuple[Sequence[dict], float]], 
     for position, (problem_id, (rows, max_score)) in enumerate(trajectories.items()):
         color = f"C{position % 10}"
         rounds = [row["round"] for row in rows]
-        score_axes.step(rounds, [row["score"] for row in rows], where="post", color=color, label=problem_id)
+        scores = [row["score"] for row in rows]
+        score_axes.plot(rounds, scores, drawstyle="steps-post", marker=".", color=color, label=problem_id)
         score_axes.axhline(max_score, color=color, linestyle=":", linewidth=1)
         submission_axes.plot(rounds, [row["submissions"] for row in rows], color=color, marker=".", label=problem_id)
     score_axes.set(xlabel="round", ylabel="problem score (best per subtask, summed)", title="score trajectory")
     submission_axes.set(xlabel="round", ylabel="submissions used", title="submissions")
     for axes in (score_axes, submission_axes):
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.yaxis.set_major_locator(MaxNLocator(integer=axes is submission_axes))
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
     figure.tight_layout()
