@@ -61,7 +61,7 @@ def print_summary(title: str, output: Path, summary: Summary) -> None:
     """The kept / dropped table of a job, and the command's own tables."""
     table = Table(title=f"{title} -> {output}")
     for column in ("rows", "count", "example"):
-        table.add_column(column, justify="right" if column == "count" else "left")
+        table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
     table.add_row("read", str(summary.read), "")
     table.add_row("kept", str(summary.kept), f"{summary.written} rows written")
     for reason, count in summary.dropped.most_common():
@@ -71,7 +71,7 @@ def print_summary(title: str, output: Path, summary: Summary) -> None:
         if isinstance(rows, list) and rows and isinstance(rows[0], dict):
             extra = Table(title=name)
             for column in rows[0]:
-                extra.add_column(str(column))
+                extra.add_column(str(column), overflow="fold")
             for row in rows:
                 extra.add_row(*(str(row[c]) for c in rows[0]))
             Console().print(extra)
@@ -234,3 +234,173 @@ def check_disjoint(
         console.print(f"disjoint copies in {write_dir}")
     if any(row["shared"] for row in report["pairs"]):
         raise typer.Exit(1)
+
+
+GENERATOR_HELP = "Local checkpoint directory or OpenAI-compatible server as http://HOST:PORT/v1#MODEL."
+
+
+def open_generator(spec: str, concurrency: int) -> Any:
+    """A generation backend from a CLI spec, servers limited to ``concurrency`` requests."""
+    from cascade_rl.llm import load_generator
+
+    url = spec.removeprefix("openai:")
+    if url.startswith(("http://", "https://")):
+        base_url, _, model = url.partition("#")
+        if not model:
+            raise DataError(f"server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
+        return load_generator({"base_url": base_url, "model": model, "max_concurrency": concurrency})
+    if not Path(spec).expanduser().is_dir():
+        raise DataError(f"{spec}: not a model directory nor a server URL ({GENERATOR_HELP})")
+    return load_generator({"model_path": spec, "batch_size": max(1, concurrency)})
+
+
+@app.command()
+def difficulty(
+    inputs: list[Path] = INPUTS,
+    output: Path = OUTPUT,
+    model: str = typer.Option(..., "--model", "-m", help=f"The reference / 8B-class model. {GENERATOR_HELP}"),
+    preset: str = typer.Option("math", "--preset", help="Paper settings: math (16 samples, drop >= 0.75) or code."),
+    k: int | None = typer.Option(None, "-k", min=1, help="Samples per prompt [math 16, code 8]."),
+    max_pass_rate: float | None = typer.Option(
+        None, "--drop-at-or-above", help="Drop prompts the model solves at least this often [math 0.75, code 1.0]."
+    ),
+    strong_model: str | None = typer.Option(None, "--strong-model", help=f"Strong model (code). {GENERATOR_HELP}"),
+    strong_k: int | None = typer.Option(None, "--strong-k", min=1, help="Strong-model samples per prompt [8]."),
+    min_pass_rate: float | None = typer.Option(
+        None, "--strong-drop-at-or-below", help="Drop prompts the strong model solves at most this often [code 0]."
+    ),
+    domain: str | None = typer.Option(None, "--domain", help="Reward domain of every row [default: each row's]."),
+    mode: str = typer.Option("think", "--mode", help="Thinking mode of the prompts (think / no_think)."),
+    temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature (paper: 0.6)."),
+    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (paper: 0.95)."),
+    max_tokens: int = typer.Option(32768, "--max-tokens", help="Generation budget per sample."),
+    concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per server (local: batch size)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Prompts per batch (progress is saved after each)."),
+    workers: int = typer.Option(4, "--workers", help="Parallel scorers (the code sandbox pool size)."),
+    skip_malformed: bool = SKIP,
+    overwrite: bool = OVERWRITE,
+    quiet: bool = QUIET,
+) -> None:
+    """Pass rates over k samples and the paper's difficulty filters (SPEC 6): math drops the
+    problems a reference model solves >= 75% of 16 times; code drops those an 8B-class model
+    solves 8/8 or a strong model 0/8. Kept rows get `pass_rate` (and `strong_pass_rate`)."""
+    from cascade_rl.data.difficulty import PRESETS, PassRateFilter, check_rl_inputs, filter_difficulty
+
+    if preset not in PRESETS:
+        raise typer.BadParameter(f"--preset must be one of {', '.join(PRESETS)}")
+    settings = PRESETS[preset]
+
+    def work() -> Summary:
+        check_rl_inputs(inputs, domain, skip_malformed=skip_malformed)  # bad rows fail before models load
+        rules = [
+            PassRateFilter(
+                open_generator(model, concurrency),
+                k or settings["k"],
+                drop_at_or_above=settings["drop_at_or_above"] if max_pass_rate is None else max_pass_rate,
+                spec=model,
+            )
+        ]
+        if strong_model:
+            rules.append(
+                PassRateFilter(
+                    open_generator(strong_model, concurrency),
+                    strong_k or settings["strong_k"],
+                    drop_at_or_below=settings["strong_drop_at_or_below"] if min_pass_rate is None else min_pass_rate,
+                    column="strong_pass_rate",
+                    name="strong model",
+                    spec=strong_model,
+                )
+            )
+        return filter_difficulty(
+            inputs,
+            output,
+            rules,
+            domain=domain,
+            mode=mode,
+            sampling={"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
+            workers=workers,
+            batch_size=batch_size,
+            skip_malformed=skip_malformed,
+            overwrite=overwrite,
+            progress=not quiet,
+        )
+
+    _run(f"difficulty ({preset})", output, work)
+
+
+@app.command()
+def verify(
+    inputs: list[Path] = INPUTS,
+    output: Path = OUTPUT,
+    workers: int = typer.Option(4, "--workers", help="Parallel scorers (the code sandbox pool size)."),
+    skip_malformed: bool = SKIP,
+    overwrite: bool = OVERWRITE,
+    quiet: bool = QUIET,
+) -> None:
+    """Drop SFT responses that disagree with their ground truth (SPEC 3): rows with a reward
+    `domain` and its reference fields (answer, tests, ...) are scored on their last assistant
+    turn; rows without a domain are kept."""
+    from cascade_rl.data.difficulty import verify_responses
+
+    _run(
+        "verify",
+        output,
+        lambda: verify_responses(
+            inputs, output, workers=workers, skip_malformed=skip_malformed, overwrite=overwrite, progress=not quiet
+        ),
+    )
+
+
+@app.command()
+def offtopic(
+    inputs: list[Path] = INPUTS,
+    output: Path = OUTPUT,
+    strong: str = typer.Option(..., "--strong", help=f"Answers the rewritten prompt (rejected). {GENERATOR_HELP}"),
+    weak: str = typer.Option(..., "--weak", help=f"Answers the original prompt (chosen). {GENERATOR_HELP}"),
+    judge: str | None = typer.Option(None, "--judge", help=f"YES/NO judge [default: --strong]. {GENERATOR_HELP}"),
+    rewriter: str | None = typer.Option(None, "--rewriter", help="Rewrites prompts [default: --strong]."),
+    same_threshold: float = typer.Option(
+        0.5, "--same-threshold", help="Drop a rewrite the judge says asks the same thing with P(YES) >= this."
+    ),
+    mode: str = typer.Option("no_think", "--mode", help="Thinking mode of every request."),
+    temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature."),
+    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling."),
+    max_tokens: int = typer.Option(4096, "--max-tokens", help="Generation budget per request."),
+    concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per server (local: batch size)."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Prompts per batch (progress is saved after each)."),
+    skip_malformed: bool = SKIP,
+    overwrite: bool = OVERWRITE,
+    quiet: bool = QUIET,
+) -> None:
+    """Off-topic reward-model pairs (SPEC 4, appendix C.1): rewrite each prompt into a related
+    but different one, keep it if the YES/NO judge says it asks something else, answer it with
+    the strong model (rejected) and the original with the weak model (chosen)."""
+    from cascade_rl.data.job import prevalidate
+    from cascade_rl.data.offtopic import OfftopicModels, instruction_of, offtopic_pairs
+    from cascade_rl.llm import YesNoJudge
+
+    def work() -> Summary:
+        prevalidate(inputs, instruction_of, skip_malformed=skip_malformed)  # bad rows fail before models load
+        specs = {"strong": strong, "weak": weak, "judge": judge or strong, "rewriter": rewriter or strong}
+        by_spec: dict[str, Any] = {}
+        for spec in specs.values():  # a model named twice is opened once
+            if spec not in by_spec:
+                by_spec[spec] = open_generator(spec, concurrency)
+        opened = {name: by_spec[spec] for name, spec in specs.items()}
+        models = OfftopicModels(
+            opened["strong"], opened["weak"], YesNoJudge(opened["judge"], prefix=""), opened["rewriter"], specs
+        )
+        return offtopic_pairs(
+            inputs,
+            output,
+            models,
+            same_threshold=same_threshold,
+            sampling={"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
+            mode=mode,
+            batch_size=batch_size,
+            skip_malformed=skip_malformed,
+            overwrite=overwrite,
+            progress=not quiet,
+        )
+
+    _run("offtopic", output, work)

@@ -6,11 +6,12 @@ formatting differences do not hide an overlap.
 
 :class:`NgramIndex` is the decontamination index of ``cascade data decontaminate``: the
 n-grams of several named benchmarks, each word mapped to an integer id and each n-gram to a
-64-bit polynomial hash, kept in one sorted NumPy array (with the n-gram's word ids beside it).
-Training texts are checked in chunks: their word ids (0 for a word no benchmark has, which no
-benchmark n-gram contains) are concatenated, the hashes of every window computed with ``n``
-vectorised multiply-adds, looked up with one ``searchsorted``, and every hit confirmed on the
-word ids themselves, so a hash collision never drops a row. A benchmark text shorter than
+64-bit polynomial hash, kept in one sorted NumPy array (with the n-gram's word hashes beside it).
+Training texts are checked in chunks, without a Python object per word (:class:`WordHashes`):
+the bytes of the whole chunk are split into words and each word hashed to 64 bits with a few
+NumPy passes; the hash of every window of ``n`` words is a vectorised multiply-add, looked up
+with one ``searchsorted``; a hit is confirmed on the ``n`` word hashes themselves, so an
+n-gram hash collision never drops a row. A benchmark text shorter than
 ``n`` words has no n-gram; it matches a training text with exactly the same words.
 """
 
@@ -55,111 +56,6 @@ def decontaminate(
     return kept, len(rows) - len(kept)
 
 
-_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplication by it is a bijection mod 2**64
-
-
-class NgramIndex:
-    """The ``n``-grams of named benchmarks (module docstring). ``add`` every benchmark, then
-    call :meth:`matches` on training texts."""
-
-    def __init__(self, n: int = 9) -> None:
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        self.n = n
-        self.vocab: dict[str, int] = {}
-        self.names: list[str] = []
-        self.grams_per_benchmark: dict[str, int] = {}
-        self._parts: list[tuple[np.ndarray, np.ndarray]] = []  # (word-id windows, benchmark number)
-        self._short: dict[tuple[str, ...], set[int]] = {}
-        self._hashes: np.ndarray | None = None
-
-    def add(self, name: str, texts: Iterable[str]) -> None:
-        """Index the n-grams of one benchmark's texts."""
-        number = len(self.names)
-        self.names.append(name)
-        windows = []
-        for text in texts:
-            tokens = words(text)
-            if len(tokens) < self.n:
-                if tokens:
-                    self._short.setdefault(tuple(tokens), set()).add(number)
-                continue
-            ids = np.fromiter((self.vocab.setdefault(t, len(self.vocab) + 1) for t in tokens), np.uint64, len(tokens))
-            windows.append(np.lib.stride_tricks.sliding_window_view(ids, self.n))
-        grams = np.unique(np.concatenate(windows), axis=0) if windows else np.zeros((0, self.n), np.uint64)
-        self.grams_per_benchmark[name] = len(grams)
-        self._parts.append((grams, np.full(len(grams), number, np.int32)))
-        self._hashes = None
-
-    def _build(self) -> None:
-        grams = np.concatenate([g for g, _ in self._parts]) if self._parts else np.zeros((0, self.n), np.uint64)
-        owners = np.concatenate([o for _, o in self._parts]) if self._parts else np.zeros(0, np.int32)
-        hashes = _window_hashes(grams.reshape(-1), self.n)[:: self.n] if len(grams) else np.zeros(0, np.uint64)
-        order = np.argsort(hashes, kind="stable")
-        self._hashes, self._grams, self._owners = hashes[order], grams[order], owners[order]
-        self._words = ["", *self.vocab]  # ids count up from 1 in insertion order
-
-    def matches(self, texts: Sequence[str]) -> list[dict[str, str]]:
-        """For each text, the benchmarks it shares an n-gram with (or, for a benchmark text
-        shorter than n words, whose words it equals), each with the first shared n-gram."""
-        if self._hashes is None:
-            self._build()
-        found: list[dict[str, str]] = [{} for _ in texts]
-        token_lists = [words(text) for text in texts]
-        for row, tokens in enumerate(token_lists):
-            for number in self._short.get(tuple(tokens), ()):
-                found[row].setdefault(self.names[number], " ".join(tokens))
-        if not len(self._hashes):
-            return found
-        ids, starts = self._chunk_ids(token_lists)
-        if len(ids) < self.n:
-            return found
-        hashes = _window_hashes(ids, self.n)
-        valid = np.ones(len(hashes), bool)
-        for offset in range(self.n):
-            valid &= ids[offset : offset + len(hashes)] != 0
-        positions = np.flatnonzero(valid)
-        slots = np.searchsorted(self._hashes, hashes[positions])
-        slots[slots == len(self._hashes)] = 0
-        hit = positions[self._hashes[slots] == hashes[positions]]
-        for position in hit:
-            self._confirm(
-                ids, int(position), hashes[position], found[int(np.searchsorted(starts, position, "right")) - 1]
-            )
-        return found
-
-    def _chunk_ids(self, token_lists: Sequence[list[str]]) -> tuple[np.ndarray, np.ndarray]:
-        """Word ids of all texts, each followed by a 0 (so no window spans two texts), and the
-        start of each text."""
-        vocab = self.vocab
-        flat: list[int] = []
-        starts = np.zeros(len(token_lists), np.int64)
-        for row, tokens in enumerate(token_lists):
-            starts[row] = len(flat)
-            flat.extend([vocab.get(token, 0) for token in tokens])
-            flat.append(0)
-        return np.array(flat, np.uint64), starts
-
-    def _confirm(self, ids: np.ndarray, position: int, value: np.uint64, hits: dict[str, str]) -> None:
-        window = ids[position : position + self.n]
-        left = np.searchsorted(self._hashes, value, "left")
-        right = np.searchsorted(self._hashes, value, "right")
-        for slot in range(left, right):
-            if np.array_equal(self._grams[slot], window):
-                name = self.names[self._owners[slot]]
-                hits.setdefault(name, " ".join(self._words[int(i)] for i in window))
-
-
-def _window_hashes(ids: np.ndarray, n: int) -> np.ndarray:
-    """Polynomial hash (base ``_BASE``, mod 2**64) of every window of ``n`` consecutive ids."""
-    length = len(ids) - n + 1
-    hashes = np.zeros(length, np.uint64)
-    with np.errstate(over="ignore"):
-        for offset in range(n):
-            hashes = hashes * _BASE + ids[offset : offset + length]
-    return hashes
-
-
 def dedup(rows: Iterable[Row], key: Callable[[Row], str]) -> tuple[list[Row], int]:
     """First occurrence of each exact (whitespace-normalised) key, and how many repeats were dropped."""
     seen: set[str] = set()
@@ -172,3 +68,168 @@ def dedup(rows: Iterable[Row], key: Callable[[Row], str]) -> tuple[list[Row], in
             seen.add(normal)
             kept.append(row)
     return kept, dropped
+
+
+_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, hence invertible mod 2**64
+_INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
+_WORD_BYTE = np.zeros(256, bool)
+_WORD_BYTE[[*range(ord("0"), ord("9") + 1), *range(ord("a"), ord("z") + 1), *range(0x80, 0x100)]] = True
+
+
+class WordHashes:
+    """The words of a batch of texts (:func:`words`) as 64-bit hashes of their UTF-8 bytes,
+    computed with NumPy over the bytes of the whole batch -- no Python string per word.
+
+    ``hashes[i]`` is the hash of word ``i``, ``text_of[i]`` the text it belongs to, and
+    :meth:`word` gives its text back. ASCII texts are lower-cased and split where a byte is not
+    ``[0-9a-z]``; other texts go through :func:`words` first (re-joined with spaces), so the
+    words are exactly those of :func:`words`."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        prepared = [text.lower() if text.isascii() else " ".join(words(text)) for text in texts]
+        self.data = np.frombuffer("\n".join(prepared).encode("utf-8"), np.uint8)
+        lengths = np.fromiter((len(p.encode("utf-8")) + 1 for p in prepared), np.int64, len(prepared))
+        text_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(prepared) else np.zeros(0, np.int64)
+        inside = np.concatenate([[False], _WORD_BYTE[self.data], [False]])
+        edges = np.flatnonzero(inside[1:] != inside[:-1])
+        self.starts, self.ends = edges[0::2], edges[1::2]
+        self.text_of = np.searchsorted(text_starts, self.starts, "right") - 1
+        self.hashes = self._hash_words()
+
+    def _hash_words(self) -> np.ndarray:
+        """h(word) = sum of byte_j * B**(end - 1 - j) mod 2**64, from one prefix sum over the
+        bytes weighted by B**-j (B is odd, so B**-1 exists mod 2**64)."""
+        size = len(self.data)
+        if not len(self.starts):
+            return np.zeros(0, np.uint64)
+        powers, inverse_powers = _powers(size + 1)
+        with np.errstate(over="ignore"):
+            weighted = np.zeros(size + 1, np.uint64)
+            np.cumsum(self.data.astype(np.uint64) * inverse_powers[:size], out=weighted[1:])
+            return (weighted[self.ends] - weighted[self.starts]) * powers[self.ends - 1]
+
+    def word(self, index: int) -> str:
+        return bytes(self.data[self.starts[index] : self.ends[index]]).decode("utf-8")
+
+
+class NgramIndex:
+    """The ``n``-grams of named benchmarks (module docstring). ``add`` every benchmark, then
+    call :meth:`matches` on training texts."""
+
+    def __init__(self, n: int = 9) -> None:
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        self.n = n
+        self.names: list[str] = []
+        self.grams_per_benchmark: dict[str, int] = {}
+        self._parts: list[tuple[np.ndarray, np.ndarray]] = []  # (word-hash windows, benchmark number)
+        self._short: dict[tuple[int, ...], set[int]] = {}
+        self._hashes: np.ndarray | None = None
+
+    def add(self, name: str, texts: Iterable[str]) -> None:
+        """Index the n-grams of one benchmark's texts."""
+        number = len(self.names)
+        self.names.append(name)
+        batch = WordHashes(list(texts))
+        windows, owners = self._windows(batch)
+        grams = np.unique(batch.hashes[windows[:, None] + np.arange(self.n)], axis=0)
+        counts = np.bincount(batch.text_of, minlength=int(batch.text_of.max(initial=-1)) + 1)
+        for text in np.flatnonzero((counts > 0) & (counts < self.n)):
+            short = tuple(int(h) for h in batch.hashes[batch.text_of == text])
+            self._short.setdefault(short, set()).add(number)
+        self.grams_per_benchmark[name] = len(grams)
+        self._parts.append((grams, np.full(len(grams), number, np.int32)))
+        self._hashes = None
+
+    def _windows(self, batch: WordHashes) -> tuple[np.ndarray, np.ndarray]:
+        """Start positions of the windows of n words that lie inside one text, and their text."""
+        last = len(batch.hashes) - self.n + 1
+        if last <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        starts = np.flatnonzero(batch.text_of[:last] == batch.text_of[self.n - 1 :])
+        return starts, batch.text_of[starts]
+
+    def _build(self) -> None:
+        grams = np.concatenate([g for g, _ in self._parts]) if self._parts else np.zeros((0, self.n), np.uint64)
+        owners = np.concatenate([o for _, o in self._parts]) if self._parts else np.zeros(0, np.int32)
+        hashes = _rolling(grams)
+        order = np.argsort(hashes, kind="stable")
+        self._hashes, self._grams, self._owners = hashes[order], grams[order], owners[order]
+        self._filter = np.zeros(1 << (64 - _FILTER_SHIFT), bool)  # the hashes' top bits: a 4 MiB pre-filter
+        self._filter[self._hashes >> _FILTER_SHIFT] = True
+
+    def matches(self, texts: Sequence[str]) -> list[dict[str, str]]:
+        """For each text, the benchmarks it shares an n-gram with (or, for a benchmark text
+        shorter than n words, whose words it equals), each with the first shared n-gram."""
+        if self._hashes is None:
+            self._build()
+        found: list[dict[str, str]] = [{} for _ in texts]
+        batch = WordHashes(texts)
+        if self._short:
+            self._match_short(batch, found)
+        starts, owners = self._windows(batch)
+        if not len(starts) or not len(self._hashes):
+            return found
+        hashes = _rolling_flat(batch.hashes, self.n)[starts]
+        maybe = np.flatnonzero(self._filter[hashes >> _FILTER_SHIFT])  # most windows stop here
+        slots = np.minimum(np.searchsorted(self._hashes, hashes[maybe]), len(self._hashes) - 1)
+        for hit in maybe[self._hashes[slots] == hashes[maybe]]:
+            start = int(starts[hit])
+            window = batch.hashes[start : start + self.n]
+            self._confirm(window, hashes[hit], found[owners[hit]], batch, start)
+        return found
+
+    def _match_short(self, batch: WordHashes, found: list[dict[str, str]]) -> None:
+        counts = np.bincount(batch.text_of, minlength=len(found))
+        for text in np.flatnonzero((counts > 0) & (counts < self.n)):
+            positions = np.flatnonzero(batch.text_of == text)
+            for number in self._short.get(tuple(int(h) for h in batch.hashes[positions]), ()):
+                found[text].setdefault(self.names[number], " ".join(batch.word(int(i)) for i in positions))
+
+    def _confirm(
+        self, window: np.ndarray, value: np.uint64, hits: dict[str, str], batch: WordHashes, start: int
+    ) -> None:
+        """Record the benchmarks whose n-gram has exactly these word hashes."""
+        left = np.searchsorted(self._hashes, value, "left")
+        right = np.searchsorted(self._hashes, value, "right")
+        for slot in range(left, right):
+            name = self.names[self._owners[slot]]
+            if name not in hits and np.array_equal(self._grams[slot], window):
+                hits[name] = " ".join(batch.word(i) for i in range(start, start + self.n))
+
+
+_FILTER_SHIFT = np.uint64(42)
+_POWERS: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
+
+
+def _powers(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """B**j and B**-j mod 2**64 for j < size (computed once, grown by doubling)."""
+    if len(_POWERS[0]) < size:
+        length = max(size, 2 * len(_POWERS[0]))
+        with np.errstate(over="ignore"):
+            for index, base in enumerate((_BASE, _INVERSE)):
+                table = np.empty(length, np.uint64)
+                table[0] = 1
+                np.cumprod(np.full(length - 1, base, np.uint64), out=table[1:])
+                _POWERS[index] = table
+    return _POWERS[0], _POWERS[1]
+
+
+def _rolling_flat(hashes: np.ndarray, n: int) -> np.ndarray:
+    """Polynomial hash of every window of ``n`` consecutive word hashes (as :func:`_rolling`)."""
+    length = len(hashes) - n + 1
+    out = np.zeros(max(length, 0), np.uint64)
+    with np.errstate(over="ignore"):
+        for offset in range(n):
+            out *= _BASE
+            out += hashes[offset : offset + length]
+    return out
+
+
+def _rolling(windows: np.ndarray) -> np.ndarray:
+    """Polynomial hash (base ``_BASE``, mod 2**64) of each row of word hashes."""
+    hashes = np.zeros(len(windows), np.uint64)
+    with np.errstate(over="ignore"):
+        for column in range(windows.shape[1] if windows.ndim == 2 else 0):
+            hashes = hashes * _BASE + windows[:, column]
+    return hashes

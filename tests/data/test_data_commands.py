@@ -1,0 +1,158 @@
+"""`cascade data dedup | decontaminate | check-disjoint`, and what every data command shares:
+resumable output after `kill -9`, a kept / dropped summary, malformed rows named by file and line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cascade_rl.cli import app
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def write(path: Path, rows) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def run(*args):
+    return CliRunner().invoke(app, ["data", *map(str, args)], env={"COLUMNS": "250"})
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def summary_of(output: Path) -> dict:
+    return json.loads(output.with_name(output.name + ".summary.json").read_text())["summary"]
+
+
+def test_dedup_keeps_the_first_row_of_each_prompt_and_both_modes(tmp_path):
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": "Hi  there", "mode": "think"},
+                {"role": "assistant", "content": "a"},
+            ]
+        },
+        {"messages": [{"role": "user", "content": "Hi there", "mode": "think"}, {"role": "assistant", "content": "b"}]},
+        {
+            "messages": [
+                {"role": "user", "content": "Hi there", "mode": "no_think"},
+                {"role": "assistant", "content": "c"},
+            ]
+        },
+        {"prompt": "Hi there", "domain": "math", "answer": "1"},
+        {"prompt": [{"role": "user", "content": "Hi there"}], "domain": "math", "answer": "2"},
+    ]
+    output = tmp_path / "out.jsonl"
+    result = run("dedup", write(tmp_path / "in.jsonl", rows), "-o", output, "-q")
+    assert result.exit_code == 0, result.output
+    assert [r.get("answer") or r["messages"][1]["content"] for r in lines(output)] == ["a", "c", "1"]
+    assert summary_of(output)["dropped"] == {"duplicate prompt": 2}
+    assert "duplicate prompt" in result.output and "in.jsonl:2" in result.output
+    keyed = tmp_path / "keyed.jsonl"
+    assert run("dedup", tmp_path / "in.jsonl", "-o", keyed, "--key", "answer", "-q").exit_code == 2  # rows without it
+    assert run("dedup", tmp_path / "in.jsonl", "-o", keyed, "--key", "answer", "-q", "--skip-malformed").exit_code == 0
+    assert summary_of(keyed)["dropped"] == {"malformed: missing field 'answer'": 3}
+
+
+def test_decontaminate_reports_each_benchmark(tmp_path):
+    train = [
+        {
+            "prompt": "Find the number of positive integers $n \\le 30$ such that n is divisible by 3 or 5, please",
+            "domain": "math",
+            "answer": "14",
+        },
+        {"prompt": "Which planet is known as the Red Planet?", "domain": "math", "answer": "x"},
+        {
+            "prompt": "Tell me a story about a red planet and a brave cat who flies there in a rocket",
+            "domain": "math",
+            "answer": "x",
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": "What is the remainder when $7^{4}$ is divided by $10$"},
+            ]
+        },
+    ]
+    output = tmp_path / "clean.jsonl"
+    args = ["decontaminate", write(tmp_path / "train.jsonl", train), "-o", output, "-q"]
+    args += ["-b", f"aime24={SAMPLES / 'aime2024.jsonl'}", "-b", f"mmlu={SAMPLES / 'mmlu.jsonl'}"]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    assert [r.get("prompt", "")[:10] for r in lines(output)] == ["Tell me a ", ""]
+    summary = summary_of(output)
+    assert summary["dropped"] == {"shares a 9-gram with aime24": 1, "shares a 9-gram with mmlu": 1}
+    table = {row["benchmark"]: row for row in summary["extra"]["per benchmark"]}
+    assert table["aime24"]["rows removed"] == 1 and "positive integers n le 30" in table["aime24"]["example"]
+    assert table["mmlu"]["rows removed"] == 1  # a short question: the same words are a match
+    assert "per benchmark" in result.output
+    # replies count too with --text all
+    strict = tmp_path / "strict.jsonl"
+    assert run(*args[:3], strict, "-q", "--text", "all", *args[5:]).exit_code == 0
+    assert len(lines(strict)) == 1
+
+
+def test_check_disjoint_finds_shared_prompts_and_writes_disjoint_sets(tmp_path):
+    sft = write(
+        tmp_path / "sft.jsonl",
+        [{"messages": [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"}]}],
+    )
+    rlhf = write(
+        tmp_path / "rlhf.jsonl",
+        [{"prompt": [{"role": "user", "content": "Write a poem."}], "chosen": "a", "rejected": "b"}],
+    )
+    rl = write(
+        tmp_path / "rl.jsonl",
+        [
+            {"prompt": "what is  2+2?", "domain": "math", "answer": "4"},
+            {"prompt": "3*3?", "domain": "math", "answer": "9"},
+        ],
+    )
+    result = run("check-disjoint", "--sft", sft, "--rlhf", rlhf, "--rl", rl, "--write-dir", tmp_path / "disjoint")
+    assert result.exit_code == 1, result.output
+    assert "sft & rl" in result.output and "sft.jsonl:1 = " in result.output
+    assert lines(tmp_path / "disjoint" / "rl-rl.jsonl") == [{"prompt": "3*3?", "domain": "math", "answer": "9"}]
+    clean = run("check-disjoint", "--sft", sft, "--rl", tmp_path / "disjoint" / "rl-rl.jsonl")
+    assert clean.exit_code == 0, clean.output
+
+
+def test_a_killed_job_resumes_to_the_same_output(tmp_path):
+    """kill -9 in the middle of a run, a half-written line at the end of the output: running the
+    same command again gives exactly the output of an uninterrupted run."""
+    rows = [{"ID": i, "Problem": f"What is {i} plus {i}? " + "pad " * 50, "Answer": 2 * i} for i in range(60000)]
+    source = write(tmp_path / "big.jsonl", rows)
+    output = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "cascade_rl.cli", "data", "convert", str(source), "-f", "aime", "-o", str(output)]
+    process = subprocess.Popen(command + ["-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    state = output.with_name(output.name + ".summary.json")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if state.exists() and 0 < json.loads(state.read_text())["summary"]["read"] < len(rows) // 2:
+            os.kill(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL, "the job finished before it could be killed"
+    with open(output, "a") as handle:
+        handle.write('{"prompt": "half a li')  # as if the kill hit in the middle of a write
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    fresh = tmp_path / "fresh.jsonl"
+    assert run("convert", source, "-f", "aime", "-o", fresh, "-q").exit_code == 0
+    assert output.read_bytes() == fresh.read_bytes()
+    assert summary_of(output)["kept"] == len(rows) and summary_of(output)["done"]
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "already complete" in again.stderr
+    other = run("convert", source, "-f", "aime", "-o", output, "--suffix", "x", "-q")
+    assert other.exit_code == 2 and "--overwrite" in other.output
