@@ -283,6 +283,7 @@ class ProblemRun:
         elif not candidates:
             step["note"] = "no candidate survived the filters" if prepared.generations else "generation budget spent"
         else:
+            self._warn_without_confidence(candidates)
             chosen = candidates[self.select(candidates)]
             result = await self.judge.ajudge(self.problem, chosen.code)
             step["selected"] = chosen.index
@@ -293,6 +294,16 @@ class ProblemRun:
                 "result": result.to_dict(),
             }
         return step
+
+    _warned = False
+
+    def _warn_without_confidence(self, candidates: Sequence[Candidate]) -> None:
+        """Once per process: tail10 got candidates without log-probabilities to rank them."""
+        if needs_confidence(self.select) and all(c.confidence is None for c in candidates) and not ProblemRun._warned:
+            ProblemRun._warned = True
+            log.warning(
+                "the generator gave no log-probabilities: %s submits the earliest survivor", self.config.selection
+            )
 
     # ------------------------------------------------------------------ rounds
 
