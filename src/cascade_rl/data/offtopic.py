@@ -42,7 +42,7 @@ JUDGE_TEMPLATE = (
     "There are two instructions, Instruction A and Instruction B. Are the two instructions asking the same thing? "
     "Please answer with 'YES' or 'NO'.\n\nInstruction A: {a}\n\nInstruction B: {b}"
 )
-_LABEL = re.compile(r"^\s*(?:\*\*)?generated input(?:\*\*)?\s*[:：]\s*", re.I)
+_LABEL = re.compile(r"^\s*(?:\*\*)?generated input(?:\*\*)?\s*[:：]\s*(?:\*\*)?\s*", re.I)
 
 
 @dataclass
