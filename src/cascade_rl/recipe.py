@@ -121,7 +121,9 @@ class DataSource(Strict):
     )
     limit: int | None = Field(None, gt=0, description="Use at most this many rows (after reading, before upsampling).")
     fields: dict[str, str] = Field(
-        default_factory=dict, description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}."
+        default_factory=dict,
+        description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}; their_name may be a "
+        "dotted path into nested fields, e.g. {tests: verifier_metadata.unit_tests}.",
     )
 
 
@@ -160,7 +162,9 @@ class Benchmark(Strict):
     pass_threshold: float = Field(1.0, description="A sample is correct when its reward is at least this.")
     options: dict[str, Any] = Field(default_factory=dict, description="Scorer options for the domain.")
     fields: dict[str, str] = Field(
-        default_factory=dict, description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}."
+        default_factory=dict,
+        description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}; their_name may be a "
+        "dotted path into nested fields, e.g. {tests: verifier_metadata.unit_tests}.",
     )
     format: str | None = Field(
         None, description="Public format converted on read (as `cascade data convert`: mcq, aime, livecodebench, ...)."

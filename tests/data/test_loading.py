@@ -109,3 +109,17 @@ def test_rl_rows_show_their_tools_in_the_prompt_grpo_renders(tmp_path, tiny_chec
     assert "<tools>" in texts[0] and '"get_weather"' in texts[0]
     assert "<tools>" not in texts[1]
     assert rows[0]["reference"]["expected_calls"] == expected_calls
+
+
+def test_field_mapping_reads_nested_fields_of_nemo_gym_rows(tmp_path):
+    """A recipe can read NVIDIA's NeMo Gym rows inline: dotted paths in DataSource.fields."""
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "Print 2."}]},
+        "verifier_metadata": {"unit_tests": {"inputs": ["\n"], "outputs": ["2\n"]}},
+    }
+    path = write(tmp_path / "gym.jsonl", [row])
+    fields = {"prompt": "responses_create_params.input", "tests": "verifier_metadata.unit_tests"}
+    rows, report = load_sources([DataSource(path=path, fields=fields)], rl_normaliser("code"))
+    assert report.kept == 1, report.summary()
+    assert rows[0]["prompt"] == [{"role": "user", "content": "Print 2."}]
+    assert rows[0]["reference"]["tests"] == {"inputs": ["\n"], "outputs": ["2\n"]}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import with_tools
+from cascade_rl.data.rows import rename_fields
 from cascade_rl.recipe import DataSource, expand
 from cascade_rl.rewards.registry import get_domain, missing_fields
 
@@ -97,9 +98,7 @@ def load_source(
         if not isinstance(row, dict):
             report.skip("row is not a JSON object", where)
             continue
-        for ours, theirs in source.fields.items():
-            if theirs in row:
-                row[ours] = row.pop(theirs)
+        rename_fields(row, source.fields)
         try:
             rows.append(normalise(row))
         except ValueError as error:
