@@ -1,3 +1,5 @@
+import pytest
+
 from cascade_rl.data.hygiene import decontaminate, dedup, words
 
 
@@ -40,8 +42,13 @@ def test_ngram_index_reports_each_benchmark_and_confirms_hits():
     assert index.grams_per_benchmark == {"aime": 11, "gpqa": 3}  # 19 words; 11 words
 
 
-def test_ngram_index_agrees_with_the_set_of_ngrams_on_random_text():
+@pytest.mark.parametrize("group_chars", [1 << 18, 200])  # texts hashed together or in many small groups
+def test_ngram_index_agrees_with_the_set_of_ngrams_on_random_text(group_chars, monkeypatch):
     import random
+
+    from cascade_rl.data import hygiene
+
+    monkeypatch.setattr(hygiene, "GROUP_CHARS", group_chars)
 
     from cascade_rl.data.hygiene import NgramIndex, ngram_index, ngrams
 

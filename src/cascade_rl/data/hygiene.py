@@ -160,9 +160,22 @@ class NgramIndex:
 
     def matches(self, texts: Sequence[str]) -> list[dict[str, str]]:
         """For each text, the benchmarks it shares an n-gram with (or, for a benchmark text
-        shorter than n words, whose words it equals), each with the first shared n-gram."""
+        shorter than n words, whose words it equals), each with the first shared n-gram.
+        Texts are hashed in groups of about ``GROUP_CHARS`` characters (bounded memory)."""
         if self._hashes is None:
             self._build()
+        found: list[dict[str, str]] = []
+        start = 0
+        while start < len(texts):
+            end, size = start, 0
+            while end < len(texts) and (end == start or size + len(texts[end]) <= GROUP_CHARS):
+                size += len(texts[end])
+                end += 1
+            found += self._match_group(texts[start:end])
+            start = end
+        return found
+
+    def _match_group(self, texts: Sequence[str]) -> list[dict[str, str]]:
         found: list[dict[str, str]] = [{} for _ in texts]
         batch = WordHashes(texts)
         if self._short:
@@ -199,6 +212,7 @@ class NgramIndex:
 
 
 _FILTER_SHIFT = np.uint64(42)
+GROUP_CHARS = 1 << 18
 _POWERS: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
 
 
