@@ -1,5 +1,6 @@
 """The embedded default (`make demo`, recipes/tiny.yaml), shortened to a few steps per stage:
-the whole cascade runs from a fresh directory on CPU and produces the report a user reads."""
+the whole cascade runs from a fresh directory on CPU and produces the report a user reads, in
+one process and under ``torchrun --nproc_per_node 2`` (gloo) with the same prompts."""
 
 import json
 import os
@@ -7,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,23 +50,48 @@ def shortened_tiny_recipe() -> dict:
             stage.update(max_steps=2, batch_size=8, per_device_batch_size=8)
         elif stage["kind"] == "grpo":
             stage.update(prompts_per_batch=2, rollouts_per_prompt=2)
+            if stage["name"] == "math":  # several micro-batches per step (and per process under torchrun)
+                stage.update(per_device_batch_size=1)
             for step in stage["curriculum"]:
                 step.update(max_steps=1, max_response_length=min(step["max_response_length"], 24))
     return recipe
 
 
-def test_shortened_tiny_cascade_runs_end_to_end_and_reports(tmp_path):
-    recipe = tmp_path / "tiny-short.yaml"
-    recipe.write_text(yaml.safe_dump(shortened_tiny_recipe()))
-    run_dir = tmp_path / "run"
+def run_cascade(recipe: Path, out: Path, processes: int = 1) -> subprocess.CompletedProcess:
+    cli = ["-m", "cascade_rl.cli", "run", str(recipe), "--out", str(out)]
+    launcher = [
+        str(Path(sys.executable).with_name("torchrun")),
+        "--nproc_per_node",
+        str(processes),
+        "--master_port",
+        str(29000 + os.getpid() % 1000),
+    ]
     result = subprocess.run(
-        [sys.executable, "-m", "cascade_rl.cli", "run", str(recipe), "--out", str(run_dir)],
+        [sys.executable, *cli] if processes == 1 else [*launcher, *cli],
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def shortened(tmp_path_factory) -> Path:
+    recipe = tmp_path_factory.mktemp("recipe") / "tiny-short.yaml"
+    recipe.write_text(yaml.safe_dump(shortened_tiny_recipe()))
+    return recipe
+
+
+@pytest.fixture(scope="module")
+def one_process(shortened, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    run_dir = tmp_path_factory.mktemp("one") / "run"
+    return run_dir, run_cascade(shortened, run_dir)
+
+
+def test_shortened_tiny_cascade_runs_end_to_end_and_reports(one_process):
+    run_dir, result = one_process
     report = json.loads((run_dir / "report.json").read_text())
     assert [s["stage"] for s in report["stages"]] == ["sft", "rm", "rlhf", "ifrl", "math", "code", "swe"]
     assert [s["kind"] for s in report["stages"]] == ["sft", "reward_model"] + ["grpo"] * 5
@@ -84,3 +111,35 @@ def test_shortened_tiny_cascade_runs_end_to_end_and_reports(tmp_path):
     plots = list((run_dir / "plots").glob("*.png"))
     assert len(plots) >= 5 and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
     assert "report:" in result.stderr
+
+
+def grpo_draws(run_dir: Path) -> dict[str, list[dict]]:
+    return {
+        path.parent.parent.name + "/" + path.parent.name: [json.loads(line) for line in path.read_text().splitlines()]
+        for path in sorted(run_dir.glob("*/substage-*/draws.jsonl"))
+    }
+
+
+def test_shortened_tiny_cascade_in_two_processes_trains_the_same_prompts(shortened, one_process, tmp_path):
+    run_dir = tmp_path / "run"
+    run_cascade(shortened, run_dir, processes=2)
+    single, double = grpo_draws(one_process[0]), grpo_draws(run_dir)
+    assert set(double) == set(single) and len(double) == 6  # rlhf, ifrl, math x2, code, swe
+    for name, steps in double.items():
+        assert [(d["step"], d["prompts"], d["modes"]) for d in steps] == [
+            (d["step"], d["prompts"], d["modes"]) for d in single[name]
+        ], name
+        for draw in steps:
+            assert (
+                draw["rollouts"] == 2 * 2
+                and len(set(draw["schedule_digests"])) == 1 == len(draw["schedule_digests"]) - 1
+            )
+    report = json.loads((run_dir / "report.json").read_text())
+    assert [s["stage"] for s in report["stages"]] == ["sft", "rm", "rlhf", "ifrl", "math", "code", "swe"]
+    for stage_dir in sorted(run_dir.glob("0[1-9]-*")):
+        status = json.loads((stage_dir / "stage.json").read_text())
+        assert status["status"] == "done" and status["processes"] == 2
+        metrics = stage_dir / "metrics.jsonl"
+        if metrics.exists():  # one writer: one line per step
+            steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
+            assert steps == sorted(set(steps))

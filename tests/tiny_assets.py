@@ -88,3 +88,11 @@ def kill_once(response: str, **_):
         Path(flag).unlink()
         os.kill(os.getpid(), signal.SIGKILL)
     return first_char_parity(response)
+
+
+def answer_parity(response: str, *, answer: str, **_):
+    """A reward fixed by the prompt alone (its answer's parity), whatever was generated: runs with
+    different sampling (1 or 2 processes) see the same results, so their schedules must agree."""
+    from cascade_rl.rewards.base import Score
+
+    return Score(float(int(answer) % 2 == 0))

@@ -105,6 +105,9 @@ class Runtime(Strict):
         50, gt=0, description="Checkpoint every N optimizer steps so --resume continues inside a stage (None = off)."
     )
     save_total_limit: int = Field(2, gt=0, description="Checkpoints kept per sub-stage; older ones are pruned.")
+    server_wait_s: float = Field(
+        300.0, gt=0, description="How long a stage waits for its reward-model / judge servers to answer before failing."
+    )
     report_to: list[str] = Field(
         default_factory=list,
         description="Experiment trackers for every trainer: tensorboard, trackio, wandb, ... (none by default).",

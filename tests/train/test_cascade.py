@@ -208,3 +208,37 @@ def test_eval_command_resolves_run_variables_in_benchmark_paths(recipe_file, tmp
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((out / "eval.json").read_text())["toy-sum"]["prompts"] == 4
+
+
+def test_a_reward_server_that_never_comes_up_fails_before_the_stage_trains(recipe_file, tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    recipe = yaml.safe_load(recipe_file.read_text())
+    recipe["runtime"]["server_wait_s"] = 2
+    recipe["stages"] = [
+        {**recipe["stages"][2], "reward_options": {"preference": {"reward_model": f"http://127.0.0.1:{port}"}}}
+    ]
+    path = tmp_path / "served.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    result = cascade_cli("run", str(path), "--out", str(tmp_path / "run"))
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "stages (rlhf).reward_options.preference.reward_model" in result.stderr
+    assert f"127.0.0.1:{port}" in result.stderr
+    assert not list((tmp_path / "run").glob("01-rlhf/substage-1/trainer/*"))  # nothing trained
+
+
+def test_a_step_that_cannot_split_over_the_processes_is_named_before_compute(recipe_file, tmp_path):
+    from cascade_rl.train.cascade import check_process_layout
+
+    recipe = load_recipe(recipe_file)
+    check_process_layout(recipe, 2)  # 2 prompts x 2 rollouts split over 2 processes
+    with pytest.raises(RecipeError, match=r"stages \(rlhf\).prompts_per_batch: 2 is not divisible by the 4 processes"):
+        check_process_layout(recipe, 4)
+    recipe.stages[2].per_device_batch_size = 3
+    with pytest.raises(
+        RecipeError, match=r"stages \(rlhf\).per_device_batch_size: 3 does not divide the 2 completions"
+    ):
+        check_process_layout(recipe, 2)

@@ -265,6 +265,7 @@ class Cascade:
             from cascade_rl.train.grpo import run_grpo_stage
 
             options = resolve_reward_options(stage, reward_models)
+            distributed.on_main("reward servers", partial(check_reward_servers, stage, options, self.recipe.runtime))
             model = run_grpo_stage(stage, model_in=policy, reward_options=options, **common)
             return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
         if isinstance(stage, EvalStage):
@@ -306,6 +307,18 @@ class Cascade:
 def _open_stage(stage_dir: Path) -> dict:
     stage_dir.mkdir(parents=True, exist_ok=True)
     return read_status(stage_dir)
+
+
+def check_reward_servers(stage: GRPOStage, options: dict[str, dict], runtime: Any) -> None:
+    """Before a stage trains: every reward server and judge its domains point at answers (a
+    server that never comes up is a clear error now, not a run of zero rewards)."""
+    from cascade_rl.rewards.registry import PreflightError, preflight
+
+    for domain in sorted({*options, *([stage.domain] if stage.domain else [])}):
+        try:
+            preflight(domain, options.get(domain), timeout=runtime.server_wait_s)
+        except PreflightError as error:
+            raise RecipeError(f"stages ({stage.name}).{error}") from None
 
 
 def check_process_layout(recipe: Recipe, processes: int) -> None:
