@@ -350,3 +350,69 @@ def test_a_stage_killed_mid_way_resumes_from_its_checkpoint_to_the_same_weights(
     for a, b in zip(whole.parameters(), resumed.parameters()):
         assert torch.equal(a, b)
     assert not list((tmp_path / "resumed" / "substage-1" / "trainer").glob("checkpoint-*"))  # pruned when done
+
+
+@pytest.mark.parametrize("recipe_file", ["nemotron-cascade-8b.yaml", "nemotron-cascade-14b-thinking.yaml"])
+def test_paper_recipes_are_strictly_on_policy_even_with_vllm(recipe_file, tmp_path):
+    from pathlib import Path
+
+    from cascade_rl.recipe import load_recipe
+
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / recipe_file)
+    assert recipe.runtime.use_vllm and recipe.runtime.vllm_importance_sampling == "off"
+    for stage in recipe.stages:
+        if stage.kind != "grpo":
+            continue
+        for step in stage.curriculum:
+            config = grpo_config(stage, step, recipe.runtime, tmp_path, 0)
+            assert config.use_vllm and config.vllm_importance_sampling_correction is False, stage.name
+            assert config.num_iterations == 1 and config.beta == 0.0 and config.entropy_coef == 0.0
+            assert config.steps_per_generation == config.gradient_accumulation_steps
+
+
+def test_the_vllm_correction_is_a_recipe_choice(rl_file, tmp_path):
+    recipe = recipe_stage(rl_file)
+    recipe.runtime.vllm_importance_sampling = "token_mask"
+    recipe.runtime.vllm_importance_sampling_min, recipe.runtime.vllm_importance_sampling_max = 0.5, 2.0
+    stage = recipe.stages[0]
+    config = grpo_config(stage, stage.curriculum[0], recipe.runtime, tmp_path, 0)
+    assert config.vllm_importance_sampling_correction is True
+    assert config.vllm_importance_sampling_mode == "token_mask"
+    assert (config.vllm_importance_sampling_clip_min, config.vllm_importance_sampling_clip_max) == (0.5, 2.0)
+
+
+def test_report_to_tensorboard_logs_every_step_with_the_projects_metrics(tiny_checkpoint, many_prompts, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    recipe = recipe_stage(
+        many_prompts,
+        prompts_per_batch=2,
+        rollouts_per_prompt=2,
+        domain="tiny_assets:first_char_parity",
+        dynamic_filter={"enabled": True},
+        curriculum=[{"max_response_length": 4, "max_steps": 3}],
+    )
+    recipe.runtime.report_to = ["tensorboard"]
+    stage_dir = tmp_path / "run" / "03-toy"
+    run_grpo_stage(
+        recipe.stages[0],
+        model_in=tiny_checkpoint,
+        stage_dir=stage_dir,
+        runtime=recipe.runtime,
+        seed=0,
+        reward_options={},
+    )
+    logs = list((tmp_path / "run" / "tensorboard").rglob("events.out.tfevents.*"))
+    assert logs and logs[0].is_relative_to(tmp_path / "run" / "tensorboard" / "toy" / "substage-1")
+    events = EventAccumulator(str(logs[0].parent))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for tag in (
+        "train/reward",
+        "train/reward/tiny_assets:first_char_parity/mean",
+        "train/filter/epoch",
+        "train/rollouts/total",
+        "train/time/generation",
+    ):
+        assert tag in tags, sorted(tags)
+    assert [e.step for e in events.Scalars("train/rollouts/total")] == [1, 2, 3]
