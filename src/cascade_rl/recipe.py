@@ -163,7 +163,10 @@ class Benchmark(Strict):
     mode: Literal["think", "no_think"] = Field("think", description="Thinking mode of the prompts.")
     limit: int | None = Field(None, gt=0, description="Evaluate at most this many prompts.")
     pass_threshold: float = Field(1.0, description="A sample is correct when its reward is at least this.")
-    options: dict[str, Any] = Field(default_factory=dict, description="Scorer options for the domain.")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Scorer options for the domain (arena: style_control, strong_weight, judge_max_tokens).",
+    )
     fields: dict[str, str] = Field(
         default_factory=dict,
         description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}; their_name may be a "

@@ -106,7 +106,8 @@ REGISTRY: dict[str, RewardDomain] = _build(
         RewardDomain(
             "tool_call",
             ("expected_calls",),
-            "1 if the answer's <tool_call> blocks make exactly the expected calls (names and arguments), else 0",
+            "1 if the answer's <tool_call> blocks make exactly the expected calls (names and arguments; BFCL "
+            "ground truth: one of several acceptable values per argument), else 0",
             scorer="cascade_rl.rewards.tool_call:score",
         ),
         RewardDomain(
