@@ -101,3 +101,14 @@ def test_model_and_generator_are_one_or_the_other(answer_c_model, tmp_path):
         tmp_path / "no-model", "--recipe", RECIPE, "-b", "mmlu", env={"CASCADE_EVAL_DATA": str(SAMPLES)}
     )
     assert missing.returncode == 2 and "neither a checkpoint directory nor a server spec" in missing.stderr
+
+
+def test_cascade_eval_through_a_served_model(answer_c_model, transformers_server, tmp_path):
+    env = {"CASCADE_EVAL_DATA": str(SAMPLES), "COLUMNS": "200"}
+    generator = f"{transformers_server}#{answer_c_model}"
+    args = ["--generator", generator, "--recipe", RECIPE, "-b", "mmlu", "-b", "mmlu-pro", "--concurrency", "2"]
+    result = cascade_eval(*args, "--out", tmp_path, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads((tmp_path / "eval.json").read_text())
+    assert results["mmlu"]["value"] == results["mmlu-pro"]["value"] == 50.0
+    assert "mmlu-pro" in result.stdout and "50.0" in result.stdout
