@@ -70,3 +70,26 @@ def test_if_rm_z_score_spans_a_group_split_over_processes(rm_path, tiny_checkpoi
     z = [math.log((r - 1.0) / (2.0 - r)) for r in split]  # sigmoid^-1
     assert sum(z) == pytest.approx(0.0, abs=1e-6)
     assert not all(abs(abs(value) - 1.0) < 1e-6 for value in z)  # halves of 2 scored alone would give z = +-1
+
+
+def test_numeric_score_details_are_logged_per_domain(tiny_checkpoint):
+    """The SWE reward's ``applied`` / ``identical`` details reach the step's metrics as the share
+    of rollouts (DESIGN convention 2), so a run shows edits that apply beside exact fixes."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    files = {"pkg/a.py": "def f(x):\n    return x - 1\n"}
+    golden = "--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x - 1\n+    return x + 1\n"
+
+    def edit(search, replace):
+        return f"<think>fix</think>```diff\n### pkg/a.py\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```"
+
+    texts = [edit("    return x - 1", "    return x + 1"), edit("    return x - 1", "    return x * 1"), "no edit", "x"]
+    logged = {}
+    adapter = CascadeReward(tokenizer, domain="swe", group_size=4)
+    ids = encode(tokenizer, texts)
+    refs = [json.dumps({"files": files, "golden_patch": golden})] * 4
+    prompts = [[{"role": "user", "content": "Fix it."}]] * 4
+    rewards = adapter(prompts, [None] * 4, ids, refs, list(range(4)), log_metric=logged.__setitem__)
+    assert rewards[0] == 1.0 and rewards[2] == rewards[3] == -1.0
+    assert logged["reward/swe/applied"] == pytest.approx(0.5)
+    assert logged["reward/swe/identical"] == pytest.approx(0.25)
+    assert "reward/swe/similarity" in logged and "reward/swe/kind" not in logged

@@ -16,8 +16,9 @@
   IF+RM group z-score (a domain's registry ``combine``), so a group split over processes is
   one group; groups are TRL's (consecutive ``group_size`` rollouts of the global batch);
 * optionally shapes rewards (group z-score then tanh, the unstable-RLHF toolbox);
-* reports the global batch (per-domain rewards, response length per thinking mode, pass/fail
-  per prompt for dynamic filtering, timings) through ``on_scored`` and ``log_metric``: every
+* reports the global batch (per-domain rewards and the means of their numeric score details,
+  e.g. ``reward/swe/applied``; response length per thinking mode, pass/fail per prompt for
+  dynamic filtering, timings) through ``on_scored`` and ``log_metric``: every
   process sees and logs the same numbers.
 
 It returns this process's slice of the global rewards.
@@ -29,7 +30,7 @@ import json
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import mean, pstdev
 from typing import Any
@@ -54,6 +55,8 @@ class ScoredBatch:
     timeouts: int = 0
     seconds: float = 0.0
     per_domain: dict[str, list[float]] = field(default_factory=dict)
+    #: per domain, the mean of each numeric (or boolean) score detail over its scored rollouts
+    details: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -69,6 +72,7 @@ class _Rollout:
     error: bool = False
     timeout: bool = False
     details: dict[str, Any] | None = None  # kept only for domains with a global combine
+    numbers: dict[str, float] = field(default_factory=dict)  # the score's numeric details
 
 
 class CascadeReward:
@@ -137,6 +141,7 @@ class CascadeReward:
             values = [rewards[i] for i, r in enumerate(rollouts) if r.domain == domain and rewards[i] is not None]
             if values:
                 batch.per_domain[domain] = values  # type: ignore[assignment]
+            batch.details[domain] = _mean_details(r.numbers for r in rollouts if r.domain == domain)
         batch.seconds = time.perf_counter() - start
         if log_metric is not None:
             report_metrics(batch, log_metric)
@@ -179,6 +184,7 @@ class CascadeReward:
                 rollout.error = "error" in score.details
                 rollout.timeout = bool(score.details.get("timeout"))
                 rollout.details = dict(score.details) if keep_details else None
+                rollout.numbers = numeric_details(score.details)
         return rollouts
 
     def _finish(self, rollouts: list[_Rollout]) -> list[float | None]:
@@ -244,10 +250,33 @@ def tanh_z_by_group(rewards: Sequence[float | None], groups: Sequence[Any]) -> l
     return out
 
 
+def numeric_details(details: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric and boolean details of a score (e.g. the SWE reward's ``applied``), which are
+    logged per domain as ``reward/<domain>/<detail>`` (DESIGN convention 2); the reward's own
+    bookkeeping (``error``, ``timeout``) is counted elsewhere."""
+    return {
+        key: float(value)
+        for key, value in details.items()
+        if isinstance(value, (bool, int, float)) and key not in ("error", "timeout") and math.isfinite(value)
+    }
+
+
+def _mean_details(numbers: Iterable[dict[str, float]]) -> dict[str, float]:
+    columns: dict[str, list[float]] = defaultdict(list)
+    for row in numbers:
+        for key, value in row.items():
+            columns[key].append(value)
+    return {key: mean(values) for key, values in columns.items()}
+
+
 def report_metrics(batch: ScoredBatch, log_metric: Callable[[str, float], None]) -> None:
     for name, values in batch.per_domain.items():
         if values:
             log_metric(f"reward/{name or 'row'}/mean", mean(values))
+    for name, means in batch.details.items():
+        for key, value in means.items():
+            if key != "mean":
+                log_metric(f"reward/{name or 'row'}/{key}", value)
     for mode in ("think", "no_think"):
         lengths = [n for n, m in zip(batch.lengths, batch.modes) if m == mode]
         if lengths:

@@ -5,15 +5,19 @@
 rules), applies them to the original ``files`` and compares the resulting patch with the golden
 patch:
 
-==========================================  ========  ==============
-case                                        reward    ``kind``
-==========================================  ========  ==============
-same change as the golden patch             1         ``identical``
-the edits change nothing                    0         ``no_op``
-unfinished thinking, no/malformed edits,    -1        ``unparseable``
+==========================================  ========  ==============  ===========
+case                                        reward    ``kind``        ``applied``
+==========================================  ========  ==============  ===========
+same change as the golden patch             1         ``identical``   True
+the edits change nothing                    0         ``no_op``       True
+unfinished thinking, no/malformed edits,    -1        ``unparseable`` False
 SEARCH text not found, file missing
-otherwise                                   s         ``similar``
-==========================================  ========  ==============
+otherwise                                   s         ``similar``     True
+==========================================  ========  ==============  ===========
+
+``applied`` (the answer's edits parse and apply to the files) and ``identical`` are booleans in
+the details, so training logs the share of rollouts whose edit applies beside the share of
+exact fixes (``reward/swe/applied``, ``reward/swe/identical`` in ``metrics.jsonl``).
 
 ``s`` is ``similarity="lexical"`` (default here; SWE-RL's unidiff similarity) or
 ``"semantic"`` (the paper's default for SWE RL: P("YES") of an LLM judge given the appendix C.2
@@ -91,7 +95,7 @@ def score(
     object with ``probability_yes`` or a generator spec (a local model directory, an
     ``http://host/v1#MODEL`` server, a dict with server settings; see
     :mod:`cascade_rl.llm.judge`) loaded once as a ``YesNoJudge``. Details:
-    ``kind``, ``patch``, ``similarity`` and, for unparseable answers, the ``reason`` (not
+    ``kind``, ``patch``, ``similarity``, ``applied``, ``identical`` and, for unparseable answers, the ``reason`` (not
     ``error``: that key marks a failure of the scorer itself in ``cascade score``). A judge
     that fails (server down, timeout) scores the answer 0 with ``error`` set, so training counts
     it (``reward/errors``) and goes on.
@@ -113,11 +117,11 @@ def score(
     except (EditParseError, EditApplyError) as error:
         return _unparseable(str(error))
     if not result.patch:
-        return Score(0.0, {"kind": "no_op", "patch": "", "similarity": 0.0})
+        return Score(0.0, _details("no_op", "", 0.0))
 
     golden_after = _golden_files(files, golden_patch)
     if _identical(files, result.edited_files, golden_after, result.patch, golden_patch):
-        return Score(1.0, {"kind": "identical", "patch": result.patch, "similarity": 1.0})
+        return Score(1.0, _details("identical", result.patch, 1.0))
     if similarity == "lexical":
         reference = _canonical_patch(files, golden_after) or golden_patch
         value = lexical_similarity(result.patch, reference)
@@ -132,14 +136,24 @@ def score(
         except Exception as error:
             if not _judge_unavailable(error):
                 raise
-            details = {"kind": "similar", "patch": result.patch, "similarity": None}
+            details = _details("similar", result.patch, None)
             return Score(0.0, {**details, "error": f"judge failed: {type(error).__name__}: {error}"})
     reward = 0.0 if shaping and value < SHAPING_THRESHOLD else value
-    return Score(reward, {"kind": "similar", "patch": result.patch, "similarity": value})
+    return Score(reward, _details("similar", result.patch, value))
+
+
+def _details(kind: str, patch: str | None, similarity: float | None) -> dict:
+    return {
+        "kind": kind,
+        "patch": patch,
+        "similarity": similarity,
+        "applied": kind != "unparseable",
+        "identical": kind == "identical",
+    }
 
 
 def _unparseable(error: str) -> Score:
-    return Score(-1.0, {"kind": "unparseable", "patch": None, "similarity": None, "reason": error})
+    return Score(-1.0, {**_details("unparseable", None, None), "reason": error})
 
 
 def _checked_files(files: Mapping[str, str] | str) -> dict[str, str]:
