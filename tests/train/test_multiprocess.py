@@ -116,7 +116,7 @@ def test_two_processes_draw_the_same_prompts_as_one_and_agree_on_every_decision(
     assert status["status"] == "done" and status["processes"] == 2
 
 
-def kill_mid_stage(recipe: Path, out: Path, processes: int) -> None:
+def kill_mid_stage(recipe: Path, out: Path, processes: int, victim_rank: int) -> None:
     """Start the run, ``kill -9`` one training process once a checkpoint exists and a later step
     was drawn, and check the launcher ends (no process left waiting forever)."""
     launcher = subprocess.Popen(
@@ -133,8 +133,8 @@ def kill_mid_stage(recipe: Path, out: Path, processes: int) -> None:
         assert launcher.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
         time.sleep(0.05)
     workers = psutil.Process(launcher.pid).children(recursive=True) if processes > 1 else [psutil.Process(launcher.pid)]
-    victim = [w for w in workers if "cascade_rl.cli" in " ".join(w.cmdline())][-1]  # the last rank
-    victim.send_signal(signal.SIGKILL)
+    ranks = sorted((w for w in workers if "cascade_rl.cli" in " ".join(w.cmdline())), key=rank_of)
+    ranks[victim_rank].send_signal(signal.SIGKILL)
     try:
         launcher.wait(timeout=180)
     finally:
@@ -144,13 +144,17 @@ def kill_mid_stage(recipe: Path, out: Path, processes: int) -> None:
     assert not (out / "01-toy" / "substage-1" / "done").exists()
 
 
-@pytest.mark.parametrize("processes", [1, 2])
+def rank_of(process: psutil.Process) -> int:
+    return int(process.environ().get("RANK", 0))
+
+
+@pytest.mark.parametrize("processes, victim_rank", [(1, 0), (2, 0), (2, 1)])
 def test_kill_9_mid_stage_then_resume_reaches_the_uninterrupted_weights(
-    processes, stage_recipe, one_process, two_processes, tmp_path
+    processes, victim_rank, stage_recipe, one_process, two_processes, tmp_path
 ):
     reference = one_process if processes == 1 else two_processes
     out = tmp_path / "run"
-    kill_mid_stage(stage_recipe, out, processes)
+    kill_mid_stage(stage_recipe, out, processes, victim_rank)
     assert list((out / "01-toy" / "substage-1" / "trainer").glob("checkpoint-*/cascade.json"))
     run(stage_recipe, out, processes, "--resume")
     assert json.loads((out / "01-toy" / "substage-1" / "done").read_text())["resumed_from_step"] in (2, 4)
