@@ -280,14 +280,7 @@ def evaluate(
             else:
                 prompts = [row["prompt"] for row in plan.rows]
                 outcome = arena.reward_model_outcome(prompts, samples, baselines, str(reward_model))
-            result = BenchmarkResult(
-                bench.name,
-                outcome.value,
-                arena_metric(bench, plan.judge),
-                bench.k,
-                len(plan.rows),
-                {"stderr": outcome.stderr, **outcome.extra},
-            )
+            result = arena_result(plan, outcome)
             _write_samples(samples_dir / f"{bench.name}.jsonl", plan.rows, samples, details=outcome.per_sample)
         else:
             options = {(bench.domain or row["domain"]): bench.options for row in plan.rows}
@@ -300,11 +293,12 @@ def evaluate(
     return results
 
 
-def arena_metric(bench: Benchmark, judge: Any) -> str:
-    """The label of an arena benchmark's value."""
-    if judge is not None and bench.options.get("style_control", True):
-        return "win rate (style controlled)"
-    return "win rate"
+def arena_result(plan: _Plan, outcome: arena.ArenaOutcome) -> BenchmarkResult:
+    """An arena benchmark's result; its label says whether style was controlled."""
+    styled = plan.judge is not None and plan.bench.options.get("style_control", True)
+    metric = "win rate (style controlled)" if styled else "win rate"
+    extra = {"stderr": outcome.stderr, **outcome.extra}
+    return BenchmarkResult(plan.bench.name, outcome.value, metric, plan.bench.k, len(plan.rows), extra)
 
 
 def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model: str | None) -> _Plan | None:
