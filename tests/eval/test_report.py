@@ -106,7 +106,10 @@ def test_report_json_schema_and_values(run_dir):
     build_report(run_dir)
     report = json.loads((run_dir / "report.json").read_text())
     assert report["total_wall_s"] == pytest.approx(395.0)
-    assert [set(stage) for stage in report["stages"]] == [{"stage", "kind", "wall_s", "eval"}] * 5
+    assert all({"stage", "kind", "wall_s", "eval"} <= set(stage) for stage in report["stages"])
+    assert [set(stage.get("rl_trend", {})) for stage in report["stages"]] == [set(), set()] + [
+        {"response_length/mean"}
+    ] * 3  # no entropy logged in these metrics
     assert [(s["stage"], s["kind"], s["wall_s"]) for s in report["stages"]] == [
         ("sft", "sft", 60.0),
         ("rm", "reward_model", 20.0),
@@ -144,7 +147,7 @@ def test_forgetting_matrix_numbers_and_own_domain_highlight(run_dir):
         "sft": ["+15.0", "+8.0", "+20.0"],
         "rlhf": ["+1.0", "+0.0", "**+15.0**"],
         "math": ["**+19.0**", "+1.0", "-1.0"],
-        "code": ["-7.0", "**+4.0**", "+1.0"],
+        "code": ["-7.0 ⚠", "**+4.0**", "+1.0"],  # over the limit 5, no paired error known: forgetting
     }
     forgetting = json.loads((run_dir / "report.json").read_text())["forgetting"]
     assert forgetting["stages"] == ["sft", "rlhf", "math", "code"]
@@ -175,7 +178,13 @@ def test_custom_targets_and_thresholds(run_dir):
 def test_plots_are_valid_pngs_embedded_by_relative_path(run_dir):
     markdown = build_report(run_dir).read_text()
     plots = json.loads((run_dir / "report.json").read_text())["plots"]
-    assert sorted(plots) == ["plots/03-rlhf.png", "plots/04-math.png", "plots/05-code.png", "plots/forgetting.png"]
+    assert sorted(plots) == [
+        "plots/03-rlhf.png",
+        "plots/04-math.png",
+        "plots/05-code.png",
+        "plots/forgetting.png",
+        "plots/length-entropy.png",
+    ]
     for relative in plots:
         path = run_dir / relative
         data = path.read_bytes()
@@ -299,3 +308,119 @@ def test_bad_targets_in_recipe_json_are_named(run_dir):
     write_recipe(run_dir, ["math"])
     with pytest.raises(ValueError, match="recipe.json: eval.targets must map stage names"):
         build_report(run_dir)
+
+
+# ---------------------------------------------------------------- noise, edits, length and entropy
+
+
+def write_samples(stage_dir: Path, benchmark: str, per_prompt: list[list[float]], details=None, responses=None):
+    """A benchmark evaluated on these per-sample rewards (and their details): eval-samples as
+    `cascade eval` writes them, eval.json's value and standard error from the same samples."""
+    from cascade_rl.eval.metrics import standard_error
+
+    lines = []
+    for index, rewards in enumerate(per_prompt):
+        for j, reward in enumerate(rewards):
+            record = {"prompt_index": index, "id": f"p{index}", "response": "one two three", "reward": reward}
+            if details is not None:
+                record["details"] = details[index][j]
+            if responses is not None:
+                record["response"] = responses[index][j]
+            lines.append(json.dumps(record))
+    (stage_dir / "eval-samples").mkdir(exist_ok=True)
+    (stage_dir / "eval-samples" / f"{benchmark}.jsonl").write_text("\n".join(lines) + "\n")
+    means = [sum(r >= 1.0 for r in rewards) / len(rewards) for rewards in per_prompt]
+    evaluation = json.loads((stage_dir / "eval.json").read_text()) if (stage_dir / "eval.json").exists() else {}
+    evaluation[benchmark] = {
+        "value": 100.0 * sum(means) / len(means),
+        "metric": "avg@k",
+        "k": len(per_prompt[0]),
+        "extra": {"stderr": 100.0 * standard_error(means)},
+    }
+    (stage_dir / "eval.json").write_text(json.dumps(evaluation))
+
+
+def falling_run(tmp_path: Path, prompts: int, falling: int) -> Path:
+    """sft -> math (toy-math 60%) -> code, where `falling` prompts go from right to wrong."""
+    for index, name, kind in ((1, "sft", "sft"), (2, "math", "grpo"), (3, "code", "grpo")):
+        stage = tmp_path / f"{index:02d}-{name}"
+        stage.mkdir(parents=True)
+        (stage / "stage.json").write_text(json.dumps({"index": index, "name": name, "kind": kind, "status": "done"}))
+    right = int(0.6 * prompts)
+    write_samples(tmp_path / "01-sft", "toy-math", [[0.0, 0.0]] * prompts)
+    write_samples(tmp_path / "02-math", "toy-math", [[1.0, 1.0]] * right + [[0.0, 0.0]] * (prompts - right))
+    later = [[0.0, 0.0]] * falling + [[1.0, 1.0]] * (right - falling) + [[0.0, 0.0]] * (prompts - right)
+    write_samples(tmp_path / "03-code", "toy-math", later)
+    write_recipe(tmp_path, {"math": "toy-math"})
+    return tmp_path
+
+
+def test_a_fall_within_twice_its_paired_error_is_not_forgetting(tmp_path):
+    """The same 10-point fall: on 20 prompts its paired standard error is 6.9 (noise), on 100
+    prompts 3.0 (forgetting: over the limit 5 and over twice the error)."""
+    small = falling_run(tmp_path / "small", prompts=20, falling=2)
+    markdown = build_report(small).read_text()
+    check = json.loads((small / "report.json").read_text())["targets"][0]
+    assert check["later_fall"] == pytest.approx(10.0) and check["later_fall_stderr"] == pytest.approx(6.88, abs=0.01)
+    assert check["forgetting_met"] and check["met"]
+    assert "within twice its standard error, so not counted as forgetting" in markdown
+    cells = {row[0]: row[1] for row in markdown_table(markdown, "## Change against the previous evaluation")[1:]}
+    assert cells["code"] == "-10.0 ± 6.9"
+
+    large = falling_run(tmp_path / "large", prompts=100, falling=10)
+    markdown = build_report(large).read_text()
+    check = json.loads((large / "report.json").read_text())["targets"][0]
+    assert check["later_fall_stderr"] == pytest.approx(3.02, abs=0.01) and not check["forgetting_met"]
+    assert "toy-math fell 10.0 ± 3.0 points after `math` (lowest after `code`); limit 5.0, over by 5.0" in markdown
+    cells = {row[0]: row[1] for row in markdown_table(markdown, "## Change against the previous evaluation")[1:]}
+    assert cells["code"] == "-10.0 ± 3.0 ⚠"
+    values = {row[0]: row[3] for row in markdown_table(markdown, "## Evaluation after each stage")[1:]}
+    assert values["math"] == "60.0 ± 4.9"  # the value's own error over prompts is larger than the paired one
+
+
+def test_arena_samples_are_paired_by_their_wins_against_the_baseline(tmp_path):
+    from cascade_rl.eval.report import SampleRule, read_samples
+
+    path = tmp_path / "toy-arena.jsonl"
+    rows = [
+        {"prompt_index": 0, "response": "a b", "rm_score": 2.0, "baseline_rm_score": 1.0},
+        {"prompt_index": 0, "response": "a b c d", "rm_score": 1.0, "baseline_rm_score": 1.0},
+        {"prompt_index": 1, "response": "a", "rm_score": 0.0, "baseline_rm_score": 1.0},
+        {"prompt_index": 1, "response": "a", "rm_score": 0.0, "baseline_rm_score": 1.0},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{cut by a ki")
+    summary = read_samples(path, SampleRule(), lambda text: len(text.split()))
+    assert summary.prompt_scores == [0.75, 0.0] and summary.response_length == pytest.approx(2.0)
+    assert read_samples(path, SampleRule(paired=False), len).prompt_scores is None  # pass@k: not a sample mean
+
+
+def test_swe_edits_that_apply_are_shown_beside_exact_fixes(tmp_path):
+    run = falling_run(tmp_path, prompts=4, falling=0)
+    flags = [[{"applied": a, "identical": i}] * 2 for a, i in ((True, True), (True, False), (False, False))]
+    flags.append([{"applied": True, "identical": False}, {"applied": False, "identical": False}])
+    write_samples(run / "03-code", "toy-swe", [[1.0, 1.0], [0.5, 0.5], [-1.0, -1.0], [0.0, -1.0]], details=flags)
+    markdown = build_report(run).read_text()
+    table = markdown_table(markdown, "## toy-swe: edits that apply")
+    assert table == [["after stage", "toy-swe", "applied", "identical"], ["code", "25.0", "62.5", "25.0"]]
+    stage = json.loads((run / "report.json").read_text())["stages"][2]
+    assert stage["sample_rates"]["toy-swe"] == {"applied": 62.5, "identical": 25.0}
+
+
+def test_response_length_and_entropy_per_stage(tmp_path):
+    """RLHF shortens responses, IF-RL lowers entropy: both visible in the report."""
+    run = falling_run(tmp_path, prompts=2, falling=0)
+    write_samples(run / "01-sft", "toy-arena", [[1.0]] * 2, responses=[["a " * 40], ["a " * 20]])
+    write_samples(run / "02-math", "toy-arena", [[1.0]] * 2, responses=[["a " * 10], ["a " * 20]])
+    metrics = [{"step": s, "entropy": 1.0 - 0.1 * s, "response_length/mean": 50 + s} for s in range(1, 9)]
+    (run / "02-math" / "metrics.jsonl").write_text("\n".join(json.dumps(m) for m in metrics) + "\n")
+    markdown = build_report(run).read_text()
+    section = markdown.split("## Response length and entropy")[1]
+    assert "(words)" in section  # no tokenizer in this run directory
+    lengths = {row[0]: row[1:] for row in markdown_table(section, "after each stage")[1:]}
+    assert lengths["sft"][1] == "30.0" and lengths["math"][1] == "15.0"
+    trends = markdown_table(section, "RL rollouts")
+    assert trends[1] == ["math", "0.8", "0.3", "-0.500", "52.0", "57.0", "+5.0"]
+    assert "plots/length-entropy.png" in section
+    stage = json.loads((run / "report.json").read_text())["stages"][1]
+    assert stage["rl_trend"]["entropy"] == {"first": pytest.approx(0.8), "last": pytest.approx(0.3)}
+    assert stage["response_length"]["toy-arena"] == pytest.approx(15.0)

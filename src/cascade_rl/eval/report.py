@@ -18,7 +18,19 @@ and writes ``report.md``, ``report.json`` and PNG plots under ``plots/``:
     forgetting limit (SPEC section 1: cascaded RL resists forgetting). Which stage owns which
     benchmark, the gain and the limit come from the recipe (``eval.targets``,
     ``eval.target_gain``, ``eval.forgetting_limit``), read from the ``recipe.json`` the engine
-    writes into the run directory; a run whose recipe names no targets has no target check.
+    writes into the run directory; a run whose recipe names no targets has no target check;
+(e) response length on every benchmark after each stage, and the entropy and length of the
+    rollouts during each RL stage (the paper: RLHF shortens responses, IF-RL lowers entropy);
+(f) for benchmarks whose samples say whether an edit applied (SWE), the share that did beside
+    the exact fixes.
+
+**Noise.** Each value comes with its standard error over prompts (``eval.json``
+``extra.stderr``). Every stage is evaluated on the same prompts, so a change between two
+evaluations has a *paired* standard error: that of the per-prompt differences, read from the
+samples the evaluation wrote (``eval-samples/<benchmark>.jsonl``: a sample is correct when its
+reward reaches the benchmark's ``pass_threshold``; an arena sample wins against the baseline's
+reward-model score). A fall counts as **forgetting** only when it exceeds both the forgetting
+limit and twice its paired standard error (a fall whose error is unknown: the limit alone).
 
 Conventions: only stages with ``status == "done"`` are reported (others are listed as
 unfinished). An ``eval``-kind stage evaluates the checkpoint before it, so its numbers are
@@ -39,14 +51,14 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-TRAINING_KINDS = ("sft", "reward_model", "grpo")
+TRAINING_KINDS = ("sft", "reward_model", "grpo", "distill")
 STAGE_KINDS = TRAINING_KINDS + ("eval",)
 DEFAULT_MIN_GAIN = 10.0
 DEFAULT_FORGETTING_LIMIT = 5.0
 BASELINE_LABEL = "base model"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _STAGE_DIR = re.compile(r"^\d+-")  # <NN-stage>
-_NUMBER_TEXT = re.compile(r"^(\*\*)?[+-]?\d+(\.\d+)?(\*\*)?$")
+_NUMBER_TEXT = re.compile(r"^(\*\*)?[+-]?\d+(\.\d+)?( ± \d+(\.\d+)?)?(\*\*)?( ⚠)?$")
 
 
 @dataclass
@@ -63,6 +75,21 @@ class StageRecord:
     eval_stderr: dict[str, float] = field(default_factory=dict)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     bad_metric_lines: int = 0
+    #: per benchmark, each prompt's score (mean over its samples, in [0, 1]) for paired errors
+    prompt_scores: dict[str, list[float]] = field(default_factory=dict)
+    #: per benchmark, the mean response length of its samples (RunSummary.length_unit)
+    response_length: dict[str, float] = field(default_factory=dict)
+    #: per benchmark, the percentage of samples with each boolean detail of SAMPLE_RATES set
+    sample_rates: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def merge_evaluation(self, other: StageRecord) -> None:
+        """Take an evaluation stage's results as this stage's (it evaluated this checkpoint)."""
+        self.eval.update(other.eval)
+        self.eval_labels.update(other.eval_labels)
+        self.eval_stderr.update(other.eval_stderr)
+        self.prompt_scores.update(other.prompt_scores)
+        self.response_length.update(other.response_length)
+        self.sample_rates.update(other.sample_rates)
 
 
 @dataclass
@@ -78,6 +105,8 @@ class TargetCheck:
     worst_later_stage: str | None = None
     forgetting_limit: float = DEFAULT_FORGETTING_LIMIT
     finished: bool = True  # False: the run has no finished stage of this name
+    fall_stderr: float | None = None  # paired standard error of the later fall
+    gain_stderr: float | None = None  # paired standard error of the stage's own change
 
     @property
     def delta(self) -> float | None:
@@ -95,7 +124,13 @@ class TargetCheck:
 
     @property
     def forgetting_met(self) -> bool:
-        return self.later_fall is None or self.later_fall <= self.forgetting_limit
+        return not is_forgetting(self.later_fall, self.fall_stderr, self.forgetting_limit)
+
+    @property
+    def fall_text(self) -> str | None:
+        if self.later_fall is None:
+            return None
+        return f"{self.later_fall:.1f}" + (f" ± {self.fall_stderr:.1f}" if self.fall_stderr is not None else "")
 
     def problems(self) -> list[str]:
         """Plain sentences for every part of the target that is not met."""
@@ -117,12 +152,18 @@ class TargetCheck:
                 f"short by {self.min_gain - self.delta:.1f}"
             )
         if not self.forgetting_met:
+            noise = f"; more than twice its standard error ({2 * self.fall_stderr:.1f})" if self.fall_stderr else ""
             found.append(
-                f"{self.benchmark} fell {self.later_fall:.1f} points after `{self.stage}` "
+                f"{self.benchmark} fell {self.fall_text} points after `{self.stage}` "
                 f"(lowest after `{self.worst_later_stage}`); limit {self.forgetting_limit:.1f}, "
-                f"over by {self.later_fall - self.forgetting_limit:.1f}"
+                f"over by {self.later_fall - self.forgetting_limit:.1f}{noise}"
             )
         return found
+
+    def within_noise(self) -> bool:
+        """A fall over the limit that is not forgetting because it is within twice its error."""
+        fall = self.later_fall
+        return fall is not None and fall > self.forgetting_limit and self.forgetting_met
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,12 +176,22 @@ class TargetCheck:
             "gain_met": self.gain_met,
             "later_fall": self.later_fall,
             "worst_later_stage": self.worst_later_stage,
+            "delta_stderr": self.gain_stderr,
+            "later_fall_stderr": self.fall_stderr,
             "forgetting_limit": self.forgetting_limit,
             "forgetting_met": self.forgetting_met,
             "finished": self.finished,
             "met": not self.problems(),
             "problems": self.problems(),
         }
+
+
+def is_forgetting(fall: float | None, stderr: float | None, limit: float) -> bool:
+    """A fall (points, positive = lower) is forgetting when it exceeds the limit and, where its
+    paired standard error is known, twice that error."""
+    if fall is None or fall <= limit:
+        return False
+    return stderr is None or fall > 2.0 * stderr
 
 
 @dataclass
@@ -154,6 +205,8 @@ class RunSummary:
     labels: dict[str, str]
     total_wall_s: float
     unfinished: list[str]
+    baseline_record: StageRecord | None = None  # the base model's evaluation, when there is one
+    length_unit: str = "tokens"
 
 
 # ---------------------------------------------------------------- reading the run directory
@@ -234,14 +287,126 @@ def read_metrics(path: Path) -> tuple[list[dict[str, Any]], int]:
     return rows, bad
 
 
+#: Boolean sample details whose share the report shows beside the benchmark (the SWE reward's:
+#: the answer's edit applies; it is the exact fix).
+SAMPLE_RATES = ("applied", "identical")
+
+
+@dataclass(frozen=True)
+class SampleRule:
+    """How a benchmark's samples are scored per prompt: correct when the reward reaches
+    ``threshold``; ``paired`` is False for metrics whose value is not a mean of per-prompt
+    sample means (pass@k, majority@k), which then get no paired errors."""
+
+    threshold: float = 1.0
+    paired: bool = True
+
+
+def recipe_sample_rules(run_dir: Path) -> dict[str, SampleRule]:
+    """Per benchmark of the run's recipe.json, its pass threshold and whether its value is an
+    average over samples (avg@k, win rate)."""
+    path = Path(run_dir) / "recipe.json"
+    spec = (_read_json(path).get("eval") or {}) if path.exists() else {}
+    rules = {}
+    for bench in spec.get("benchmarks") or []:
+        if isinstance(bench, dict) and "name" in bench:
+            metric = bench.get("metric", "avg@k")
+            rules[str(bench["name"])] = SampleRule(
+                float(bench.get("pass_threshold", 1.0)), metric in ("avg@k",) or bench.get("kind") == "arena"
+            )
+    return rules
+
+
+def length_counter(run_dir: Path) -> tuple[Any, str]:
+    """(text -> length, unit): tokens of the run's tokenizer (the toy world's, or the first
+    stage checkpoint's ``tokenizer.json``), else whitespace-separated words."""
+    candidates = [Path(run_dir) / "world" / "tokenizer" / "tokenizer.json"]
+    candidates += sorted(Path(run_dir).glob("[0-9]*-*/model/tokenizer.json"))
+    for path in candidates:
+        if path.is_file():
+            return _token_counter(path), "tokens"
+    return (lambda text: len(text.split())), "words"
+
+
+def _token_counter(path: Path) -> Any:
+    from tokenizers import Tokenizer
+
+    encode = Tokenizer.from_file(str(path)).encode
+    return lambda text: len(encode(text, add_special_tokens=False).ids)
+
+
+def _sample_score(record: Mapping[str, Any], threshold: float) -> float | None:
+    """A sample's score in [0, 1]: an arena win against the baseline's reward-model score, or
+    a verified reward reaching the threshold; None when the record has neither."""
+    score, baseline = record.get("rm_score"), record.get("baseline_rm_score")
+    if isinstance(score, (int, float)) and isinstance(baseline, (int, float)):
+        return 1.0 if score > baseline else 0.5 if score == baseline else 0.0
+    reward = record.get("reward")
+    if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+        return 1.0 if reward >= threshold else 0.0
+    return None
+
+
+@dataclass
+class SampleSummary:
+    """What one benchmark's sample file says beyond its value."""
+
+    prompt_scores: list[float] | None
+    response_length: float | None
+    rates: dict[str, float]
+
+
+def read_samples(path: Path, rule: SampleRule, length: Any) -> SampleSummary:
+    """Per-prompt scores (in prompt order), mean response length and detail rates of one
+    ``eval-samples/<benchmark>.jsonl``; unreadable lines are skipped."""
+    rows, _ = read_metrics(path)
+    by_prompt: dict[int, list[float | None]] = {}
+    lengths, flags = [], {name: [] for name in SAMPLE_RATES}
+    for row in rows:
+        index = row.get("prompt_index")
+        if not isinstance(index, int):
+            continue
+        by_prompt.setdefault(index, []).append(_sample_score(row, rule.threshold))
+        if isinstance(row.get("response"), str):
+            lengths.append(length(row["response"]))
+        details = row.get("details") if isinstance(row.get("details"), dict) else {}
+        for name in SAMPLE_RATES:
+            if isinstance(details.get(name), bool):
+                flags[name].append(details[name])
+    scores = [by_prompt[i] for i in sorted(by_prompt)]
+    complete = rule.paired and bool(scores) and all(s is not None for group in scores for s in group)
+    return SampleSummary(
+        [sum(group) / len(group) for group in scores] if complete else None,  # type: ignore[arg-type]
+        sum(lengths) / len(lengths) if lengths else None,
+        {name: 100.0 * sum(values) / len(values) for name, values in flags.items() if values},
+    )
+
+
+def _read_stage_samples(record: StageRecord, rules: Mapping[str, SampleRule], length: Any) -> None:
+    for benchmark in record.eval:
+        path = record.directory / "eval-samples" / f"{benchmark}.jsonl"
+        if not path.is_file():
+            continue
+        summary = read_samples(path, rules.get(benchmark, SampleRule()), length)
+        if summary.prompt_scores is not None:
+            record.prompt_scores[benchmark] = summary.prompt_scores
+        if summary.response_length is not None:
+            record.response_length[benchmark] = summary.response_length
+        if summary.rates:
+            record.sample_rates[benchmark] = summary.rates
+
+
 #: Where ``cascade run`` builds the tiny base model: not a stage.
 BASE_DIR = "00-base"
 
 
-def load_stages(run_dir: Path) -> tuple[list[StageRecord], list[str]]:
-    """Finished stages in index order, and the directory names of unfinished ones."""
+def load_stages(run_dir: Path, *, samples: bool = False) -> tuple[list[StageRecord], list[str]]:
+    """Finished stages in index order, and the directory names of unfinished ones; with
+    ``samples``, each stage's evaluation samples are read too (per-prompt scores, lengths)."""
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {run_dir} does not exist")
+    rules = recipe_sample_rules(run_dir) if samples else {}
+    length = length_counter(run_dir)[0] if samples else None
     stages, unfinished = [], []
     for directory in sorted(path for path in run_dir.iterdir() if path.is_dir()):
         info_path = directory / "stage.json"
@@ -269,15 +434,17 @@ def load_stages(run_dir: Path) -> tuple[list[StageRecord], list[str]]:
                 bad_metric_lines=bad,
             )
         )
+        if samples:
+            _read_stage_samples(stages[-1], rules, length)
     stages.sort(key=lambda stage: stage.index)
     return stages, unfinished
 
 
-def summarize_run(run_dir: Path) -> RunSummary:
+def summarize_run(run_dir: Path, *, samples: bool = True) -> RunSummary:
     """Merge evaluation stages into the rows they evaluate and collect benchmark order."""
-    stages, unfinished = load_stages(run_dir)
+    stages, unfinished = load_stages(run_dir, samples=samples)
     rows: list[StageRecord] = []
-    baseline: dict[str, float] = {}
+    baseline: StageRecord | None = None
     labels: dict[str, str] = {}
     benchmarks: list[str] = []
     for stage in stages:
@@ -286,41 +453,95 @@ def summarize_run(run_dir: Path) -> RunSummary:
         if stage.kind != "eval":
             rows.append(stage)
         elif rows:
-            rows[-1].eval.update(stage.eval)
+            rows[-1].merge_evaluation(stage)
+        elif baseline is None:
+            baseline = stage
         else:
-            baseline.update(stage.eval)
+            baseline.merge_evaluation(stage)
     return RunSummary(
         run_dir=run_dir,
         rows=rows,
-        baseline=baseline,
+        baseline=dict(baseline.eval) if baseline else {},
         benchmarks=benchmarks,
         labels=labels,
         total_wall_s=sum(stage.wall_s for stage in stages),
         unfinished=unfinished,
+        baseline_record=baseline,
+        length_unit=length_counter(run_dir)[1] if samples else "tokens",
     )
 
 
 # ---------------------------------------------------------------- derived numbers
 
 
-def _evaluations(summary: RunSummary) -> list[tuple[str, dict[str, float]]]:
-    """(row label, eval values) in order, the base model first when it was evaluated."""
-    ordered = [(BASELINE_LABEL, summary.baseline)] if summary.baseline else []
-    return ordered + [(row.name, row.eval) for row in summary.rows]
+def evaluations(summary: RunSummary) -> list[StageRecord]:
+    """The evaluated checkpoints in order (the base model first when it was evaluated); the
+    base model's record is labelled BASELINE_LABEL."""
+    ordered = []
+    if summary.baseline_record is not None or summary.baseline:
+        base = summary.baseline_record or StageRecord(summary.run_dir, 0, BASELINE_LABEL, "eval", 0.0)
+        ordered.append(_relabelled(base, BASELINE_LABEL, summary.baseline))
+    return ordered + list(summary.rows)
+
+
+def _relabelled(record: StageRecord, name: str, values: Mapping[str, float]) -> StageRecord:
+    from dataclasses import replace
+
+    return replace(record, name=name, eval=dict(values))
+
+
+def paired_stderr(before: Sequence[float] | None, after: Sequence[float] | None) -> float | None:
+    """Standard error (points) of the change from ``before`` to ``after``, paired over the
+    prompts both were measured on; None when either is unknown or they differ in prompts."""
+    if not before or not after or len(before) != len(after):
+        return None
+    from cascade_rl.eval.metrics import standard_error
+
+    return 100.0 * standard_error([b - a for a, b in zip(before, after)])
+
+
+@dataclass(frozen=True)
+class Change:
+    """A benchmark's change from one evaluation to a later one, with its paired error."""
+
+    delta: float
+    stderr: float | None
+
+    def text(self, bold: bool = False) -> str:
+        text = f"{self.delta:+.1f}" + (f" ± {self.stderr:.1f}" if self.stderr is not None else "")
+        return f"**{text}**" if bold else text
+
+
+def change(before: StageRecord, after: StageRecord, benchmark: str) -> Change | None:
+    if benchmark not in before.eval or benchmark not in after.eval:
+        return None
+    return Change(
+        after.eval[benchmark] - before.eval[benchmark],
+        paired_stderr(before.prompt_scores.get(benchmark), after.prompt_scores.get(benchmark)),
+    )
+
+
+def stage_changes(summary: RunSummary) -> tuple[list[str], list[list[Change | None]]]:
+    """Per evaluated stage, each benchmark's change against its latest earlier evaluation."""
+    latest: dict[str, StageRecord] = {}
+    base = evaluations(summary)[0] if summary.baseline else None
+    if base is not None:
+        latest = {benchmark: base for benchmark in base.eval}
+    names, rows = [], []
+    for row in summary.rows:
+        if not row.eval:
+            continue
+        names.append(row.name)
+        rows.append([change(latest[b], row, b) if b in latest else None for b in summary.benchmarks])
+        latest.update({benchmark: row for benchmark in row.eval})
+    return names, rows
 
 
 def forgetting_matrix(summary: RunSummary) -> tuple[list[str], list[list[float | None]]]:
     """Per evaluated stage, each benchmark's change against its latest earlier value (None
     where either value is missing)."""
-    latest: dict[str, float] = dict(summary.baseline)
-    names, deltas = [], []
-    for row in summary.rows:
-        if not row.eval:
-            continue
-        names.append(row.name)
-        deltas.append([row.eval[b] - latest[b] if b in row.eval and b in latest else None for b in summary.benchmarks])
-        latest.update(row.eval)
-    return names, deltas
+    names, rows = stage_changes(summary)
+    return names, [[None if c is None else c.delta for c in row] for row in rows]
 
 
 def check_targets(
@@ -328,26 +549,31 @@ def check_targets(
 ) -> list[TargetCheck]:
     """One check per stage named in ``targets`` (stage name -> own benchmark), in run order;
     targets naming no finished stage come last, marked unfinished."""
-    evaluations = _evaluations(summary)
+    ordered = evaluations(summary)
     checks = []
     first_stage = 1 if summary.baseline else 0
-    for position, (label, values) in enumerate(evaluations):
-        if position < first_stage or label not in targets:
+    for position, record in enumerate(ordered):
+        if position < first_stage or record.name not in targets:
             continue
-        benchmark = targets[label]
-        earlier = [v[benchmark] for _, v in evaluations[:position] if benchmark in v]
-        later = [(name, v[benchmark]) for name, v in evaluations[position + 1 :] if benchmark in v]
-        worst = min(later, key=lambda item: item[1]) if later else (None, None)
+        benchmark = targets[record.name]
+        earlier_records = [r for r in ordered[:position] if benchmark in r.eval]
+        earlier = [r.eval[benchmark] for r in earlier_records]
+        gain = change(earlier_records[-1], record, benchmark) if earlier_records else None
+        later = [r for r in ordered[position + 1 :] if benchmark in r.eval]
+        worst = min(later, key=lambda r: r.eval[benchmark]) if later else None
+        fall = change(worst, record, benchmark) if worst is not None else None  # end minus the worst value
         checks.append(
             TargetCheck(
-                stage=label,
+                stage=record.name,
                 benchmark=benchmark,
                 start=earlier[-1] if earlier else None,
-                end=values.get(benchmark),
+                end=record.eval.get(benchmark),
                 min_gain=min_gain,
-                worst_later_stage=worst[0],
-                worst_later_value=worst[1],
+                worst_later_stage=worst.name if worst else None,
+                worst_later_value=worst.eval[benchmark] if worst else None,
                 forgetting_limit=forgetting_limit,
+                fall_stderr=fall.stderr if fall else None,
+                gain_stderr=gain.stderr if gain else None,
             )
         )
     checked = {check.stage for check in checks}
@@ -417,10 +643,10 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m"
 
 
-def _signed(value: float | None, bold: bool = False) -> str | None:
+def _signed(value: float | None, bold: bool = False, digits: int = 1) -> str | None:
     if value is None:
         return None
-    text = f"{value:+.1f}"
+    text = f"{value:+.{digits}f}"
     return f"**{text}**" if bold else text
 
 
@@ -486,6 +712,9 @@ def plot_training_curves(stage: StageRecord, path: Path) -> Path:
     )
     for key in domain_keys:
         reward_axes.plot(*_series(metrics, key, positions), linewidth=1, label=key)
+    rate_keys = sorted({key for row in metrics for key in row if key.split("/")[-1] in SAMPLE_RATES})
+    for key in rate_keys:  # shares in [0, 1], e.g. reward/swe/applied
+        reward_axes.plot(*_series(metrics, key, positions), linewidth=1, linestyle=":", label=key)
     for key, style in (
         ("response_length/mean", "-"),
         ("response_length/think", "--"),
@@ -538,6 +767,55 @@ def plot_forgetting(summary: RunSummary, targets: Mapping[str, str], path: Path)
     return path
 
 
+#: steps averaged at each end of an RL stage for its entropy and length trend
+TREND_STEPS = 3
+
+
+def trend(metrics: Sequence[Mapping[str, Any]], key: str, steps: int = TREND_STEPS) -> tuple[float, float] | None:
+    """(mean of the first ``steps`` logged values, mean of the last ``steps``) of a metric."""
+    values = [float(row[key]) for row in metrics if isinstance(row.get(key), (int, float))]
+    if not values:
+        return None
+    return sum(values[:steps]) / len(values[:steps]), sum(values[-steps:]) / len(values[-steps:])
+
+
+def plot_length_entropy(summary: RunSummary, path: Path) -> Path | None:
+    """Response length on every benchmark after each stage; entropy and rollout length per
+    step through the RL stages (stage boundaries marked)."""
+    records = [r for r in evaluations(summary) if r.response_length]
+    rl_rows = [r for r in summary.rows if r.kind == "grpo" and r.metrics]
+    if not records and not rl_rows:
+        return None
+    figure = Figure(figsize=(15, 4), dpi=100)
+    length_axes, entropy_axes, rollout_axes = figure.subplots(1, 3)
+    names = [r.name for r in records]
+    for benchmark in summary.benchmarks:
+        points = [(i, r.response_length[benchmark]) for i, r in enumerate(records) if benchmark in r.response_length]
+        if points:
+            length_axes.plot([i for i, _ in points], [v for _, v in points], marker="o", label=benchmark)
+    length_axes.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    length_axes.set_title(f"benchmark response length after each stage ({summary.length_unit})")
+    offset = 0
+    for row in rl_rows:
+        positions = [offset + p for p in _step_axis(row.metrics)[0]]
+        entropy_axes.plot(*_series(row.metrics, "entropy", positions), label=row.name)
+        rollout_axes.plot(*_series(row.metrics, "response_length/mean", positions), label=row.name)
+        for axes in (entropy_axes, rollout_axes):
+            axes.axvline(offset + 0.5, color="grey", linestyle="--", linewidth=0.8)
+        offset += len(row.metrics)
+    entropy_axes.set_title("rollout entropy per RL step (nats / token)")
+    rollout_axes.set_title("rollout length per RL step (tokens)")
+    for axes in (entropy_axes, rollout_axes):
+        axes.set_xlabel("RL step, stages in order")
+    for axes in (length_axes, entropy_axes, rollout_axes):
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    return path
+
+
 def _outline(column: int, row: int):
     from matplotlib.patches import Rectangle
 
@@ -547,22 +825,36 @@ def _outline(column: int, row: int):
 # ---------------------------------------------------------------- report
 
 
+def value_text(record: StageRecord, benchmark: str) -> str | None:
+    """``40.2 ± 2.1`` (the value and its standard error over prompts), or the value alone."""
+    if benchmark not in record.eval:
+        return None
+    stderr = record.eval_stderr.get(benchmark)
+    return f"{record.eval[benchmark]:.1f}" + (f" ± {stderr:.1f}" if stderr is not None else "")
+
+
 def _eval_table(summary: RunSummary) -> str:
     columns = ["after stage", "kind", "wall"] + [_column_title(b, summary.labels) for b in summary.benchmarks]
     rows = []
-    if summary.baseline:
-        rows.append([BASELINE_LABEL, "—", None] + [summary.baseline.get(b) for b in summary.benchmarks])
-    for row in summary.rows:
-        rows.append([row.name, row.kind, format_duration(row.wall_s)] + [row.eval.get(b) for b in summary.benchmarks])
+    for record in evaluations(summary):
+        wall = None if record.name == BASELINE_LABEL else format_duration(record.wall_s)
+        kind = "—" if record.name == BASELINE_LABEL else record.kind
+        rows.append([record.name, kind, wall] + [value_text(record, b) for b in summary.benchmarks])
     return format_table(rows, columns)
 
 
-def _forgetting_table(summary: RunSummary, targets: Mapping[str, str]) -> str:
-    names, deltas = forgetting_matrix(summary)
-    rows = [
-        [name] + [_signed(d, bold=targets.get(name) == b) for b, d in zip(summary.benchmarks, row)]
-        for name, row in zip(names, deltas)
-    ]
+def _forgetting_table(summary: RunSummary, targets: Mapping[str, str], limit: float) -> str:
+    names, changes = stage_changes(summary)
+    rows = []
+    for name, row in zip(names, changes):
+        cells = []
+        for benchmark, item in zip(summary.benchmarks, row):
+            if item is None:
+                cells.append(None)
+                continue
+            mark = " ⚠" if is_forgetting(-item.delta, item.stderr, limit) else ""
+            cells.append(item.text(bold=targets.get(name) == benchmark) + mark)
+        rows.append([name] + cells)
     return format_table(rows, ["after stage"] + summary.benchmarks)
 
 
@@ -575,9 +867,9 @@ def _targets_section(checks: Sequence[TargetCheck]) -> list[str]:
             c.benchmark,
             c.start,
             c.end,
-            _signed(c.delta),
+            None if c.delta is None else Change(c.delta, c.gain_stderr).text(),
             f"+{c.min_gain:.1f}",
-            None if c.later_fall is None else f"{c.later_fall:.1f} (limit {c.forgetting_limit:.1f})",
+            None if c.later_fall is None else f"{c.fall_text} (limit {c.forgetting_limit:.1f})",
             "met" if not c.problems() else "**not met**",
         ]
         for c in checks
@@ -594,13 +886,21 @@ def _targets_section(checks: Sequence[TargetCheck]) -> list[str]:
     else:
         lines.append(
             "All targets met: every RL stage raised its own benchmark by the target, "
-            "and no earlier domain fell by more than the forgetting limit later."
+            "and no earlier domain was forgotten later."
         )
+    noisy = [c for c in checks if c.within_noise()]
+    if noisy:
+        lines += [""] + [
+            f"- {c.benchmark} fell {c.fall_text} points after `{c.stage}` (lowest after `{c.worst_later_stage}`): "
+            f"over the limit {c.forgetting_limit:.1f} but within twice its standard error, so not counted as forgetting"
+            for c in noisy
+        ]
     return lines
 
 
 def _noise_section(summary: RunSummary) -> list[str]:
-    """The sampling noise of the values: the largest standard error over prompts per benchmark."""
+    """The sampling noise: the largest standard error over prompts of any value and of any
+    stage-to-stage change, per benchmark."""
     largest: dict[str, float] = {}
     for row in summary.rows:
         for benchmark, stderr in row.eval_stderr.items():
@@ -608,12 +908,82 @@ def _noise_section(summary: RunSummary) -> list[str]:
     if not largest:
         return []
     noise = ", ".join(f"{name} {value:.1f}" for name, value in largest.items())
-    return [
-        "Sampling noise: the largest standard error over prompts of any value, in points: "
-        f"{noise}. Stages are compared on the same prompts, so a change between two stages "
-        "is less noisy than that, but a change of a few points in one run is not conclusive.",
+    paired: dict[str, float] = {}
+    for row in stage_changes(summary)[1]:
+        for benchmark, item in zip(summary.benchmarks, row):
+            if item is not None and item.stderr is not None:
+                paired[benchmark] = max(paired.get(benchmark, 0.0), item.stderr)
+    lines = [f"Sampling noise: the largest standard error over prompts of any value, in points: {noise}."]
+    if paired:
+        text = ", ".join(f"{name} {value:.1f}" for name, value in paired.items())
+        lines.append(
+            f"Of any stage-to-stage change (paired over prompts: every stage is evaluated on the same prompts): {text}."
+        )
+    else:
+        lines.append("Stage-to-stage changes have no paired errors here (no per-sample results were found).")
+    return [" ".join(lines), ""]
+
+
+def _length_entropy_section(summary: RunSummary, plot: str | None) -> list[str]:
+    records = [r for r in evaluations(summary) if r.response_length]
+    rl_rows = [r for r in summary.rows if r.kind == "grpo" and r.metrics]
+    if not records and not rl_rows:
+        return []
+    lines = [
+        "## Response length and entropy",
+        "",
+        "The paper observes that RLHF shortens responses and that IF-RL lowers the policy's entropy. "
+        f"Mean response length of each benchmark's samples after each stage ({summary.length_unit}):",
         "",
     ]
+    if records:
+        table = [[r.name] + [r.response_length.get(b) for b in summary.benchmarks] for r in records]
+        lines += [format_table(table, ["after stage"] + summary.benchmarks), ""]
+    if rl_rows:
+        lines += [
+            f"RL rollouts: entropy (nats per token) and length (tokens), mean of the first and last "
+            f"{TREND_STEPS} steps of each stage:",
+            "",
+        ]
+        table = []
+        for row in rl_rows:
+            entropy, length = trend(row.metrics, "entropy"), trend(row.metrics, "response_length/mean")
+            table.append(
+                [row.name]
+                + ([entropy[0], entropy[1], _signed(entropy[1] - entropy[0], digits=3)] if entropy else [None] * 3)
+                + ([length[0], length[1], _signed(length[1] - length[0])] if length else [None] * 3)
+            )
+        lines += [
+            format_table(
+                table, ["stage", "entropy first", "entropy last", "change", "length first", "length last", "change"]
+            ),
+            "",
+        ]
+    if plot:
+        lines += [f"![response length and entropy]({plot})", ""]
+    return lines
+
+
+def _sample_rates_section(summary: RunSummary) -> list[str]:
+    """Per benchmark whose samples carry edit flags (SWE): exact fixes beside edits that apply."""
+    benchmarks = [b for b in summary.benchmarks if any(b in r.sample_rates for r in summary.rows)]
+    lines = []
+    for benchmark in benchmarks:
+        rows = [
+            [r.name, r.eval.get(benchmark)] + [r.sample_rates[benchmark].get(name) for name in SAMPLE_RATES]
+            for r in summary.rows
+            if benchmark in r.sample_rates
+        ]
+        lines += [
+            f"## {benchmark}: edits that apply",
+            "",
+            "Percent of samples: the value (exact fixes), edits that parse and apply to the files, and "
+            "edits identical to the golden patch.",
+            "",
+            format_table(rows, ["after stage", benchmark, *SAMPLE_RATES]),
+            "",
+        ]
+    return lines
 
 
 def _curves_section(summary: RunSummary, plots: Mapping[str, str]) -> list[str]:
@@ -639,6 +1009,8 @@ def _markdown(
     checks: Sequence[TargetCheck],
     plots: Mapping[str, str],
     forgetting_plot: str | None,
+    length_plot: str | None = None,
+    forgetting_limit: float = DEFAULT_FORGETTING_LIMIT,
 ) -> str:
     lines = [
         f"# Cascade RL report: {summary.run_dir.name}",
@@ -656,35 +1028,61 @@ def _markdown(
         "",
         "## Change against the previous evaluation (forgetting)",
         "",
-        "Each cell: the benchmark's value after the stage minus its latest earlier value. "
-        "**Bold**: the RL stage's own domain.",
+        "Each cell: the benchmark's value after the stage minus its latest earlier value, ± the standard "
+        "error of that change paired over prompts. **Bold**: the RL stage's own domain. ⚠: forgetting, "
+        f"a fall of more than {forgetting_limit:.1f} points and more than twice its standard error.",
         "",
-        _forgetting_table(summary, targets),
+        _forgetting_table(summary, targets, forgetting_limit),
         "",
     ]
     if forgetting_plot:
         lines += [f"![forgetting matrix]({forgetting_plot})", ""]
     lines += ["## Targets", ""] + _targets_section(checks) + [""] + _noise_section(summary)
+    lines += _sample_rates_section(summary) + _length_entropy_section(summary, length_plot)
     if plots:
         lines += ["## Training curves (RL stages)", ""] + _curves_section(summary, plots)
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _stage_json(row: StageRecord) -> dict[str, Any]:
+    entry: dict[str, Any] = {"stage": row.name, "kind": row.kind, "wall_s": row.wall_s, "eval": dict(row.eval)}
+    for key, value in (
+        ("stderr", row.eval_stderr),
+        ("response_length", row.response_length),
+        ("sample_rates", row.sample_rates),
+    ):
+        if value:
+            entry[key] = dict(value)
+    for key in ("entropy", "response_length/mean"):
+        found = trend(row.metrics, key) if row.kind == "grpo" else None
+        if found:
+            entry.setdefault("rl_trend", {})[key] = {"first": found[0], "last": found[1]}
+    return entry
+
+
 def _report_json(
-    summary: RunSummary, checks: Sequence[TargetCheck], plots: Mapping[str, str], forgetting_plot: str | None
+    summary: RunSummary,
+    checks: Sequence[TargetCheck],
+    plots: Mapping[str, str],
+    forgetting_plot: str | None,
+    length_plot: str | None = None,
 ) -> dict[str, Any]:
-    names, deltas = forgetting_matrix(summary)
+    names, changes = stage_changes(summary)
     report: dict[str, Any] = {
         "total_wall_s": summary.total_wall_s,
-        "stages": [
-            {"stage": row.name, "kind": row.kind, "wall_s": row.wall_s, "eval": dict(row.eval)} for row in summary.rows
-        ],
+        "stages": [_stage_json(row) for row in summary.rows],
         "benchmarks": summary.benchmarks,
         "metrics": summary.labels,
-        "forgetting": {"stages": names, "benchmarks": summary.benchmarks, "deltas": deltas},
+        "length_unit": summary.length_unit,
+        "forgetting": {
+            "stages": names,
+            "benchmarks": summary.benchmarks,
+            "deltas": [[None if c is None else c.delta for c in row] for row in changes],
+            "stderr": [[None if c is None else c.stderr for c in row] for row in changes],
+        },
         "targets": [check.to_json() for check in checks],
         "targets_met": all(not check.problems() for check in checks),
-        "plots": [*plots.values(), *([forgetting_plot] if forgetting_plot else [])],
+        "plots": [*plots.values(), *(p for p in (forgetting_plot, length_plot) if p)],
     }
     if summary.baseline:
         report["baseline"] = dict(summary.baseline)
@@ -722,12 +1120,20 @@ def build_report(
     }
     heatmap = plot_forgetting(summary, targets, plot_dir / "forgetting.png")
     forgetting_plot = str(heatmap.relative_to(run_dir)) if heatmap else None
+    lengths = plot_length_entropy(summary, plot_dir / "length-entropy.png")
+    length_plot = str(lengths.relative_to(run_dir)) if lengths else None
     checks = check_targets(summary, targets, min_gain, forgetting_limit)
     report_path = run_dir / "report.md"
-    report_path.write_text(_markdown(summary, targets, checks, plots, forgetting_plot), encoding="utf-8")
-    (run_dir / "report.json").write_text(
-        json.dumps(_report_json(summary, checks, plots, forgetting_plot), indent=2) + "\n", encoding="utf-8"
+    report_path.write_text(
+        _markdown(summary, targets, checks, plots, forgetting_plot, length_plot, forgetting_limit), encoding="utf-8"
     )
+    (run_dir / "report.json").write_text(
+        json.dumps(_report_json(summary, checks, plots, forgetting_plot, length_plot), indent=2) + "\n",
+        encoding="utf-8",
+    )
+    from cascade_rl.eval.recovery import add_recovery
+
+    add_recovery(run_dir, report_path)  # distill stages: what they won back (docs/mopd.md)
     return report_path
 
 
@@ -765,3 +1171,6 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
             )
         for problem in check.get("problems", []):
             console.print(f"[red]target not met[/red]: {problem}")
+    from cascade_rl.eval.recovery import print_recovery
+
+    print_recovery(report, console)
