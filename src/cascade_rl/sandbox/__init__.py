@@ -21,39 +21,79 @@ What the sandbox protects against (each property has an adversarial test in test
 * **Processes**: a new pid namespace (the host's processes are invisible and unreachable;
   /proc is the sandbox's own), new IPC and UTS namespaces, a new session (no terminal
   injection), no capabilities, no nested user namespaces, ``no_new_privs``. When the host runs
-  as root and no ``workdir`` is bound, the supervisor keeps only CAP_SETUID/SETGID/KILL (uid 0
-  of a user namespace that maps just 0 and 65534) and programs run as uid 65534 with no
-  capabilities, so they cannot signal, ptrace or read the supervisor; otherwise supervisor and
-  programs share uid 65534 (the supervisor is still not dumpable: no ptrace, no access to its
-  file descriptors, but a program can kill it, which fails that run only). Every process of a
-  run is killed when its main process exits, when a limit is hit, or when the host dies
-  (``--die-with-parent``, and the supervisor exits when the host closes its socket).
+  as root and no ``workdir`` is bound, the supervisor keeps only CAP_SETUID/SETGID/KILL and
+  CAP_SYS_ADMIN (for the pid numbering below), as uid 0 of a user namespace that maps just 0
+  and 65534, and programs run as uid 65534 with no capabilities, so they cannot signal, ptrace
+  or read the supervisor; otherwise supervisor and programs share uid 65534 (the supervisor
+  is still not dumpable: no ptrace, no access to its file descriptors, but a program can kill
+  it, which fails that run only). Every process of a run is killed when its main process
+  exits, when a limit is hit, or when the host dies (``--die-with-parent``, and the
+  supervisor exits when the host closes its socket).
 * **Resources**, per process (rlimits set in the child before the program starts): CPU
   seconds, address space, file size, open files, no core dumps, and the number of processes
   (RLIMIT_NPROC, counted per user namespace); per run (a watchdog in the supervisor, every
-  20 ms): wall-clock time, number of processes, total resident memory, and stdout / stderr
-  size (the run is killed when a stream overflows). The kernel exempts real uid 0 from
-  RLIMIT_NPROC, so on a root host with a bound ``workdir`` (programs keep kernel uid 0) only
-  the watchdog bounds a fork bomb, which can exceed the cap by what it forks within one
-  watchdog period before it is killed.
+  20 ms): wall-clock time, number of processes, resident memory of the whole process tree
+  plus what it stores in the RAM-backed /tmp and /dev/shm, CPU time of the whole tree (each
+  process's own time plus that of the children it reaped, read from /proc; the limit is
+  ``cpu_s`` rounded up to whole seconds, as RLIMIT_CPU), and stdout / stderr size (the run is
+  killed when a stream overflows). The kernel exempts real uid 0 from RLIMIT_NPROC, so on a
+  root host with a bound ``workdir`` (programs keep kernel uid 0) only the watchdog (and the
+  pids cgroup, below) bounds a fork bomb.
+* **Whole-program limits with cgroups** (:mod:`.cgroups`: cgroup v1 memory (+ pids)
+  hierarchies, as on this project's development machine, or a delegated cgroup v2 subtree;
+  used when this process may create groups, e.g. as root): each sandbox has its own group and
+  every run's processes are born in it. The kernel then enforces ``memory_mb`` on **all**
+  memory the run allocates, whatever it is: anonymous memory of every process, memfds (also
+  written and never mapped), System V / POSIX shared memory, tmpfs files in /tmp and /dev/shm,
+  page tables and other kernel memory, with no swapping out of the limit; going over it gets
+  a process OOM-killed (always a program process: they run with the highest
+  ``oom_score_adj``) and the run reported as ``limit="memory"``. ``processes`` is enforced on
+  the group's task count (pids.max: threads included, even for uid 0).
+* **Without cgroups** (not root, no delegation, ``CASCADE_SANDBOX_CGROUPS=off``): memory is
+  what the watchdog sees (resident memory of the tree + /tmp and /dev/shm), checked every
+  20 ms, so a fast allocation can overshoot by what it allocates within one period, and
+  kernel memory is not counted; what it could not see is refused by the seccomp filter
+  (memfds, System V and POSIX IPC objects), and /tmp and /dev/shm are capped by ``tmp_mb``.
+  The CPU limit over all processes holds the same way in both cases (watchdog, from /proc).
+* **System calls** (:mod:`.seccomp`, x86_64 and aarch64): a seccomp filter refuses what no
+  solution needs and what would create state or memory outside the limits: memfd_create, System V
+  IPC, POSIX message queues, keyrings, ptrace and process_vm_*, bpf, perf_event_open,
+  userfaultfd, io_uring, mount and namespace calls, clone with namespace flags, modules, kexec,
+  swap, reboot (EPERM; clone3 gets ENOSYS and the C library falls back to clone). Elsewhere
+  programs run without a filter, and a pooled sandbox also removes System V IPC objects after
+  each run (POSIX message queues and keyrings then stay shared between its runs).
+* **Every run of a pooled sandbox starts from the same state**: after each run every process
+  of it is dead, and everything it left in /tmp and /dev/shm is removed (at any depth, with no
+  recursion, and checked: a sandbox where something is left is replaced before the next run);
+  IPC objects and keyrings cannot be created (filter above); on root hosts the pid numbering
+  is reset before each run (``ns_last_pid``), so the program is pid 100 and its children 101,
+  102, ... however many processes earlier runs forked (without root, pid numbers continue
+  from run to run: a weak channel).
 * **Results cannot be forged**: a program only ever gets its own input; expected outputs
   never enter the sandbox and are compared by the caller. Program data (stdin, source,
   outputs) travels in file descriptors passed to the supervisor, never through its memory, so
-  a program forked from it cannot find another program's data; /tmp, /dev/shm and System V
-  IPC objects are wiped between runs of a pooled sandbox.
+  a program forked from it cannot find another program's data.
+* **Python mode** runs the program in a fork of the supervisor's interpreter with the standard
+  streams CPython itself makes for pipes: stdout block-buffered (``print`` and
+  ``sys.stdout.buffer.write`` interleave as they do under ``python3 prog.py | ...``; with
+  ``PYTHONUNBUFFERED`` in the run's ``env``, write-through, as ``python3 -u``), no newline
+  translation on stdin, and CPython's exit (threads joined, atexit, a closed ``sys.stdout``
+  is not flushed, status 120 when flushing stdout fails).
 
-What it does **not** protect against: kernel exploits (the sandbox shares the host kernel;
-there is no seccomp filter), CPU side channels (Spectre-class) and timing, resource use within
-the limits (a program may use its full CPU, memory and time budget and slow its neighbours),
-host-wide limits the kernel shares (pid numbers, inotify instances), POSIX message queues and
-kernel keyrings left by one program for the next in the same pooled sandbox, and a program
-that reads the interpreter's installed packages (they are visible by design).
+What it does **not** protect against: kernel exploits (the sandbox shares the host kernel; the
+seccomp filter narrows what is reachable), CPU side channels (Spectre-class; the filter is
+installed without the kernel's speculation mitigations) and timing, resource use within the
+limits (a program may use its full CPU, memory and time budget and slow its neighbours),
+host-wide state the kernel shares and shows (host-wide counters in /proc such as
+/proc/stat or the loopback's packet counts, inotify instances), and a program that reads the
+interpreter's installed packages (they are visible by design).
 
 Without bubblewrap (or with ``CASCADE_SANDBOX=rlimits``) programs run with the rlimits (no
-RLIMIT_NPROC: outside a user namespace it would count all the host user's processes) and the
-watchdog only, and one warning says so: **no** filesystem, network or process isolation. A
-process that escapes to a new session (setsid) is still found and killed (the supervisor is a
-child subreaper), but the host's other processes and files are reachable.
+RLIMIT_NPROC: outside a user namespace it would count all the host user's processes), the
+watchdog, the seccomp filter and (when available) the cgroup only, and one warning says so:
+**no** filesystem, network or process isolation. A process that escapes to a new session
+(setsid) is still found and killed (the supervisor is a child subreaper), but the host's other
+processes and files are reachable.
 """
 
 from cascade_rl.sandbox.core import (

@@ -31,14 +31,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cascade_rl.sandbox import cgroups, seccomp
+
 logger = logging.getLogger("cascade_rl.sandbox")
 
 MiB = 1024 * 1024
 #: ``CASCADE_SANDBOX=rlimits`` forces the rlimits-only fallback (testing); ``=bwrap`` makes a
 #: missing or broken bubblewrap an error instead of a warning.
 ISOLATION_ENV = "CASCADE_SANDBOX"
+#: what a started server reports it could set up (``SandboxServer.features``): the same pid
+#: numbers for every run, a cgroup, the seccomp filter
+FEATURES = ("fixed_pids", "cgroup", "seccomp")
 SANDBOX_UID = 65534  # "nobody": the uid programs run as; no capabilities
-SUPERVISOR_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL")
+#: the supervisor's capabilities in the sandbox's user namespace (root hosts): switch to the
+#: programs' uid, kill them, and reset the pid numbering before each run (ns_last_pid)
+SUPERVISOR_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_ADMIN")
+
 STARTUP_TIMEOUT_S = 30.0  # bwrap + interpreter start-up on a very busy machine
 HOST_GRACE_S = 5.0  # the host waits this long past a run's time limit for the server
 DRAIN_S = 1.0  # after the run ended, how long to wait for pipes to reach EOF
@@ -63,10 +71,12 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one run. ``cpu_s`` defaults to ``time_s + 1`` (RLIMIT_CPU, whole
-    seconds); ``memory_mb`` is the address space of each process (RLIMIT_AS) and also caps the
-    resident memory of the run's whole process tree plus what it stores in the RAM-backed
-    /tmp and /dev/shm; ``processes`` caps the tree's size (RLIMIT_NPROC also counts threads);
+    """Resource limits of one run. ``cpu_s`` defaults to ``time_s + 1``: CPU seconds of each
+    process (RLIMIT_CPU) and of the run's processes together (both in whole seconds);
+    ``memory_mb`` is the address space of each process (RLIMIT_AS) and also caps the memory of
+    the run's whole process tree (with cgroups everything it allocates, enforced by the
+    kernel; without, its resident memory plus what it stores in the RAM-backed /tmp and
+    /dev/shm); ``processes`` caps the tree's size (RLIMIT_NPROC also counts threads);
     ``output_bytes`` caps stdout and stderr each (the run is killed when one overflows);
     ``tmp_mb`` sizes the private /tmp and /dev/shm of a sandbox (set when it starts)."""
 
@@ -445,6 +455,7 @@ class SandboxServer:
         self.workdir = Path(workdir) if workdir is not None else None
         self.network = network
         separate = self.mode == "bwrap" and self.workdir is None and _separate_uids_possible()
+        self._start_options = (limits, writable_workdir)
         try:
             self._start(limits, writable_workdir, separate)
         except SandboxError as error:
@@ -454,19 +465,32 @@ class SandboxServer:
             _separate_uids_failed.set()
             self._start(limits, writable_workdir, False)
 
+    def _recycle(self) -> None:
+        """Replace the sandbox by a fresh one (a run left state the supervisor could not remove)."""
+        logger.info("sandbox: a run left state behind; starting a fresh sandbox")
+        self.close()
+        self._start(*self._start_options, self.separate_uids)
+
     def _start(self, limits: Limits, writable_workdir: bool, separate: bool) -> None:
         """Start bwrap and the supervisor; wait for its hello."""
         namespace = _UserNamespace() if separate else None  # may raise: nothing to undo yet
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host_end
         self._stderr = tempfile.TemporaryFile()
+        self._cgroup = cgroups.sandbox_cgroup()
         self.separate_uids = separate
+        cgroup_fds = self._cgroup.fds if self._cgroup else {}
+        cgroup_config = {"version": self._cgroup.version, "fds": cgroup_fds} if self._cgroup else {}
         config = json.dumps(
             {
                 "socket_fd": server_end.fileno(),
                 "isolated": self.mode == "bwrap",
                 "forget": self.workdir is None,
                 "run_uid": SANDBOX_UID if separate else None,
+                "reset_pids": separate and self.workdir is None,
+                "tmp_roots": [root for root in _python_roots() if root.startswith("/tmp/")],
+                "cgroup": cgroup_config,
+                "seccomp": seccomp.server_config(),
             }
         )
         argv = [sys.executable, "-I", "-c", _server_source(), config]
@@ -481,7 +505,7 @@ class SandboxServer:
                 )
                 + argv
             )
-        inherited = (server_end.fileno(),) + ((namespace.fd,) if namespace else ())
+        inherited = (server_end.fileno(), *cgroup_fds.values()) + ((namespace.fd,) if namespace else ())
         try:
             self._process = subprocess.Popen(
                 argv,
@@ -493,6 +517,10 @@ class SandboxServer:
                 env=_server_env(),
                 start_new_session=True,
             )
+        except OSError as error:
+            host_end.close()
+            self._close_cgroup()
+            raise SandboxError(f"cannot start the sandbox: {error}") from None
         finally:
             server_end.close()
         try:
@@ -504,6 +532,7 @@ class SandboxServer:
             reason = self._stderr_tail()
             self.close()
             raise SandboxError(f"sandbox server did not start: {reason}")
+        self.features = {name: bool(hello.get(name)) for name in FEATURES}
 
     # -- lifecycle
 
@@ -520,6 +549,12 @@ class SandboxServer:
         except subprocess.TimeoutExpired:
             self._kill()
         self._stderr.close()
+        self._close_cgroup()
+
+    def _close_cgroup(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.close()
+            self._cgroup = None
 
     def _kill(self) -> None:
         try:
@@ -676,6 +711,8 @@ class SandboxServer:
         finally:
             for fd in pipes:
                 os.close(fd)
+        if status.get("recycle"):
+            self._recycle()
         return _result(status, captured, truncated)
 
     def _send(self, message: dict) -> None:

@@ -2,13 +2,19 @@
 
 Stdlib only and self-contained: :mod:`cascade_rl.sandbox.core` hands this file's source to the
 sandboxed interpreter with ``python -I -c`` (the project directory is not visible inside), plus
-one JSON argument ``{"socket_fd": int, "isolated": bool, "forget": bool, "run_uid": int|null}``
-(``forget``: wipe the private /tmp between runs, for pooled sandboxes; ``run_uid``: the uid
-programs run as when the supervisor may switch uids, see ``core._UserNamespace``).
+one JSON argument (:data:`CONFIG_KEYS`): ``socket_fd``; ``isolated`` (in bubblewrap);
+``forget`` (a pooled sandbox: every run must start from the same clean state); ``run_uid``
+(the uid programs run as when the supervisor may switch uids, see ``core._UserNamespace``);
+``reset_pids`` (every run's processes get the same pid numbers; needs CAP_SYS_ADMIN in the
+sandbox's user namespace); ``tmp_roots`` (the interpreter's directories bound below
+/tmp, which the wipe leaves); ``cgroup`` (role -> file descriptor of the sandbox's control
+group, opened by the host, see ``cascade_rl.sandbox.cgroups``); ``seccomp`` (the BPF filter
+of ``cascade_rl.sandbox.seccomp`` as hex).
 
 Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object):
 
-* server -> host at start: ``{"ready": true, "pid": ...}``.
+* server -> host at start: ``{"ready": true, "pid", "isolated", "fixed_pids", "cgroup",
+  "seccomp"}`` (the last three: what this server could actually set up).
 * host -> server: ``{"op": "run"}`` with file descriptors attached (SCM_RIGHTS), in this order:
   request (a memfd holding the JSON request: ``argv`` or ``python``, ``cwd``, ``env``,
   ``limits``, ``python_options``), stdin (a memfd), the write ends of the stdout and stderr
@@ -18,15 +24,26 @@ Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object)
   earlier program's input, output or source in the memory it inherits.
 * host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit).
 * server -> host when the run is over: ``{"returncode", "signal", "timed_out", "limit",
-  "seconds", "error"}``; by then every process of the run is dead.
+  "seconds", "error", "recycle"}``; by then every process of the run is dead. ``recycle``:
+  the run left something in /tmp or /dev/shm that could not be removed; the host replaces
+  this sandbox before the next run.
 
-One child per run: ``fork``, new session, rlimits, fds 0/1/2 (and the result fd) in place,
-then either ``execvpe(argv)`` or, in *python mode*, the program is executed by the forked
-interpreter itself as a fresh ``__main__`` (no interpreter start-up per run, the fast path of
-the code reward). The server is a child subreaper and not dumpable (same-uid programs cannot
-ptrace it or open its file descriptors through /proc); after the main child exits, a timeout, or
-a limit, it kills every descendant it can find (``/proc`` parent links; inside the sandbox's pid
-namespace that is every process but the namespace's init) and reaps them before answering.
+One child per run: ``fork`` (with ``reset_pids`` the pid numbering of the sandbox's pid
+namespace is reset first, through ``ns_last_pid``, so the program is pid 100 and its children
+101, 102, ... in every run, whatever earlier runs forked), then in the child: new session, the
+sandbox's cgroup, rlimits, fds 0/1/2 (and the result fd) in place, the programs' uid, the
+seccomp filter; then either ``execvpe(argv)`` or, in *python mode*, the program is executed
+by the forked interpreter itself as a fresh ``__main__`` with the standard streams CPython
+would make (no interpreter start-up per run, the fast path of the code reward).
+
+The server is a child subreaper and not dumpable (same-uid programs cannot ptrace it or open
+its file descriptors through /proc). Its watchdog (every tick) ends a run over its wall time,
+process count, memory (resident memory of the tree plus the files in /tmp and /dev/shm; with
+a cgroup also any OOM kill) or CPU time (of the whole tree: the cgroup's counter, else the sum
+over /proc of every process's own and reaped children's time). At the end it kills every
+descendant and reaps them; a pooled server then removes whatever the run left in /tmp and
+/dev/shm (any depth, without recursion) and System V IPC objects, and checks that nothing is
+left.
 """
 
 import array
@@ -41,41 +58,53 @@ import sys
 import time
 from os import _exit as hard_exit  # bound now: a program may replace os._exit
 
+CONFIG_KEYS = ("socket_fd", "isolated", "forget", "run_uid", "reset_pids", "tmp_roots", "cgroup", "seccomp")
 MiB = 1024 * 1024
 RESULT_FD = 3
 TICK_ISOLATED_S = 0.02  # process / memory watchdog period inside a pid namespace (cheap /proc)
 TICK_HOST_S = 0.1  # ... when /proc lists every process on the host (rlimits-only mode)
 MAX_FDS_PER_MESSAGE = 8
+SCRATCH = ("/tmp", "/dev/shm")
+FIRST_PID = 100  # with reset_pids, every run's first process has this pid (init is 1, the server 2)
+LAST_PID_FILE = "/proc/sys/kernel/ns_last_pid"
 PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1, 4
 
 
 # ----------------------------------------------------------------------------------------------
 # process table helpers (work in both modes: inside the pid namespace /proc is small)
 
 
-def process_parents():
-    """{pid: parent pid} of every process visible in /proc (vanishing ones are skipped)."""
-    parents = {}
+def process_table():
+    """{pid: (parent pid, CPU clock ticks of the process and its reaped children, zombie)} of
+    every process visible in /proc (vanishing ones are skipped)."""
+    table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as handle:
-                stat = handle.read()
+                stat_line = handle.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and fields[0] != b"Z":  # zombies hold no resources
-            parents[int(name)] = int(fields[1])
-    return parents
+        fields = stat_line[stat_line.rfind(b")") + 2 :].split()
+        if len(fields) > 14:  # state, ppid, ... utime, stime, cutime, cstime at 11-14
+            table[int(name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]), fields[0] == b"Z")
+    return table
 
 
-def descendants(root):
-    """Pids of every live process below ``root`` (children, grandchildren, ...)."""
+def descendants(root, table=None, zombies=False):
+    """Pids of the processes below ``root`` (children, grandchildren, ...); zombies (which
+    hold no resources) only when asked for."""
+    table = process_table() if table is None else table
     children = {}
-    for pid, parent in process_parents().items():
-        children.setdefault(parent, []).append(pid)
+    for pid, (parent, _, zombie) in table.items():
+        if zombies or not zombie:
+            children.setdefault(parent, []).append(pid)
     found, stack = [], list(children.get(root, ()))
     while stack:
         pid = stack.pop()
@@ -96,12 +125,12 @@ def resident_bytes(pids):
     return total
 
 
-def tmpfs_bytes():
-    """Bytes stored in the sandbox's private /tmp and /dev/shm (both RAM-backed)."""
+def tmpfs_bytes(directories):
+    """Bytes stored in the RAM-backed file systems mounted at ``directories``."""
     total = 0
-    for path in ("/tmp", "/dev/shm"):
+    for directory in directories:
         try:
-            info = os.statvfs(path)
+            info = os.statvfs(directory)
         except OSError:
             continue
         total += (info.f_blocks - info.f_bfree) * info.f_frsize
@@ -147,27 +176,113 @@ def kill_descendants(isolated, deadline_s=5.0):
     reap_all()
 
 
-def forget_run(run_uid):
-    """Remove what a run may leave for the next one in this sandbox: files in the private /tmp
-    and /dev/shm, System V IPC objects. Used only for pooled sandboxes (no bound workdir), and
-    never crosses into another filesystem (a bind mount below /tmp is left alone). Done as the
-    programs' uid (their files are theirs to delete) in a short-lived child, and only when
-    something is left."""
-    leftovers = [os.path.join(d, name) for d in ("/tmp", "/dev/shm") for name in listdir(d)]
-    ipc = sysv_ipc_ids()
-    if not leftovers and not any(ipc.values()):
-        return
+# ----------------------------------------------------------------------------------------------
+# the control group (file descriptors opened by the host)
+
+
+class Cgroup:
+    """The sandbox's control group, through file descriptors the host opened (see
+    ``cascade_rl.sandbox.cgroups``). The server joins it once, when its own memory is in place
+    (those pages stay charged where they were), so that every run's processes are born in it
+    with no move per run. Before a run the server sets the run's limits; after a run that left
+    files behind it lifts the memory limit while it removes them."""
+
+    def __init__(self, config):
+        config = config or {}
+        self.fds = {str(role): int(fd) for role, fd in (config.get("fds") or {}).items()}
+        self.unlimited = "max" if config.get("version") == "v2" else "-1"
+        self.written = {}
+
+    def __bool__(self):
+        return "memory_limit" in self.fds
+
+    def join(self):
+        """Move the calling process (and so everything it forks from now on) into the group."""
+        for role, fd in self.fds.items():
+            if role.startswith("procs"):
+                os.write(fd, b"0")
+
+    def prepare(self, limits):
+        """Set the run's limits; return the OOM kills so far (to count the run's own)."""
+        self.set_memory(str(int(limits["memory_mb"]) * MiB))
+        self.set("pids_limit", str(int(limits["processes"]) + 1))  # + this server
+        return self.oom_kills()
+
+    def lift_memory_limit(self):
+        self.set_memory(self.unlimited)
+
+    def set_memory(self, value):
+        """Memory limit, and on v1 the memory + swap one to the same value (no swapping out of
+        it); v1 refuses a memory limit above the memory + swap one, so the order depends."""
+        try:
+            self.set("memory_limit", value)
+            self.set("swap_limit", value)
+        except OSError:
+            self.set("swap_limit", value)
+            self.set("memory_limit", value)
+
+    def set(self, role, value):
+        if role in self.fds and self.written.get(role) != value:
+            self.written.pop(role, None)
+            os.write(self.fds[role], value.encode())
+            self.written[role] = value
+
+    def oom_kills(self):
+        if "oom_events" not in self.fds:
+            return 0
+        for line in os.pread(self.fds["oom_events"], 4096, 0).decode().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+        return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# the same state for every run: pid numbering reset, leftovers wiped
+
+
+def check(result, what):
+    if result != 0:
+        import ctypes
+
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+
+
+def forget_run(run_uid, keep, look_for_ipc, cgroup):
+    """Remove what a run left in /tmp, /dev/shm (any depth) and, when ``look_for_ipc`` (no
+    seccomp filter refusing them), System V IPC objects; return whether
+    all of it is gone. Done as the programs' uid (their files are theirs) in a short-lived
+    child, never crossing into another file system, and leaving ``keep`` (directories the
+    sandbox made for the interpreter's bind mounts) in place."""
+    left = leftovers(keep)
+    ipc = sysv_ipc_ids() if look_for_ipc else {}
+    if not left and not any(ipc.values()):
+        return True
+    if cgroup:
+        cgroup.lift_memory_limit()  # the files count against it until they are gone
     pid = os.fork()
     if pid == 0:
         try:
             if run_uid is not None:
                 become(run_uid)
-            for path in leftovers:
-                remove_tree(path, os.lstat(os.path.dirname(path)).st_dev)
+            for path in left:
+                remove_tree(path)
             remove_sysv_ipc(ipc)
         finally:
             hard_exit(0)
     os.waitpid(pid, 0)
+    return not leftovers(keep) and not (look_for_ipc and any(sysv_ipc_ids().values()))
+
+
+def leftovers(keep):
+    """Entries of /tmp and /dev/shm (and of the directories in ``keep``) not in ``keep``."""
+    found = []
+    for directory in (*SCRATCH, *keep):
+        for name in listdir(directory):
+            path = os.path.join(directory, name)
+            if path not in keep:
+                found.append(path)
+    return found
 
 
 def listdir(path):
@@ -177,21 +292,40 @@ def listdir(path):
         return []
 
 
-def remove_tree(path, device):
-    """Delete ``path`` recursively if it lives on ``device``, making directories writable."""
+def remove_tree(path):
+    """Delete ``path`` and everything below it on its file system, at any depth: the walk
+    moves with ``chdir`` and lists each directory once, so neither recursion, path length nor
+    directory size limits apply. Another file system mounted below is left alone."""
     try:
-        info = os.lstat(path)
-        if info.st_dev != device:
-            return
-        if stat.S_ISDIR(info.st_mode):
-            os.chmod(path, 0o700)
-            for name in os.listdir(path):
-                remove_tree(os.path.join(path, name), device)
-            os.rmdir(path)
-        else:
-            os.unlink(path)
+        os.chdir(os.path.dirname(path) or "/")
+        device = os.lstat(".").st_dev
     except OSError:
-        pass
+        return
+    levels = [(None, [os.path.basename(path)])]  # (directory we are in, names left to remove there)
+    while levels:
+        directory, todo = levels[-1]
+        if not todo:
+            levels.pop()
+            if directory is not None:
+                try:
+                    os.chdir("..")
+                    os.rmdir(directory)
+                except OSError:
+                    pass
+            continue
+        name = todo.pop()
+        try:
+            info = os.lstat(name)
+            if info.st_dev != device:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                os.unlink(name)
+                continue
+            os.chmod(name, 0o700)
+            os.chdir(name)
+        except OSError:
+            continue
+        levels.append((name, listdir(".")))
 
 
 def sysv_ipc_ids():
@@ -208,9 +342,7 @@ def sysv_ipc_ids():
 
 def remove_sysv_ipc(ids):
     """IPC_RMID every object of ``ids`` (from :func:`sysv_ipc_ids`)."""
-    if not any(ids.values()):
-        return
-    if LIBC is None:
+    if not any(ids.values()) or LIBC is None:
         return
     for table, call in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
         for ipc_id in ids[table]:
@@ -218,7 +350,7 @@ def remove_sysv_ipc(ids):
 
 
 # ----------------------------------------------------------------------------------------------
-# the child: limits, file descriptors, then exec or python
+# the program's process: limits, file descriptors, uid, seccomp, then exec or python
 
 
 def set_limit(which, value):
@@ -229,8 +361,13 @@ def set_limit(which, value):
     resource.setrlimit(which, (value, value))
 
 
+def cpu_seconds_allowed(limits):
+    """The CPU limit in whole seconds (RLIMIT_CPU's unit), for one process and for the run."""
+    return max(1, int(-(-limits["cpu_s"] // 1)))
+
+
 def apply_limits(limits, isolated):
-    cpu = max(1, int(-(-limits["cpu_s"] // 1)))
+    cpu = cpu_seconds_allowed(limits)
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1 if hard == resource.RLIM_INFINITY else min(cpu + 1, hard)))
     memory = int(limits["memory_mb"]) * MiB
@@ -284,8 +421,68 @@ def print_exception(error):
         pass
 
 
-def finish_python(status, streams):
-    """What the interpreter does at exit: join non-daemon threads, atexit, flush stdio."""
+def standard_streams(env):
+    """sys.stdin, sys.stdout and sys.stderr as CPython's start-up makes them for a program with
+    this environment on these file descriptors (``create_stdio``): buffered binary layers of
+    the descriptor's block size; text layers with newline ``"\\n"`` (no newline translation on
+    input); stdout block-buffered unless it is a terminal, stderr line-buffered; with
+    ``PYTHONUNBUFFERED`` the output streams are unbuffered and write-through; encoding and
+    errors from ``PYTHONIOENCODING`` (stderr always backslashreplace)."""
+    import io
+
+    buffered = not env.get("PYTHONUNBUFFERED")
+    encoding, _, errors = (env.get("PYTHONIOENCODING") or "").partition(":")
+    encoding, errors = encoding or "utf-8", errors or "surrogateescape"
+    streams = []
+    for fd, name in ((0, "<stdin>"), (1, "<stdout>"), (2, "<stderr>")):
+        writing = fd > 0
+        buffering = 0 if writing and not buffered else -1
+        binary = open(fd, "wb" if writing else "rb", buffering, closefd=False)
+        raw = binary.raw if buffering else binary
+        raw.name = name
+        text = io.TextIOWrapper(
+            binary,
+            encoding,
+            "backslashreplace" if fd == 2 else errors,
+            "\n",
+            buffered and (raw.isatty() or fd == 2),
+            not buffered,
+        )
+        text.mode = "w" if writing else "r"
+        streams.append(text)
+    return streams
+
+
+def is_closed(stream):
+    try:
+        return bool(stream.closed)
+    except Exception:
+        return True  # CPython skips a stream whose ``closed`` cannot be read
+
+
+def flush_standard_streams():
+    """CPython's flush of sys.stdout and sys.stderr at exit (closed ones are skipped); False
+    when one failed, which makes CPython exit with status 120."""
+    flushed = True
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None or is_closed(stream):
+            continue
+        try:
+            stream.flush()
+        except Exception as error:
+            flushed = False
+            if name == "stdout":
+                try:
+                    os.write(2, f"Exception ignored in: {stream!r}\n{type(error).__name__}: {error}\n".encode())
+                except Exception:
+                    pass
+    return flushed
+
+
+def finish_python(status, originals):
+    """What the interpreter does at exit: join non-daemon threads, atexit, flush sys.stdout and
+    sys.stderr (status 120 when that fails), then the original streams as finalization does."""
     threading = sys.modules.get("threading")
     try:
         if threading is not None:
@@ -298,36 +495,24 @@ def finish_python(status, streams):
     except BaseException as error:
         print_exception(error)
         status = status or 1
-    for stream in (sys.stdout, sys.stderr, *streams):
+    if not flush_standard_streams():
+        status = 120
+    for stream in originals:
         try:
             stream.flush()
         except Exception:
-            if stream is sys.stdout or stream is streams[0]:
-                status = status or 120  # CPython: stdout could not be flushed at exit
+            pass
     return status
 
 
 def run_python(source, options):
     """Execute ``source`` as the ``__main__`` program of this (forked) interpreter."""
     import builtins
-    import io
     import types
 
-    stdin = io.TextIOWrapper(
-        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="surrogateescape"
-    )
-    stdout = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="surrogateescape"
-    )
-    stderr = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-        encoding="utf-8",
-        errors="backslashreplace",
-        line_buffering=True,
-    )
-    sys.stdin = sys.__stdin__ = stdin
-    sys.stdout = sys.__stdout__ = stdout
-    sys.stderr = sys.__stderr__ = stderr
+    streams = standard_streams(os.environ)
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
     filename = options.get("filename") or "main.py"
     sys.argv = [filename]
     if options.get("int_max_str_digits") is not None and hasattr(sys, "set_int_max_str_digits"):
@@ -346,7 +531,7 @@ def run_python(source, options):
     except BaseException as error:
         print_exception(error)
         status = 1
-    hard_exit(finish_python(status, (stdout, stderr)))
+    hard_exit(finish_python(status, streams[1:]))
 
 
 def use_environment(env):
@@ -364,20 +549,58 @@ def become(uid):
     os.setresuid(uid, uid, uid)
 
 
-def child_main(request, fds, isolated, run_uid):
-    """Runs in the forked child; never returns."""
+def seccomp_program(program):
+    """``struct sock_fprog`` (and the buffer it points to) for the BPF ``program`` bytes,
+    built once in the server so that installing it in a run costs two system calls."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    instructions = ctypes.create_string_buffer(program, len(program))
+    return SockFprog(len(program) // 8, ctypes.addressof(instructions)), instructions
+
+
+def install_seccomp(prepared, syscall_number):
+    """Load the filter prepared by :func:`seccomp_program` in this process (and its children):
+    through seccomp(2) with SECCOMP_FILTER_FLAG_SPEC_ALLOW where the kernel has it (speculation
+    side channels are outside what the sandbox protects against, and the kernel's mitigations
+    for filtered processes slow every program down), else prctl."""
+    import ctypes
+
+    check(LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    program = ctypes.byref(prepared[0])
+    if (
+        syscall_number
+        and LIBC.syscall(syscall_number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, program) == 0
+    ):
+        return
+    check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0), "seccomp")
+
+
+def child_main(request, fds, server):
+    """Runs in the program's process; never returns. ``request`` None: a start-up probe."""
     try:
         os.setsid()
+        if server.cgroup:  # the kernel's OOM killer picks the program's processes, never the server
+            with open("/proc/self/oom_score_adj", "w") as handle:
+                handle.write("1000")
+        if request is None:
+            if server.seccomp:
+                install_seccomp(server.seccomp, server.seccomp_syscall)
+            hard_exit(0)
         source = None
         if request.get("python") and fds.get("source") is not None:
             with os.fdopen(fds["source"], "rb") as handle:
                 source = handle.read().decode("utf-8", "surrogateescape")
         place_fds(fds["stdin"], fds["stdout"], fds["stderr"], fds.get("result"))
         os.chdir(request.get("cwd") or "/tmp")
-        apply_limits(request["limits"], isolated)
-        if run_uid is not None:
-            become(run_uid)
+        apply_limits(request["limits"], server.isolated)
+        if server.run_uid is not None:
+            become(server.run_uid)
         prctl(PR_SET_DUMPABLE, 1)  # a normal process again (its own /proc files are its own)
+        if server.seccomp:
+            install_seccomp(server.seccomp, server.seccomp_syscall)
         if source is not None:  # os.environ already holds the run's environment
             run_python(source, request.get("python_options") or {})
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXCPU"):  # what subprocess's restore_signals does
@@ -398,12 +621,33 @@ def child_main(request, fds, isolated, run_uid):
 
 
 class Server:
-    def __init__(self, sock, isolated, forget, run_uid):
+    def __init__(self, sock, config):
         self.sock = sock
-        self.isolated = isolated
-        self.forget = isolated and forget
-        self.run_uid = run_uid
-        self.tick = TICK_ISOLATED_S if isolated else TICK_HOST_S
+        self.isolated = bool(config["isolated"])
+        self.run_uid = config.get("run_uid")
+        self.tick = TICK_ISOLATED_S if self.isolated else TICK_HOST_S
+        self.cgroup = Cgroup(config.get("cgroup"))
+        program = bytes.fromhex((config.get("seccomp") or {}).get("filter") or "")
+        self.seccomp = seccomp_program(program) if program and LIBC is not None else None
+        self.seccomp_syscall = (config.get("seccomp") or {}).get("syscall")
+        self.keep = interpreter_directories(config.get("tmp_roots") or ())
+        self.reset_pids = False
+        if self.seccomp and not self.probe():
+            sys.stderr.write("sandbox server: the seccomp filter cannot be installed here\n")
+            self.seccomp = None
+        self.forget = self.isolated and bool(config.get("forget"))
+        self.reset_pids = self.forget and bool(config.get("reset_pids")) and reset_pid_numbering()
+        if self.cgroup:
+            self.cgroup.join()
+
+    def probe(self):
+        """Whether a run can start with the current settings (a program that exits at once)."""
+        try:
+            pid = self.spawn(None, {})
+        except OSError as error:
+            sys.stderr.write(f"sandbox server: a probe run failed to start ({error})\n")
+            return False
+        return os.waitpid(pid, 0)[1] == 0
 
     def send(self, message):
         self.sock.send(json.dumps(message).encode())
@@ -422,7 +666,16 @@ class Server:
         return json.loads(data), list(fds)
 
     def serve(self):
-        self.send({"ready": True, "pid": os.getpid(), "isolated": self.isolated})
+        self.send(
+            {
+                "ready": True,
+                "pid": os.getpid(),
+                "isolated": self.isolated,
+                "fixed_pids": self.reset_pids,
+                "cgroup": bool(self.cgroup),
+                "seccomp": self.seccomp is not None,
+            }
+        )
         while True:
             message, fds = self.receive()
             if message is None:
@@ -457,17 +710,27 @@ class Server:
             raise ValueError(f"expected {len(names)} file descriptors, got {len(fds)}")
         named = dict(zip(names, fds))
         use_environment({str(k): str(v) for k, v in (request.get("env") or {}).items()})
+        oom_kills = self.cgroup.prepare(request["limits"]) if self.cgroup else 0
         start = time.monotonic()
+        try:
+            pid = self.spawn(request, named)
+        finally:
+            for fd in fds:  # the run owns them now: pipes reach EOF when its processes die
+                os.close(fd)
+            fds.clear()
+        return self.supervise(pid, request["limits"], start, oom_kills)
+
+    def spawn(self, request, fds):
+        """Fork the run's program (with reset_pids: as pid FIRST_PID, like every run)."""
+        if self.reset_pids and not reset_pid_numbering():
+            raise OSError("cannot reset the pid numbering")
         pid = os.fork()
         if pid == 0:
-            child_main(request, named, self.isolated, self.run_uid)
-        for fd in fds:  # the child owns them now: pipes reach EOF when the run's processes die
-            os.close(fd)
-        fds.clear()
-        return self.supervise(pid, request["limits"], start)
+            child_main(request, fds, self)
+        return pid
 
-    def supervise(self, pid, limits, start):
-        """Wait for the child within the limits; kill every process of the run at the end."""
+    def supervise(self, pid, limits, start, oom_kills):
+        """Wait for the run within its limits; kill every process of the run at the end."""
         deadline = start + float(limits["time_s"])
         status = {"returncode": None, "signal": None, "timed_out": False, "limit": None}
         poller, pidfd = select.poll(), None
@@ -477,7 +740,7 @@ class Server:
         except (AttributeError, OSError):
             pass  # no pidfd: notice the exit on the next watchdog tick
         poller.register(self.sock.fileno(), select.POLLIN)
-        next_check = start + self.tick
+        next_check, finished = start + self.tick, 0
         try:
             while status["limit"] is None:
                 finished, wait_status = os.waitpid(pid, os.WNOHANG)
@@ -490,24 +753,26 @@ class Server:
                     break
                 if now >= next_check:
                     next_check = now + self.tick
-                    status["limit"] = self.over_limit(limits)
+                    status["limit"] = self.over_limit(limits, oom_kills)
                     if status["limit"]:
                         break
                 timeout = max(0.0, min(deadline, next_check) - now)
                 for fd, _ in poller.poll(timeout * 1000):
                     if fd == self.sock.fileno():
                         status["limit"] = self.host_request()
+            status["seconds"] = time.monotonic() - start
+            if not finished:
+                os.kill(pid, signal.SIGKILL)
+                _, wait_status = os.waitpid(pid, 0)
+                self.decode(wait_status, status, killed_by_us=True)
+            kill_descendants(self.isolated)  # survivors of the main process: daemons, forks, orphans
+            if status["limit"] is None and self.cgroup and self.cgroup.oom_kills() > oom_kills:
+                status["limit"] = "memory"  # the kernel killed one of its processes
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        status["seconds"] = time.monotonic() - start
-        if status["returncode"] is None and status["signal"] is None:
-            os.kill(pid, signal.SIGKILL)
-            _, wait_status = os.waitpid(pid, 0)
-            self.decode(wait_status, status, killed_by_us=True)
-        kill_descendants(self.isolated)  # survivors of the main process: daemons, forks, orphans
-        if self.forget:
-            forget_run(self.run_uid)
+        if self.forget and not forget_run(self.run_uid, self.keep, self.seccomp is None, self.cgroup):
+            status["recycle"] = True
         return status
 
     def host_request(self):
@@ -530,18 +795,56 @@ class Server:
         elif not killed_by_us:
             status["returncode"] = os.WEXITSTATUS(wait_status)
 
-    def over_limit(self, limits):
-        """'processes' or 'memory' when the run's process tree exceeds its budget (memory:
-        resident memory plus, in the sandbox, files kept in the RAM-backed /tmp and /dev/shm)."""
-        pids = descendants(os.getpid())
+    def over_limit(self, limits, oom_kills):
+        """The limit the run's process tree is over, or None: ``processes``; ``memory``
+        (resident memory plus the files in the RAM-backed /tmp and /dev/shm, or an OOM kill in
+        its cgroup); ``cpu`` (CPU time of every process of the run together; one process alone
+        meets RLIMIT_CPU at the same whole second first)."""
+        table = process_table()
+        pids = descendants(os.getpid(), table)
         if len(pids) > int(limits["processes"]):
             return "processes"
-        used = resident_bytes(pids) + (tmpfs_bytes() if self.isolated else 0)
-        if used > int(limits["memory_mb"]) * MiB:
+        stored = tmpfs_bytes(SCRATCH) if self.isolated else 0
+        if resident_bytes(pids) + stored > int(limits["memory_mb"]) * MiB:
             return "memory"
+        if self.cgroup and self.cgroup.oom_kills() > oom_kills:
+            return "memory"
+        if self.cpu_seconds(table) > cpu_seconds_allowed(limits):
+            return "cpu"
         return None
 
+    @staticmethod
+    def cpu_seconds(table):
+        """CPU time of the run so far: over its processes (live and zombie), their own time and
+        that of the children they reaped."""
+        ticks = sum(table[pid][1] for pid in descendants(os.getpid(), table, zombies=True) if pid in table)
+        return ticks / CLOCK_TICKS
 
+
+def reset_pid_numbering():
+    """Make the next process of this pid namespace get FIRST_PID (ns_last_pid; needs
+    CAP_SYS_ADMIN in the namespace's user namespace); False when that is not allowed here."""
+    try:
+        with open(LAST_PID_FILE, "w") as handle:
+            handle.write(str(FIRST_PID - 1))
+        return True
+    except OSError:
+        return False
+
+
+def interpreter_directories(roots):
+    """The interpreter's directories bound below /tmp and the directories leading to them:
+    the sandbox made them, so the wipe leaves them."""
+    keep = set()
+    for root in roots:
+        path = root
+        while path not in ("/", "") and path not in SCRATCH:
+            keep.add(path)
+            path = os.path.dirname(path)
+    return keep
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 LIBC = None  # ctypes handle on the C library, when ctypes works here
 
 
@@ -568,6 +871,7 @@ def preload():
     warnings; python mode needs io, types, atexit, traceback on errors), then freeze the heap
     so that the children's garbage collections do not copy its pages."""
     import atexit  # noqa: F401,E401
+    import ctypes  # noqa: F401 - the seccomp filter is installed through it
     import gc
 
     gc.collect()
@@ -580,7 +884,7 @@ def main(argv):
     harden()
     preload()
     sock = socket.socket(fileno=int(config["socket_fd"]))
-    Server(sock, bool(config["isolated"]), bool(config.get("forget")), config.get("run_uid")).serve()
+    Server(sock, config).serve()
 
 
 if __name__ == "__main__":
