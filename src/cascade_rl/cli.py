@@ -7,6 +7,7 @@ cascade tts ...           test-time scaling for competitive programming (IOI-sty
 cascade elo C S.jsonl     Codeforces Elo per contest and the mean (appendix E)
 cascade data ...          data curation: convert, dedup, decontaminate, check-disjoint, difficulty, offtopic
 cascade serve ...         serve a reward model over vLLM's Pooling API (for the RLHF / IF+RM rewards)
+cascade compare A B ...   runs side by side: final values, gains over SFT, largest falls, cost
 """
 
 from __future__ import annotations
@@ -63,6 +64,15 @@ def _mount_serve() -> None:
 
 
 _mount_serve()
+
+
+def _mount_compare() -> None:
+    from cascade_rl.eval.compare import compare_command
+
+    app.command("compare")(compare_command)
+
+
+_mount_compare()
 
 
 def _parse_options(pairs: list[str]) -> dict[str, dict]:

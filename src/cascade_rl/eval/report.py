@@ -49,8 +49,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from matplotlib.figure import Figure
-
 TRAINING_KINDS = ("sft", "reward_model", "grpo", "distill")
 STAGE_KINDS = TRAINING_KINDS + ("eval",)
 DEFAULT_MIN_GAIN = 10.0
@@ -688,6 +686,8 @@ def plot_training_curves(stage: StageRecord, path: Path) -> Path:
     """Reward (mean, ±std band, per domain) and response length (mean, think, no_think) per step."""
     metrics = stage.metrics
     positions, boundaries = _step_axis(metrics)
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(11, 4), dpi=100)
     reward_axes, length_axes = figure.subplots(1, 2)
     xs, mean = _series(metrics, "reward/mean", positions)
@@ -741,6 +741,8 @@ def plot_forgetting(summary: RunSummary, targets: Mapping[str, str], path: Path)
         return None
     grid = [[math.nan if d is None else d for d in row] for row in deltas]
     limit = max([abs(d) for row in deltas for d in row if d is not None] + [1.0])
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(1.3 * len(summary.benchmarks) + 2.5, 0.55 * len(names) + 1.8), dpi=100)
     axes = figure.subplots()
     image = axes.imshow(grid, cmap="RdYlGn", vmin=-limit, vmax=limit, aspect="auto")
@@ -786,6 +788,8 @@ def plot_length_entropy(summary: RunSummary, path: Path) -> Path | None:
     rl_rows = [r for r in summary.rows if r.kind == "grpo" and r.metrics]
     if not records and not rl_rows:
         return None
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(15, 4), dpi=100)
     length_axes, entropy_axes, rollout_axes = figure.subplots(1, 3)
     names = [r.name for r in records]
