@@ -1,5 +1,6 @@
 """The shipped `accelerate launch` configs (configs/accelerate/) parse with accelerate's own config
-classes and turn into the intended runtime settings: ZeRO-3 or FSDP2 full sharding, bf16.
+classes and turn into the intended runtime settings: ZeRO-3 or FSDP2 full sharding, bf16 on GPUs;
+the two CPU test configs (tests/train/test_fsdp.py) the same sharding in fp32 over 2 processes.
 
 The launch path is accelerate's real one (`launch_command`), with only the final process spawn
 replaced by a capture of the environment it would hand to the training processes.
@@ -14,11 +15,13 @@ from accelerate.utils import DeepSpeedPlugin, DistributedType, FullyShardedDataP
 from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "accelerate"
-# file -> (distributed type, machines, processes over all machines)
+# file -> (distributed type, machines, processes over all machines, mixed precision)
 EXPECTED = {
-    "deepspeed_zero3.yaml": (DistributedType.DEEPSPEED, 1, 8),
-    "deepspeed_zero3_multinode.yaml": (DistributedType.DEEPSPEED, 2, 16),
-    "fsdp.yaml": (DistributedType.FSDP, 1, 8),
+    "deepspeed_zero3.yaml": (DistributedType.DEEPSPEED, 1, 8, "bf16"),
+    "deepspeed_zero3_multinode.yaml": (DistributedType.DEEPSPEED, 2, 16, "bf16"),
+    "fsdp.yaml": (DistributedType.FSDP, 1, 8, "bf16"),
+    "deepspeed_zero3_cpu_test.yaml": (DistributedType.DEEPSPEED, 1, 2, "no"),
+    "fsdp2_cpu_test.yaml": (DistributedType.FSDP, 1, 2, "no"),
 }
 
 
@@ -42,11 +45,11 @@ def test_every_shipped_config_is_covered():
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_config_parses_with_accelerate_config_classes(name):
-    distributed_type, machines, processes = EXPECTED[name]
+    distributed_type, machines, processes, precision = EXPECTED[name]
     config = load_config_from_file(str(CONFIG_DIR / name))
     assert isinstance(config, ClusterConfig)
     assert config.distributed_type == distributed_type
-    assert config.mixed_precision == "bf16"
+    assert config.mixed_precision == precision
     assert (config.num_machines, config.num_processes) == (machines, processes)
     assert config.use_cpu is False
     if distributed_type == DistributedType.DEEPSPEED:
@@ -59,15 +62,17 @@ def test_config_parses_with_accelerate_config_classes(name):
         assert config.main_process_ip and config.deepspeed_config["deepspeed_multinode_launcher"] == "standard"
 
 
-@pytest.mark.parametrize("name", ["deepspeed_zero3.yaml", "deepspeed_zero3_multinode.yaml"])
-def test_deepspeed_configs_launch_as_zero3_bf16(name, monkeypatch):
+@pytest.mark.parametrize(
+    "name", ["deepspeed_zero3.yaml", "deepspeed_zero3_multinode.yaml", "deepspeed_zero3_cpu_test.yaml"]
+)
+def test_deepspeed_configs_launch_as_zero3(name, monkeypatch):
+    _, machines, processes, precision = EXPECTED[name]
     args, env = launch_environment(CONFIG_DIR / name, monkeypatch)
     assert env["ACCELERATE_USE_DEEPSPEED"] == "true"
-    assert env["ACCELERATE_MIXED_PRECISION"] == "bf16"
+    assert env["ACCELERATE_MIXED_PRECISION"] == precision
     assert env["ACCELERATE_DEEPSPEED_ZERO_STAGE"] == "3"
     assert env["ACCELERATE_DEEPSPEED_ZERO3_INIT"] == "true"
-    machines = EXPECTED[name][1]
-    assert (int(args.num_machines), int(args.nproc_per_node)) == (machines, 8)
+    assert (int(args.num_machines), int(args.nproc_per_node)) == (machines, processes // machines)
     for key, value in env.items():
         if key.startswith("ACCELERATE_"):
             monkeypatch.setenv(key, value)
@@ -76,18 +81,21 @@ def test_deepspeed_configs_launch_as_zero3_bf16(name, monkeypatch):
     assert plugin.deepspeed_config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
 
 
-def test_fsdp_config_launches_as_fsdp2_full_shard_bf16(monkeypatch):
-    args, env = launch_environment(CONFIG_DIR / "fsdp.yaml", monkeypatch)
+@pytest.mark.parametrize("name", ["fsdp.yaml", "fsdp2_cpu_test.yaml"])
+def test_fsdp_configs_launch_as_fsdp2_full_shard_with_sharded_checkpoints(name, monkeypatch):
+    _, _, processes, precision = EXPECTED[name]
+    args, env = launch_environment(CONFIG_DIR / name, monkeypatch)
     assert env["ACCELERATE_USE_FSDP"] == "true"
-    assert env["ACCELERATE_MIXED_PRECISION"] == "bf16"
+    assert env["ACCELERATE_MIXED_PRECISION"] == precision
     assert env["FSDP_VERSION"] == "2"
     assert env["FSDP_RESHARD_AFTER_FORWARD"] == "true"  # FSDP2's full shard
     assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP"
-    assert int(args.nproc_per_node) == 8
+    assert int(args.nproc_per_node) == processes
     for key, value in env.items():
         if key.startswith(("ACCELERATE_", "FSDP_")):
             monkeypatch.setenv(key, value)
     plugin = FullyShardedDataParallelPlugin()
     assert plugin.fsdp_version == 2 and plugin.reshard_after_forward is True
     assert plugin.auto_wrap_policy.__name__ == "transformer_auto_wrap_policy"
-    assert plugin.state_dict_type.name == "FULL_STATE_DICT"
+    # trainer checkpoints one shard per process; save_checkpoint gathers each stage's final model
+    assert plugin.state_dict_type.name == "SHARDED_STATE_DICT"

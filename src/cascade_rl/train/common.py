@@ -10,7 +10,8 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -249,13 +250,31 @@ def save_checkpoint(trainer: Any, tokenizer: Any, target: Path) -> Path:
     if trainer.accelerator.is_main_process:
         shutil.rmtree(partial, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
-    trainer.save_model(str(partial))
+    with _full_state_dict(trainer):
+        trainer.save_model(str(partial))
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(str(partial))
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
     trainer.accelerator.wait_for_everyone()
     return target
+
+
+@contextmanager
+def _full_state_dict(trainer: Any) -> Iterator[None]:
+    """Under FSDP with ``SHARDED_STATE_DICT`` (sharded trainer checkpoints: each process writes
+    its shard, fast to save and resume), transformers' ``save_model`` writes no weights at all;
+    the stage's final model is gathered whole (``FULL_STATE_DICT``) so the next stage can load it."""
+    plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None) if trainer.is_fsdp_enabled else None
+    if plugin is None or "FULL_STATE_DICT" in str(plugin.state_dict_type):
+        yield
+        return
+    previous = plugin.state_dict_type
+    plugin.set_state_dict_type("FULL_STATE_DICT")
+    try:
+        yield
+    finally:
+        plugin.state_dict_type = previous
 
 
 def read_metrics(path: Path) -> list[dict]:
