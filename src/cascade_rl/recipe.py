@@ -128,6 +128,11 @@ class DataSource(Strict):
         description="Rename columns: {our_name: their_name}, e.g. {answer: expected_answer}; their_name may be a "
         "dotted path into nested fields, e.g. {tests: verifier_metadata.unit_tests}.",
     )
+    domain: str | None = Field(
+        None,
+        description="RL prompt rows: the reward domain of this source's rows, over their `domain` column and the "
+        "stage's (e.g. if_rm for the IF prompts of a joint stage over several domains).",
+    )
 
 
 def _sources(value: Any) -> Any:
@@ -346,8 +351,10 @@ class GRPOStage(Strict):
         default_factory=dict,
         description="Per-domain scorer options, e.g. {math: {language_penalty: -1}}; '@rm' names a reward_model stage.",
     )
-    thinking: ThinkingMode = Field(
-        "think", description="think, no_think, or half (every batch half /think, half /no_think)."
+    thinking: ThinkingMode | dict[str, ThinkingMode] = Field(
+        "think",
+        description="think, no_think, or half (every batch half /think, half /no_think); or per reward domain, "
+        "e.g. {preference: half, if_rm: no_think, math: think} for a stage over several domains.",
     )
     rollouts_per_prompt: int = Field(8, ge=2, description="G, the group size (paper: 8; SWE: 16).")
     prompts_per_batch: int = Field(128, gt=0, description="Prompts per RL step (paper: 128).")
@@ -376,6 +383,18 @@ class GRPOStage(Strict):
         merged = _deep_merge(paper_defaults(str(value.get("name", "")), kind), value)
         merged["data"] = _sources(merged.get("data"))
         return merged
+
+    def mode_of(self, domain: str) -> str:
+        """The thinking mode of a row rewarded by ``domain`` (RecipeError when a per-domain
+        ``thinking`` does not name it)."""
+        if isinstance(self.thinking, str):
+            return self.thinking
+        if domain not in self.thinking:
+            raise RecipeError(
+                f"stages ({self.name}).thinking: no mode for reward domain {domain!r}; "
+                f"modes given for {sorted(self.thinking)}"
+            )
+        return self.thinking[domain]
 
 
 class EvalStage(Strict):
@@ -414,6 +433,16 @@ class WorldSpec(Strict):
         return options
 
 
+class StartFrom(Strict):
+    """Take a recipe's first stages from another run instead of training them (e.g. a joint RL
+    baseline starting from the cascade's own SFT and reward-model checkpoints)."""
+
+    run: str = Field(..., description="Directory of the run whose stages are taken over (${VAR} expand).")
+    through: str = Field(
+        ..., description="The last stage taken over: this recipe's stages up to it must be that run's, unchanged."
+    )
+
+
 class Recipe(Strict):
     name: str = Field(..., description="Run name; outputs go to runs/<name> unless output_dir is set.")
     seed: int = Field(0, description="Seed for data order, sampling and filtering.")
@@ -424,6 +453,11 @@ class Recipe(Strict):
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Benchmarks and when to run them.")
     stages: list[Stage] = Field(
         ..., min_length=1, description="Stages in order; each starts from the previous checkpoint."
+    )
+    start_from: StartFrom | None = Field(
+        None,
+        description="Take the first stages, up to `through`, from the finished run `run` (its checkpoints, "
+        "evaluations and toy world) instead of training them.",
     )
 
     @model_validator(mode="after")
@@ -436,6 +470,11 @@ class Recipe(Strict):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"stage names must be unique; repeated: {', '.join(duplicates)}")
+        if self.start_from is not None and self.start_from.through not in names:
+            raise ValueError(
+                f"start_from.through: {self.start_from.through!r} is not a stage of this recipe; stages: "
+                f"{', '.join(names)}"
+            )
         benchmarks = {b.name for b in self.eval.benchmarks}
         rm_stages: list[str] = []
         for index, stage in enumerate(self.stages):
@@ -464,19 +503,19 @@ class Recipe(Strict):
 
 
 def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) -> None:
-    """A stage rewarded by a reward model uses the latest earlier reward_model stage unless
-    its reward_options name one (``reward_model: '@rm'`` or a local path)."""
-    if stage.domain not in ("preference", "if_rm"):
-        return
-    options = stage.reward_options.setdefault(stage.domain, {})
-    if "reward_model" in options:
-        return
-    if not rm_stages:
-        raise ValueError(
-            f"stages[{index}] ({stage.name}).reward_options.{stage.domain}.reward_model: domain "
-            f"{stage.domain!r} needs a reward model; add a reward_model stage before it or give a path"
-        )
-    options["reward_model"] = f"@{rm_stages[-1]}"
+    """A stage (or a data source of it) rewarded by a reward model uses the latest earlier
+    reward_model stage unless its reward_options name one (``reward_model: '@rm'`` or a path)."""
+    named = {stage.domain, *(source.domain for source in stage.data)}
+    for domain in sorted(named & {"preference", "if_rm"}):
+        options = stage.reward_options.setdefault(domain, {})
+        if "reward_model" in options:
+            continue
+        if not rm_stages:
+            raise ValueError(
+                f"stages[{index}] ({stage.name}).reward_options.{domain}.reward_model: domain "
+                f"{domain!r} needs a reward model; add a reward_model stage before it or give a path"
+            )
+        options["reward_model"] = f"@{rm_stages[-1]}"
 
 
 # ----------------------------------------------------------------------------- paper defaults
@@ -688,6 +727,7 @@ def field_help() -> dict[str, dict[str, str]]:
     """Every recipe section's fields with their one-line help (for `cascade recipe-help`)."""
     sections = {
         "recipe": Recipe,
+        "start_from": StartFrom,
         "model": ModelSpec,
         "model.tiny": TinyModel,
         "runtime": Runtime,

@@ -96,6 +96,10 @@ class Cascade:
         for flag, name in (("--only", only), ("--from", start_from)):
             if name is not None and name not in names:
                 raise RecipeError(f"{flag} {name!r}: no such stage; stages: {', '.join(names)}")
+        from cascade_rl.train.reuse import check_flags, check_source
+
+        check_flags(self.recipe, {"--only": only, "--from": start_from})
+        check_source(self.recipe)  # start_from: the stages taken over exist, finished and unchanged
         distributed.start()
         check_process_layout(self.recipe, distributed.world_size())
         distributed.on_main("prepare the run", partial(self._prepare, resume=resume, only=only, start_from=start_from))
@@ -131,6 +135,9 @@ class Cascade:
                 shutil.rmtree(self.run_dir / p.dirname, ignore_errors=True)
         if only:
             shutil.rmtree(self.run_dir / stages[names.index(only)].dirname, ignore_errors=True)
+        from cascade_rl.train.reuse import link_stages
+
+        link_stages(self.recipe, self.run_dir)
 
     def _check_run_dir(self, *, resume: bool) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)

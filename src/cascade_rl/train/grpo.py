@@ -92,6 +92,8 @@ class RLData:
     num_prompts: int
     report: LoadReport
     prompts: list[int] = field(default_factory=list)
+    #: prompts whose thinking mode their reward domain fixes (a stage with per-domain modes)
+    modes: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.prompts:
@@ -102,11 +104,20 @@ class RLData:
 
 
 def build_rl_data(stage: GRPOStage, *, seed: int, variables: Mapping[str, str] | None = None) -> RLData:
-    prompts, report = load_sources(stage.data, rl_normaliser(stage.domain), seed=seed, variables=dict(variables or {}))
-    modes = MODES if stage.thinking == "half" else (stage.thinking,)
-    rows = []
+    """The stage's prompts, each row routed to its reward domain (a source's ``domain``, else the
+    stage's, else the row's column) and put in its thinking mode (``half``: a row per mode)."""
+    prompts, report = [], LoadReport()
+    for source in stage.data:
+        normalise = rl_normaliser(source.domain or stage.domain)
+        part, part_report = load_sources([source], normalise, seed=seed, variables=dict(variables or {}))
+        prompts += part
+        report.merge(part_report)
+    rows, fixed = [], {}
     for index, prompt in enumerate(prompts):
-        for mode in modes:
+        domain_mode = stage.mode_of(prompt["domain"])
+        if domain_mode != "half" and isinstance(stage.thinking, dict):
+            fixed[index] = domain_mode
+        for mode in MODES if domain_mode == "half" else (domain_mode,):
             rows.append(
                 {
                     "prompt": with_mode(prompt["prompt"], mode),
@@ -116,7 +127,7 @@ def build_rl_data(stage: GRPOStage, *, seed: int, variables: Mapping[str, str] |
                     "_domain": prompt["domain"],
                 }
             )
-    return RLData(rows, len(prompts), report)
+    return RLData(rows, len(prompts), report, modes=fixed)
 
 
 def drop_long_prompts(data: RLData, tokenizer: Any, limit: int | None) -> RLData:
@@ -139,7 +150,7 @@ def drop_long_prompts(data: RLData, tokenizer: Any, limit: int | None) -> RLData
     kept = [p for p in range(data.num_prompts) if p not in too_long]
     if not kept:
         raise ValueError(f"every prompt is longer than max_prompt_length {limit} tokens")
-    return RLData(data.rows, data.num_prompts, report, kept)
+    return RLData(data.rows, data.num_prompts, report, kept, data.modes)
 
 
 # ----------------------------------------------------------------------------- TRL configuration
@@ -470,9 +481,10 @@ def _schedule_for(
     schedule = PromptSchedule(
         data.prompts,
         prompts_per_batch=stage.prompts_per_batch,
-        thinking=stage.thinking,
+        thinking=_batch_split(stage),
         dynamic_filter=stage.dynamic_filter,
         seed=seed,
+        modes=data.modes,
     )
     if resume is not None:
         state = resume.state["schedule"]
@@ -483,6 +495,14 @@ def _schedule_for(
         state = distributed.on_main("previous schedule", lambda: json.loads(previous.read_text()))
         schedule.load_state_dict(state)
     return schedule, schedule.next_step - 1, 0
+
+
+def _batch_split(stage: GRPOStage) -> str:
+    """How each batch's slots are split into modes; prompts of a domain with a fixed mode take
+    that mode whatever their slot (per-domain ``thinking``)."""
+    if isinstance(stage.thinking, str):
+        return stage.thinking
+    return "half" if "half" in stage.thinking.values() else "think"
 
 
 def _rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[tuple[int, float]]:

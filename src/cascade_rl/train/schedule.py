@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cascade_rl.recipe import DynamicFilter
@@ -57,12 +57,15 @@ class PromptSchedule:
         thinking: str,
         dynamic_filter: DynamicFilter,
         seed: int = 0,
+        modes: Mapping[int, str] | None = None,
     ):
         if not prompts:
             raise ValueError("the stage has no prompts to train on")
         #: the prompts this schedule may draw (a sub-stage's input-context budget can narrow them)
         self.prompts = sorted(set(prompts))
         self.batch, self.thinking, self.seed = prompts_per_batch, thinking, seed
+        #: prompts whose mode is fixed (by their reward domain); the others take their slot's mode
+        self.fixed_modes = dict(modes or {})
         self.config = dynamic_filter
         self.filter = FilterState(dynamic_filter, seed=seed)
         self.next_step = 1  # steps are numbered as the trainer counts them: 1, 2, ...
@@ -93,6 +96,7 @@ class PromptSchedule:
             prompts.append(prompt)
             epochs.append(self.filter.epoch)
         modes = split_modes(len(prompts), self.thinking, random.Random(f"{self.seed}:modes:{step}"))
+        modes = [self.fixed_modes.get(prompt, mode) for prompt, mode in zip(prompts, modes)]
         self.drawn[step] = prompts
         self.next_step = step + 1
         return StepDraw(step, tuple(prompts), tuple(modes), tuple(epochs))

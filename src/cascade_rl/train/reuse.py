@@ -1,0 +1,155 @@
+"""Start a run from another run's finished stages (recipe ``start_from``; SPEC section 1: the
+cascade against one joint RL stage must start from the *same* SFT and reward-model checkpoints).
+
+``start_from: {run: runs/tiny, through: rm}`` takes this recipe's stages up to and including
+``rm`` from ``runs/tiny`` instead of training them. Before anything is linked (and before any
+compute) the source is checked: it must hold a ``recipe.json`` whose stages up to ``through``
+are this recipe's, unchanged (same names, same settings), built on the same model and toy
+world, and each of them must have finished there. Then, in this run:
+
+* each taken-over stage is a directory of its own (``<NN-stage>/``) whose entries link to the
+  source's (checkpoint, evaluation, samples, metrics) and whose ``stage.json`` says where it
+  came from (``reused_from``); the engine treats it as a finished stage, so the next stage
+  starts from its checkpoint and ``@rm`` names the source's reward model;
+* the toy world and the built base model are links to the source's (same files, same
+  tokenizer), and the arena's baseline answers (sampled once from the SFT policy) are copied,
+  so every benchmark is scored exactly as in the source run.
+
+``--from`` / ``--only`` naming a taken-over stage is refused: it is not trained here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cascade_rl.recipe import Recipe, RecipeError, expand, parse_recipe
+
+#: stage kinds whose checkpoint becomes the policy of the next stage
+_POLICY_KINDS = ("sft", "grpo", "distill")
+
+
+def source_run(recipe: Recipe) -> Path | None:
+    return Path(expand(recipe.start_from.run)).expanduser() if recipe.start_from else None
+
+
+def reused_names(recipe: Recipe) -> list[str]:
+    """The names of the stages taken from the source run, in order (none without start_from)."""
+    if recipe.start_from is None:
+        return []
+    names = [stage.name for stage in recipe.stages]
+    return names[: names.index(recipe.start_from.through) + 1]
+
+
+def check_flags(recipe: Recipe, flags: Mapping[str, str | None]) -> None:
+    """``--from`` / ``--only`` (``{flag: stage name}``) cannot name a stage taken over."""
+    for flag, name in flags.items():
+        if name is not None and name in reused_names(recipe):
+            raise RecipeError(
+                f"{flag} {name}: stage {name!r} is taken from {source_run(recipe)} (start_from), "
+                "not trained in this run"
+            )
+
+
+def check_source(recipe: Recipe) -> Path | None:
+    """The source run directory, after checking that its stages up to ``through`` are this
+    recipe's and have finished there (one-line RecipeError otherwise)."""
+    source = source_run(recipe)
+    if source is None:
+        return None
+    where = f"start_from.run: {source}"
+    saved = source / "recipe.json"
+    if not saved.is_file():
+        raise RecipeError(f"{where}: no recipe.json there (not a run directory of `cascade run`)")
+    theirs = _normalised(json.loads(saved.read_text()), str(saved))
+    ours = recipe.model_dump(mode="json")
+    for section in ("model", "world"):
+        if theirs.get(section) != ours.get(section):
+            difference = _first_difference(theirs.get(section), ours.get(section))
+            raise RecipeError(f"{where}: its `{section}` section differs from this recipe's ({difference})")
+    their_stages = theirs.get("stages") or []
+    for position, name in enumerate(reused_names(recipe)):
+        if position >= len(their_stages) or their_stages[position].get("name") != name:
+            found = [stage.get("name") for stage in their_stages]
+            raise RecipeError(
+                f"{where}: stage {position + 1} there is not {name!r} (its stages: {', '.join(map(str, found))})"
+            )
+        if their_stages[position] != ours["stages"][position]:
+            difference = _first_difference(their_stages[position], ours["stages"][position])
+            raise RecipeError(f"{where}: stage {name!r} differs from this recipe's ({difference})")
+        status = _status(source / _dirname(position, name))
+        if status.get("status") != "done":
+            raise RecipeError(
+                f"{where}: stage {name!r} has not finished there ({_dirname(position, name)}/stage.json is "
+                f"{status.get('status', 'missing')!r}); finish that run first"
+            )
+    return source
+
+
+def _normalised(saved: dict, source: str) -> dict:
+    """A saved recipe.json read back through this version's recipe model (fields added since
+    take their defaults), or as it is when it no longer validates."""
+    try:
+        return parse_recipe(saved, source=source).model_dump(mode="json")
+    except RecipeError:
+        return saved
+
+
+def _first_difference(theirs: Any, ours: Any, path: str = "") -> str:
+    if isinstance(theirs, Mapping) and isinstance(ours, Mapping):
+        for key in sorted(set(theirs) | set(ours)):
+            if theirs.get(key) != ours.get(key):
+                return _first_difference(theirs.get(key), ours.get(key), f"{path}.{key}" if path else key)
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        for index, (a, b) in enumerate(zip(theirs, ours)):
+            if a != b:
+                return _first_difference(a, b, f"{path}[{index}]")
+    return f"{path or 'value'}: {theirs!r} there, {ours!r} here"
+
+
+def _dirname(position: int, name: str) -> str:
+    return f"{position + 1:02d}-{name}"
+
+
+def _status(stage_dir: Path) -> dict:
+    path = stage_dir / "stage.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def link_stages(recipe: Recipe, run_dir: Path) -> None:
+    """Link the source's world, base model and taken-over stages into ``run_dir`` (main
+    process; a stage already linked is left as it is)."""
+    source = check_source(recipe)
+    if source is None:
+        return
+    source = source.resolve()
+    for shared in ("world", "00-base"):
+        if (source / shared).exists() and not (run_dir / shared).exists():
+            (run_dir / shared).symlink_to(source / shared)
+    references = sorted((source / "arena").glob("*.references.jsonl"))
+    if references:
+        (run_dir / "arena").mkdir(exist_ok=True)
+        for path in references:
+            if not (run_dir / "arena" / path.name).exists():
+                shutil.copyfile(path, run_dir / "arena" / path.name)
+    policy: str | None = None
+    for position, stage in enumerate(recipe.stages[: len(reused_names(recipe))]):
+        name = _dirname(position, stage.name)
+        target = run_dir / name
+        if stage.kind in _POLICY_KINDS:
+            policy = str(target / "model")
+        if _status(target).get("status") == "done":
+            continue
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for entry in (source / name).iterdir():
+            if entry.name != "stage.json":
+                (target / entry.name).symlink_to(entry)
+        status = {key: value for key, value in _status(source / name).items() if key != "policy"}
+        status.update(index=position + 1, reused_from=str(source / name))
+        if policy is not None:  # the checkpoint the next stage starts from, through this run's links
+            status["policy"] = policy
+        (target / "stage.json").write_text(json.dumps(status, indent=1))
