@@ -32,7 +32,18 @@ whitespace of each line stripped, trailing empty lines ignored, each line split 
 into tokens; tokens are equal when identical, or when both are numbers and equal within 1e-6
 absolute or relative. Two *integer* tokens must be equal exactly (a relative tolerance would
 accept 1000000007 for 1000000008). No case folding. Call-based results compare as JSON values
-with the same number rule.
+with the same number rule. A non-finite number (``inf``, ``nan``; ``1e400`` is finite here,
+numbers are exact decimals) equals only the same non-finite number, never a finite one, on
+every path (stdout tokens, returned values, the result channel).
+
+Whatever a program prints or writes, the host compares it in bounded time and memory: number
+tokens are matched without backtracking, integers longer than :data:`INT_DIGITS` digits stay
+text (:class:`BigInt`; ``int()`` of a long string is quadratic), an exponent beyond what
+``Decimal`` holds makes a token non-numeric, and result-channel JSON nested more than
+:data:`MAX_JSON_DEPTH` deep is refused before parsing. An output that still breaks the
+comparison fails that test (``wrong_answer``, with the reason in ``first_failure.error``);
+anything else that goes wrong with one program scores it 0 with the error, so a batch always
+returns a Score per request and nothing is re-run.
 
 The harness inside the sandbox lifts the int-to-str digit limit, sets the recursion limit to
 ``RECURSION_LIMIT`` (the main thread may grow its stack up to the memory limit), and gives the
@@ -51,7 +62,6 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from contextlib import nullcontext
 from dataclasses import dataclass
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any
@@ -59,7 +69,7 @@ from typing import Any
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.language import is_mixed
-from cascade_rl.sandbox import Limits, RunResult, SandboxError, SandboxPool, isolation, shared_pool
+from cascade_rl.sandbox import Limits, RunResult, SandboxPool, isolation, shared_pool
 
 DEFAULT_TIME_LIMIT_S = 6.0  # per test, LiveCodeBench's timeout
 DEFAULT_MEMORY_MB = 2048  # address space per process
@@ -145,9 +155,27 @@ def extract_code(answer: str) -> str | None:
 # ----------------------------------------------------------------------------------------------
 # comparison
 
-_INTEGER = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# Digit runs are matched atomically ("(?=(\d+))\1": a lookahead is never re-entered), so a
+# token that is almost a number fails in one pass, never by backtracking through its digits.
+_INTEGER = re.compile(r"[+-]?(?=(\d+))\1")
+_NUMBER = re.compile(r"[+-]?(?:(?=(\d+))\1(?:\.(?=(\d*))\2)?|\.(?=(\d+))\3)(?:[eE][+-]?(?=(\d+))\4)?")
 _DECIMALS = Context(prec=60, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[InvalidOperation])
+#: JSON integers longer than this stay text (int() of a long string takes quadratic time)
+INT_DIGITS = 4000
+#: JSON on the result channel nested deeper than this (up to twice) is not parsed: no
+#: legitimate result is, and the parser recurses
+MAX_JSON_DEPTH = 100
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class BigInt(str):
+    """A JSON integer of more than :data:`INT_DIGITS` digits, kept as its text: compared
+    exactly with integers and within the tolerance with other numbers, in linear time."""
+
+
+def _parse_int(text: str) -> int | BigInt:
+    return int(text) if len(text) <= INT_DIGITS else BigInt(text)
 
 
 def _integer_key(token: str) -> tuple[bool, str]:
@@ -155,7 +183,11 @@ def _integer_key(token: str) -> tuple[bool, str]:
     return (token.startswith("-") and bool(digits), digits)
 
 
-def _decimals_close(a: Decimal, b: Decimal, tolerance: float) -> bool:
+def _numbers_close(a: Decimal, b: Decimal, tolerance: float) -> bool:
+    """Equal within ``tolerance`` (absolute or relative). A non-finite number equals only the
+    same non-finite number (inf and inf of one sign, NaN and NaN), never a finite one."""
+    if not (a.is_finite() and b.is_finite()):
+        return (a.is_nan() and b.is_nan()) or (a.is_infinite() and b.is_infinite() and a.is_signed() == b.is_signed())
     try:
         difference = _DECIMALS.abs(_DECIMALS.subtract(a, b))
         limit = Decimal(tolerance)
@@ -165,6 +197,14 @@ def _decimals_close(a: Decimal, b: Decimal, tolerance: float) -> bool:
         return False
 
 
+def _decimal(token: str) -> Decimal | None:
+    """The exact value of a number token, or None (an exponent beyond what Decimal holds)."""
+    try:
+        return Decimal(token)
+    except (ArithmeticError, ValueError):
+        return None
+
+
 def tokens_equal(actual: str, expected: str, tolerance: float = TOLERANCE) -> bool:
     """One token of output against the expected token (module docstring)."""
     if actual == expected:
@@ -172,7 +212,8 @@ def tokens_equal(actual: str, expected: str, tolerance: float = TOLERANCE) -> bo
     if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
         return _integer_key(actual) == _integer_key(expected)
     if _NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected):
-        return _decimals_close(Decimal(actual), Decimal(expected), tolerance)
+        a, b = _decimal(actual), _decimal(expected)
+        return a is not None and b is not None and _numbers_close(a, b, tolerance)
     return False
 
 
@@ -194,17 +235,31 @@ def outputs_match(actual: str, expected: str, tolerance: float = TOLERANCE) -> b
     return True
 
 
+def _is_integer(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, BigInt)
+
+
+def _integer_text(value: int | BigInt) -> str:
+    """Decimal digits of an integer (a huge ``int`` can only come from trusted test data;
+    ``str`` would refuse it, ``Decimal`` converts it)."""
+    if isinstance(value, BigInt) or value.bit_length() < 13000:  # < 4000 digits
+        return str(value)
+    return str(Decimal(value))
+
+
+def _is_number(value: Any) -> bool:
+    return _is_integer(value) or isinstance(value, (float, Decimal))
+
+
 def values_match(actual: Any, expected: Any, tolerance: float = TOLERANCE) -> bool:
-    """A call-based result against the expected JSON value (numbers within the tolerance)."""
+    """A call-based result against the expected JSON value (numbers within the tolerance,
+    integers exactly, non-finite numbers only equal to the same non-finite number)."""
     if isinstance(actual, bool) or isinstance(expected, bool):
         return type(actual) is type(expected) and actual == expected
-    if isinstance(actual, int) and isinstance(expected, int):
-        return actual == expected
-    if isinstance(actual, (int, float)) and isinstance(expected, (int, float)):
-        try:
-            return _decimals_close(Decimal(actual), Decimal(expected), tolerance)
-        except (ArithmeticError, ValueError):
-            return False
+    if _is_integer(actual) and _is_integer(expected):
+        return _integer_key(_integer_text(actual)) == _integer_key(_integer_text(expected))
+    if _is_number(actual) and _is_number(expected):
+        return _numbers_close(Decimal(actual), Decimal(expected), tolerance)
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         return len(actual) == len(expected) and all(values_match(a, e, tolerance) for a, e in zip(actual, expected))
     if isinstance(actual, dict) and isinstance(expected, dict):
@@ -219,12 +274,45 @@ def _result_matches(actual: Any, expected: Any) -> bool:
 
 
 def _json_int(text: str) -> int:
-    """JSON integers of any length (``int(str)`` refuses more than 4300 digits)."""
+    """JSON integers of any length, as ``int`` (for the program's arguments: trusted data)."""
     return int(text) if len(text) < 4000 else int(Decimal(text))
 
 
 def _loads(text: str | bytes) -> Any:
+    """Test inputs (call arguments, trusted JSON passed on to the program as plain values)."""
     return json.loads(text, parse_int=_json_int)
+
+
+def _nested_deeper_than(text: str, depth: int) -> bool:
+    """Whether JSON ``text`` nests arrays / objects more than ``depth`` deep at the start of
+    some run of ``depth`` brackets (so anything nesting more than twice ``depth`` is caught);
+    linear, and at C speed but for one step per ``depth`` brackets."""
+    if text.count("[") + text.count("{") <= depth:
+        return False
+    skeleton = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    level = 0
+    for start in range(0, len(skeleton), depth):
+        chunk = skeleton[start : start + depth]
+        level += chunk.count("[") + chunk.count("{") - chunk.count("]") - chunk.count("}")
+        if level > depth:
+            return True
+    return False
+
+
+def load_result(data: bytes) -> Any:
+    """What a program wrote to its result channel, parsed in bounded time and memory: long
+    integers stay text (:class:`BigInt`), other numbers are exact (``Decimal``, so ``1e400``
+    stays a finite number), and nesting is limited (:data:`MAX_JSON_DEPTH`). Raises
+    ValueError for anything else (not JSON, nested too deeply)."""
+    text = data.decode("utf-8", "strict")
+    if _nested_deeper_than(text, MAX_JSON_DEPTH):
+        raise ValueError(f"result nested more than {MAX_JSON_DEPTH} deep")
+    return _parse_json(text)
+
+
+def _parse_json(text: str | bytes) -> Any:
+    """JSON with long integers kept as text and the other numbers exact (module docstring)."""
+    return json.loads(text, parse_int=_parse_int, parse_float=Decimal)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -264,7 +352,7 @@ def _call_arguments(value: Any, index: int) -> list:
 def _expected_value(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return _loads(value)
+            return _parse_json(value)
         except ValueError:
             return value
     return value
@@ -325,8 +413,8 @@ def _failure_kind(run: RunResult) -> str | None:
     return None
 
 
-def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, RunResult]:
-    """(failure kind or None, run) of test ``index``."""
+def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, RunResult, str | None]:
+    """(failure kind or None, run, what went wrong beyond the kind or None) of test ``index``."""
     suite = program.suite
     options = {
         "stdin": suite.inputs[index],
@@ -341,36 +429,37 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         run = runner.run_python(driver, filename="driver.py", result_channel=True, **options)
     kind = _failure_kind(run)
     if kind is not None:
-        return kind, run
-    if suite.fn_name is None:
-        passed = outputs_match(run.stdout.decode("utf-8", "replace"), suite.expected[index])
-    else:
-        try:
-            passed = _result_matches(_loads(run.result), suite.expected[index])
-        except ValueError:
-            passed = False  # nothing, or not JSON, on the result channel
-    return (None if passed else "wrong_answer"), run
+        return kind, run, run.error
+    passed, problem = _compare(suite, index, run)
+    return (None if passed else "wrong_answer"), run, problem
+
+
+def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | None]:
+    """(passed, why the output could not be compared or None). Whatever the program wrote,
+    this returns: an output that breaks the comparison fails the test, with the reason."""
+    try:
+        if suite.fn_name is None:
+            return outputs_match(run.stdout.decode("utf-8", "replace"), suite.expected[index]), None
+        if not run.result:
+            return False, "nothing on the result channel"
+        return _result_matches(load_result(run.result), suite.expected[index]), None
+    except (ValueError, ArithmeticError, RecursionError, MemoryError, TypeError) as error:
+        return False, f"output not comparable: {type(error).__name__}: {str(error)[:200]}"
 
 
 def _run_tests(runner: Any, program: _Program) -> Score:
     """Run a program's tests in one worker's sandbox; reward 1 only if every test passes.
-    A sandbox that cannot start scores 0 with the error (the batch goes on)."""
+    Whatever goes wrong with this program (a sandbox that cannot start, anything else) scores
+    it 0 with the error, and the batch goes on."""
     total = len(program.suite.inputs)
     passed, seconds, first_failure, stderr, timed_out = 0, 0.0, None, "", False
     for index in range(total):
         try:
-            kind, run = _run_test(runner, program, index)
-        except SandboxError as error:
-            return Score(
-                0.0,
-                {
-                    "passed": passed,
-                    "total": total,
-                    "timeout": timed_out,
-                    "first_failure": {"index": index, "kind": "runtime_error"},
-                    "error": f"SandboxError: {error}",
-                },
-            )
+            kind, run, problem = _run_test(runner, program, index)
+        except Exception as error:  # noqa: BLE001 - this program scores 0, the others go on
+            failure = {"index": index, "kind": "runtime_error"}
+            details = {"passed": passed, "total": total, "timeout": timed_out, "first_failure": failure}
+            return Score(0.0, {**details, "error": f"{type(error).__name__}: {error}"})
         seconds += run.seconds
         timed_out = timed_out or kind == "timeout"
         if kind is None:
@@ -378,8 +467,8 @@ def _run_tests(runner: Any, program: _Program) -> Score:
             continue
         if first_failure is None:
             first_failure = {"index": index, "kind": kind}
-            if run.error:
-                first_failure["error"] = run.error
+            if problem:
+                first_failure["error"] = problem
             stderr = run.stderr_text[-STDERR_TAIL:]
         if program.stop_on_failure:
             break
@@ -494,21 +583,26 @@ def score_batch(
 ) -> list[Score]:
     """Score many ``{"response", "prompt", "tests"}`` requests concurrently, in order.
 
-    Runs on ``pool``, else a pool of ``workers`` sandboxes made for this call, else the
-    process-wide pool. ``options`` are those of :func:`score`.
+    Runs on ``pool``, else on the process-wide pool of ``workers`` sandboxes (``cascade score
+    --workers``, the recipe's ``reward_workers``; default ``os.cpu_count()``). ``options``
+    are those of :func:`score`. Whatever one program does, it is scored on its own: the call
+    returns a Score for every request.
     """
     options = _checked_options(options)
-    context = SandboxPool(workers) if workers and pool is None else nullcontext(pool or shared_pool())
-    with context as active:
-        return [future.result() for future in [_submit(r, options, active) for r in requests]]
+    active = pool or shared_pool(workers or None)
+    return [future.result() for future in [_submit(r, options, active) for r in requests]]
 
 
 async def score_many(
-    requests: Sequence[Mapping[str, Any]], *, pool: SandboxPool | None = None, **options: Any
+    requests: Sequence[Mapping[str, Any]],
+    *,
+    workers: int | None = None,
+    pool: SandboxPool | None = None,
+    **options: Any,
 ) -> list[Score]:
     """:func:`score_batch` for asyncio: awaits the pool's futures, so rewards are computed while
     the event loop goes on (e.g. generating the next batch)."""
     options = _checked_options(options)
-    active = pool or shared_pool()
+    active = pool or shared_pool(workers or None)
     futures = [_submit(request, options, active) for request in requests]
     return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))

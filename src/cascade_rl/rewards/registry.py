@@ -179,14 +179,17 @@ def score_batch(
 ) -> list[Score]:
     """Score ``requests`` (each ``{"response", "prompt"?, **fields}``) with ``domain``.
 
-    Uses the domain's batch scorer when it has one, else its per-response scorer (on
-    ``workers`` threads). A scorer that raises scores 0 with ``details["error"]``; the batch
-    is never lost because of one row.
+    Uses the domain's batch scorer when it has one (given ``workers`` when it takes a
+    ``workers`` parameter and the options do not set it: code's sandbox pool), else its
+    per-response scorer (on ``workers`` threads). A scorer that raises scores 0 with
+    ``details["error"]``; the batch is never lost because of one row.
     """
     domain = get_domain(domain) if isinstance(domain, str) else domain
     options = dict(options or {})
     batch = domain.load_batch_scorer()
     if batch is not None:
+        if "workers" in inspect.signature(batch).parameters:
+            options.setdefault("workers", workers)
         try:
             return list(batch(list(requests), **options))
         except Exception as error:  # noqa: BLE001 - reported in the details, scored 0

@@ -173,6 +173,9 @@ def _detect() -> Layout:
     return Layout("v2", {"unified": parent})
 
 
+_detect_lock = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1)
 def _layout_or_reason() -> Layout | str:
     try:
@@ -181,18 +184,19 @@ def _layout_or_reason() -> Layout | str:
         reason = f"cgroups unavailable ({error.strerror or error})"
         logger.info("sandbox: %s; limits fall back to rlimits and the supervisor's watchdog", reason)
         return reason
-    atexit.register(_remove_parents, found)
     return found
 
 
 def layout() -> Layout | None:
     """The cgroup layout sandboxes use here, or None (see :func:`unavailable_reason`)."""
-    found = _layout_or_reason()
+    with _detect_lock:  # sandboxes start in many threads at once: detect (and log) once
+        found = _layout_or_reason()
     return found if isinstance(found, Layout) else None
 
 
 def unavailable_reason() -> str | None:
-    found = _layout_or_reason()
+    with _detect_lock:
+        found = _layout_or_reason()
     return None if isinstance(found, Layout) else found
 
 
@@ -201,9 +205,12 @@ layout.cache_clear = _layout_or_reason.cache_clear  # type: ignore[attr-defined]
 
 def _remove_tree(directory: Path) -> None:
     """rmdir ``directory`` and the groups below it (waiting briefly for exiting processes)."""
-    for child in sorted(directory.iterdir(), reverse=True):
-        if child.is_dir():
-            _remove_tree(child)
+    try:
+        children = sorted(path for path in directory.iterdir() if path.is_dir())
+    except OSError:
+        children = []
+    for child in children:
+        _remove_tree(child)
     deadline = time.monotonic() + RMDIR_WAIT_S
     while True:
         try:
@@ -218,9 +225,11 @@ def _remove_tree(directory: Path) -> None:
             time.sleep(0.01)
 
 
-def _remove_parents(found: Layout) -> None:
-    for parent in found.parents.values():
-        if parent.exists():
+@atexit.register  # registered at import, so it runs after the pools (started later) closed
+def _remove_parents() -> None:
+    found = _layout_or_reason() if _layout_or_reason.cache_info().currsize else None
+    if isinstance(found, Layout):
+        for parent in found.parents.values():
             _remove_tree(parent)
 
 

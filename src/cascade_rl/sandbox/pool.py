@@ -144,15 +144,16 @@ class SandboxPool:
         self.close()
 
 
-_shared: SandboxPool | None = None
+_shared: dict[int | None, SandboxPool] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_pool() -> SandboxPool:
-    """The process-wide pool (``os.cpu_count()`` workers), started on first use, closed at exit."""
-    global _shared
+def shared_pool(workers: int | None = None) -> SandboxPool:
+    """The process-wide pool of ``workers`` sandboxes (default ``os.cpu_count()``), started on
+    first use and kept for later calls asking for the same size, closed at exit."""
     with _shared_lock:
-        if _shared is None or _shared._closed:
-            _shared = SandboxPool()
-            atexit.register(_shared.close)
-        return _shared
+        pool = _shared.get(workers)
+        if pool is None or pool._closed:
+            pool = _shared[workers] = SandboxPool(workers)
+            atexit.register(pool.close)
+        return pool
