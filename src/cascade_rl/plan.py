@@ -9,7 +9,16 @@ from typing import Any
 
 from rich.table import Table
 
-from cascade_rl.recipe import DataSource, EvalStage, GRPOStage, Recipe, RewardModelStage, SFTStage, expand
+from cascade_rl.recipe import (
+    DataSource,
+    DistillStage,
+    EvalStage,
+    GRPOStage,
+    Recipe,
+    RewardModelStage,
+    SFTStage,
+    expand,
+)
 
 
 def count_rows(sources: list[DataSource], variables: dict[str, str]) -> str:
@@ -74,6 +83,15 @@ def stage_summary(stage: Any, variables: dict[str, str]) -> tuple[str, str, str]
             f"lengths {curriculum}" + (", dynamic filtering" if stage.dynamic_filter.enabled else "")
         )
         return count_rows(stage.data, variables), f"<= {sum(c.max_steps for c in stage.curriculum)}", settings
+    if isinstance(stage, DistillStage):
+        teachers = ", ".join(f"{domain} <- {teacher}" for domain, teacher in stage.teachers.items())
+        thinking = stage.thinking if isinstance(stage.thinking, str) else "per domain"
+        settings = (
+            f"MOPD (reverse KL to each domain's teacher: {teachers}), {thinking}, {stage.prompts_per_batch}x"
+            f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
+            f"length {stage.max_response_length}"
+        )
+        return count_rows(stage.data, variables), str(stage.max_steps), settings
     if isinstance(stage, EvalStage):
         return "-", "-", f"benchmarks: {', '.join(stage.benchmarks or ['all'])}"
     return "?", "?", ""

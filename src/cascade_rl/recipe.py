@@ -403,7 +403,78 @@ class EvalStage(Strict):
     benchmarks: list[str] | None = Field(None, description="Benchmark names (None = all of the recipe's).")
 
 
-Stage = Annotated[SFTStage | RewardModelStage | GRPOStage | EvalStage, Field(discriminator="kind")]
+class DistillStage(Strict):
+    """Multi-domain on-policy distillation (MOPD, Nemotron-Cascade 2): the student samples its own
+    responses, each prompt goes to its domain's teacher, and every sampled token gets the advantage
+    log pi_teacher - log pi_student, trained with the GRPO stages' token-level loss (docs/mopd.md)."""
+
+    kind: Literal["distill"] = "distill"
+    name: str = Field("mopd", description="Stage name (directory and report row).")
+    data: list[DataSource] = Field(
+        ..., description="Prompt rows of several domains; each row's `domain` picks its teacher."
+    )
+    teachers: dict[str, str] = Field(
+        ...,
+        min_length=1,
+        description="Per domain its teacher: a stage of this run (its checkpoint), a local checkpoint directory, or a "
+        "server http://host:port[/v1]#model answering /v1/completions with prompt_logprobs (vLLM).",
+    )
+    thinking: ThinkingMode | dict[str, ThinkingMode] = Field(
+        "think",
+        description="Thinking mode of the prompts, for all or per domain ({math: think, ifeval: no_think}); "
+        "half: every prompt in both modes.",
+    )
+    rollouts_per_prompt: int = Field(4, ge=2, description="Responses the student samples per prompt (report: 4).")
+    prompts_per_batch: int = Field(128, gt=0, description="Prompts per step (report: 128).")
+    per_device_batch_size: int | None = Field(
+        None, gt=0, description="Completions per forward/backward micro-batch (None = the whole step)."
+    )
+    max_response_length: int = Field(..., gt=0, description="Longer responses are truncated (and still trained).")
+    max_steps: int = Field(50, gt=0, description="Steps (report: about 50).")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature; teacher and student log-probs use it too.")
+    top_p: float = Field(
+        1.0, gt=0, le=1, description="Nucleus sampling (1.0: the student's own distribution, as the advantage assumes)."
+    )
+    top_k: int | None = Field(None, gt=0, description="Top-k sampling; None = off.")
+    learning_rate: float = Field(2e-6, gt=0, description="AdamW learning rate (constant), as the RL stages.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
+    mismatch_band: tuple[float, float] | None = Field(
+        (0.5, 2.0),
+        description="vLLM rollouts only: a token whose pi_train/pi_inference ratio r is outside [low, high] gets "
+        "weight 0, the others r (TRL's token_mask correction); None = no correction.",
+    )
+    teacher_batch_size: int | None = Field(
+        None, gt=0, description="Sequences per local teacher forward pass (None = per_device_batch_size)."
+    )
+    teacher_concurrency: int = Field(16, gt=0, description="Served teachers: requests in flight per process.")
+    teacher_timeout_s: float = Field(600.0, gt=0, description="Served teachers: seconds per request (then retried).")
+    eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_data(cls, value: Any) -> Any:
+        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DistillStage:
+        if self.mismatch_band is not None and not 0 < self.mismatch_band[0] < self.mismatch_band[1]:
+            raise ValueError(f"mismatch_band: {list(self.mismatch_band)} is not [low, high] with 0 < low < high")
+        if isinstance(self.thinking, dict):
+            extra = sorted(set(self.thinking) - set(self.teachers))
+            missing = sorted(set(self.teachers) - set(self.thinking))
+            if extra or missing:
+                raise ValueError(
+                    f"thinking: per-domain modes must name exactly the domains of teachers ({sorted(self.teachers)}); "
+                    + (f"no teacher for {extra}" if extra else f"no mode for {missing}")
+                )
+        return self
+
+    def mode_of(self, domain: str) -> str:
+        return self.thinking[domain] if isinstance(self.thinking, dict) else self.thinking
+
+
+Stage = Annotated[SFTStage | RewardModelStage | GRPOStage | DistillStage | EvalStage, Field(discriminator="kind")]
 
 
 class WorldSpec(Strict):
@@ -495,11 +566,29 @@ class Recipe(Strict):
                                 f"stages[{index}] ({stage.name}).reward_options.{domain}.{key}: {ref!r} names no "
                                 f"earlier reward_model stage; earlier ones: {rm_stages or 'none'}"
                             )
+            if isinstance(stage, DistillStage):
+                _check_teacher_stages(stage, index, self.stages)
         return self
 
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir or f"runs/{self.name}")
+
+
+def _check_teacher_stages(stage: DistillStage, index: int, stages: list[Any]) -> None:
+    """A teacher that names a stage of the recipe must name an earlier policy stage (its
+    checkpoint is the teacher); any other value is a checkpoint path or a server URL."""
+    position = {other.name: i for i, other in enumerate(stages)}
+    for domain, teacher in stage.teachers.items():
+        if teacher not in position:
+            continue
+        other = stages[position[teacher]]
+        if position[teacher] >= index or other.kind not in ("sft", "grpo", "distill"):
+            earlier = [s.name for s in stages[:index] if s.kind in ("sft", "grpo", "distill")]
+            raise ValueError(
+                f"stages[{index}] ({stage.name}).teachers.{domain}: {teacher!r} is not an earlier policy stage "
+                f"(sft, grpo or distill); earlier ones: {earlier or 'none'}"
+            )
 
 
 def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) -> None:
@@ -675,14 +764,30 @@ def parse_recipe(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    path = Path(path)
+    return parse_recipe(_read_recipe_file(Path(path)), source=str(path))
+
+
+def _read_recipe_file(path: Path, extended_by: tuple[Path, ...] = ()) -> Any:
+    """A recipe file's YAML. ``extends: BASE.yaml`` (relative to the file) starts from the base
+    recipe: this file's fields are merged over the base's, and its stages come after the base's."""
     if not path.is_file():
-        raise RecipeError(f"recipe file not found: {path}")
+        raise RecipeError(
+            f"recipe file not found: {path}" + (f" (extended by {extended_by[-1]})" if extended_by else "")
+        )
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise RecipeError(f"{path}: not valid YAML: {error}") from None
-    return parse_recipe(data, source=str(path))
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    base_path = (path.parent / str(data.pop("extends"))).resolve()
+    if base_path in extended_by or base_path == path.resolve():
+        raise RecipeError(f"{path}: extends {base_path}, which extends it back")
+    base = _read_recipe_file(base_path, (*extended_by, path.resolve()))
+    if not isinstance(base, dict):
+        raise RecipeError(f"{path}: extends {base_path}, which is not a recipe mapping")
+    stages = list(base.get("stages") or []) + list(data.pop("stages", None) or [])
+    return {**_deep_merge(base, data), "stages": stages}
 
 
 def _format_errors(error: ValidationError, data: dict[str, Any], source: str) -> str:
@@ -699,7 +804,7 @@ def _format_errors(error: ValidationError, data: dict[str, Any], source: str) ->
     return "\n".join(lines)
 
 
-_DEFAULT_STAGE_NAMES = {"sft": "sft", "reward_model": "rm", "eval": "eval"}
+_DEFAULT_STAGE_NAMES = {"sft": "sft", "reward_model": "rm", "distill": "mopd", "eval": "eval"}
 
 
 def _location(loc: tuple, data: dict[str, Any]) -> str:
@@ -716,7 +821,7 @@ def _location(loc: tuple, data: dict[str, Any]) -> str:
                 if name:
                     parts[-1] += f" ({name})"
             continue
-        if isinstance(node, dict) and key not in node and key in ("sft", "grpo", "reward_model", "eval"):
+        if isinstance(node, dict) and key not in node and key in ("sft", "grpo", "reward_model", "distill", "eval"):
             continue  # discriminator tag
         parts.append(str(key))
         node = node.get(key) if isinstance(node, dict) else None
@@ -741,6 +846,7 @@ def field_help() -> dict[str, dict[str, str]]:
         "grpo curriculum[]": CurriculumStep,
         "grpo dynamic_filter": DynamicFilter,
         "grpo stabilisers": Stabilisers,
+        "distill stage": DistillStage,
         "eval stage": EvalStage,
     }
     return {

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.recipe import (
+    DistillStage,
     EvalStage,
     GRPOStage,
     Recipe,
@@ -108,6 +109,7 @@ class Cascade:
         set_threads(self.recipe.runtime)
         distributed.on_main("build the toy world", self._build_world)
         policy = distributed.on_main("base model", self._base_model)
+        distributed.on_main("distill inputs", partial(check_distill_inputs, self.recipe, self.run_dir, policy))
         reward_models: dict[str, Path] = {}
         started = time.perf_counter()
         for p in stages:
@@ -275,6 +277,12 @@ class Cascade:
             distributed.on_main("reward servers", partial(check_reward_servers, stage, options, self.recipe.runtime))
             model = run_grpo_stage(stage, model_in=policy, reward_options=options, **common)
             return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
+        if isinstance(stage, DistillStage):
+            from cascade_rl.train.distill import run_distill_stage
+
+            teachers = distributed.on_main("teachers", partial(resolve_teachers, stage, self.recipe, self.run_dir))
+            model = run_distill_stage(stage, model_in=policy, teachers=teachers, **common)
+            return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
         if isinstance(stage, EvalStage):
             return policy, reward_models
         raise RecipeError(f"unknown stage kind {stage.kind!r}")
@@ -331,11 +339,14 @@ def check_reward_servers(stage: GRPOStage, options: dict[str, dict], runtime: An
 def check_process_layout(recipe: Recipe, processes: int) -> None:
     """Every GRPO stage's step must split evenly over the processes and micro-batches; a recipe
     whose step cannot is refused before any compute, naming the stage and the field."""
+    from cascade_rl.train.distill import as_grpo_stage
     from cascade_rl.train.grpo import batch_shape
 
     for stage in recipe.stages:
         if isinstance(stage, GRPOStage):
             batch_shape(stage, processes)
+        if isinstance(stage, DistillStage):
+            batch_shape(as_grpo_stage(stage), processes)
 
 
 def publish(model: Path, stage_dir: Path) -> Path:
@@ -372,3 +383,45 @@ def resolve_reward_options(stage: GRPOStage, reward_models: dict[str, Path]) -> 
                 value = YesNoJudge(value)
             resolved[domain][key] = value
     return resolved
+
+
+def check_distill_inputs(recipe: Recipe, run_dir: Path, base_model: Path) -> None:
+    """Before the first stage: every distill stage's rows have a teacher, and its teachers that
+    are checkpoints from outside this run exist and share the base model's tokenizer (stages of
+    this run are checked when they have run, servers when the stage starts)."""
+    from cascade_rl.serve.protocol import is_server
+    from cascade_rl.train.distill import check_domains, check_teachers
+
+    names = {stage.name for stage in recipe.stages}
+    for stage in recipe.stages:
+        if isinstance(stage, DistillStage):
+            check_domains(stage, run_variables(run_dir))
+            outside = {d: t for d, t in stage.teachers.items() if t not in names and not is_server(expand(t))}
+            external = stage.model_copy(update={"teachers": outside})
+            check_teachers(stage, resolve_teachers(external, recipe, run_dir), base_model, recipe.runtime.server_wait_s)
+
+
+def resolve_teachers(stage: DistillStage, recipe: Recipe, run_dir: Path) -> dict:
+    """Each domain's teacher of a distill stage: a stage of this run becomes that stage's
+    checkpoint (a one-line error if it has not finished), a server URL stays, anything else is
+    a local checkpoint directory (``${VAR}`` expanded)."""
+    from cascade_rl.serve.protocol import is_server
+    from cascade_rl.train.distill import TeacherSpec, teacher_from_path
+
+    stages = {p.stage.name: p for p in plan(recipe)}
+    teachers = {}
+    for domain, spec in stage.teachers.items():
+        if spec in stages:
+            stage_dir = run_dir / stages[spec].dirname
+            status = read_status(stage_dir)
+            if status.get("status") != "done" or not (stage_dir / "model").exists():
+                raise RecipeError(
+                    f"stages ({stage.name}).teachers.{domain}: stage {spec!r} has not run in {run_dir} "
+                    f"({stage_dir.name}/stage.json is {status.get('status', 'missing')!r}); run it first"
+                )
+            teachers[domain] = TeacherSpec(domain, spec, str(stage_dir / "model"), str(stage_dir))
+        elif is_server(spec):
+            teachers[domain] = TeacherSpec(domain, spec, expand(spec))
+        else:
+            teachers[domain] = teacher_from_path(domain, spec, Path(expand(spec)).expanduser())
+    return teachers

@@ -1,0 +1,396 @@
+"""A distillation teacher as a service: the log-probability a causal LM gives every token of a
+given text (the ``distill`` stage's served teachers; docs/mopd.md).
+
+**Protocol** -- vLLM's OpenAI-compatible ``/v1/completions`` with its ``prompt_logprobs``
+extension, the request TRL's own server-teacher trainers send. The text goes in as token ids,
+so nothing is re-tokenised::
+
+    POST /v1/completions
+    {"model": "math-teacher", "prompt": [151644, 872, ...], "max_tokens": 1,
+     "temperature": 1.0, "prompt_logprobs": 1}
+
+    {"choices": [{"index": 0, "text": "...", "finish_reason": "length",
+                  "prompt_logprobs": [null, {"872": {"logprob": -3.2, "rank": 14, "decoded_token": "user"},
+                                              "198": {"logprob": -0.4, "rank": 1, "decoded_token": "\\n"}}, ...]}],
+     "usage": {"prompt_tokens": 57, "completion_tokens": 1, "total_tokens": 58}}
+
+``prompt_logprobs[i]`` scores token ``i`` given tokens ``0..i-1`` (the first has nothing to be
+conditioned on: ``null``); it holds the token itself and the ``k`` most likely tokens. vLLM
+reports the raw log-probabilities (temperature 1) unless the server runs with ``--logprobs-mode
+processed_logprobs``; this server applies the request's temperature, as that mode does. Also
+``POST /tokenize`` (``{"prompt": text, "add_special_tokens": false}`` -> ``{"tokens": [...]}``)
+and ``POST /detokenize`` (``{"tokens": [...]}`` -> ``{"prompt": text}``), as vLLM has them: the
+check that teacher and student share a tokenizer; ``GET /health``, ``GET /v1/models``.
+
+**Serving** (:func:`serve_teacher`): ``python -m cascade_rl.serve.teacher PATH --port 8001``
+serves a transformers checkpoint on CPU or GPU with this protocol (no vLLM needed); requests
+that arrive together are scored together in forward passes of similar lengths. At scale:
+``vllm serve PATH --served-model-name math-teacher``.
+
+**Client** (:class:`TeacherClient`): the completion tokens' log-probabilities of many
+sequences, requested concurrently within a limit, with a timeout per request and retries with
+backoff (the project's OpenAI-compatible HTTP client).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from cascade_rl.llm.openai_compat import OpenAICompatGenerator
+from cascade_rl.serve.protocol import ProtocolError, parse_server
+
+
+# ---------------------------------------------------------------------------- the model side
+@dataclass(frozen=True)
+class ScoringJob:
+    """One request's sequence, the temperature of its log-probabilities, how many of the most
+    likely tokens to report beside each actual one (None: no prompt_logprobs) and whether to
+    generate the one token ``max_tokens: 1`` asks for."""
+
+    ids: tuple[int, ...]
+    temperature: float = 1.0
+    top: int | None = 0
+    generate: bool = True
+
+
+class TokenScorer:
+    """A causal LM that scores token sequences; thread-safe."""
+
+    def __init__(self, path: str, *, device: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.path = str(path)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+        self.model = model.to(self.device).eval()
+        self.max_length: int = getattr(model.config, "max_position_embeddings", None) or 1 << 20
+        self.pad = next(i for i in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, 0) if i is not None)
+        self.forward_passes = 0
+        self._lock = threading.Lock()
+
+    def score_ids(self, jobs: Sequence[ScoringJob], *, batch_size: int = 8) -> list[dict[str, Any]]:
+        """Per job: ``prompt_logprobs`` (module docstring) and the most likely next token."""
+        import torch
+
+        from cascade_rl.rewards.preference import length_batches
+
+        results: list[dict[str, Any]] = [{} for _ in jobs]
+        with self._lock, torch.inference_mode():
+            for chunk in length_batches([len(job.ids) for job in jobs], batch_size):
+                width = max(len(jobs[i].ids) for i in chunk)
+                ids = torch.full((len(chunk), width), self.pad, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, i in enumerate(chunk):  # right padding: real tokens keep their positions
+                    ids[row, : len(jobs[i].ids)] = torch.tensor(jobs[i].ids)
+                    mask[row, : len(jobs[i].ids)] = 1
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
+                self.forward_passes += 1
+                for row, i in enumerate(chunk):
+                    results[i] = self._positions(jobs[i], logits[row, : len(jobs[i].ids)])
+        return results
+
+    def _positions(self, job: ScoringJob, logits: Any) -> dict[str, Any]:
+        import torch
+
+        logprobs = torch.log_softmax(logits / job.temperature, dim=-1)
+        actual = torch.tensor(job.ids[1:], device=logprobs.device)
+        chosen = logprobs[:-1].gather(-1, actual[:, None]).squeeze(-1)
+        ranks = (logprobs[:-1] > chosen[:, None]).sum(-1) + 1
+        top = torch.topk(logprobs[:-1], job.top, dim=-1) if job.top else None  # None or 0: the token alone
+        positions: list[dict[str, dict] | None] = [None]
+        for t in range(len(job.ids) - 1):
+            entry = {str(job.ids[t + 1]): self._entry(job.ids[t + 1], chosen[t].item(), ranks[t].item())}
+            if top is not None:
+                for rank, (value, token) in enumerate(zip(top.values[t].tolist(), top.indices[t].tolist()), start=1):
+                    entry.setdefault(str(token), self._entry(token, value, rank))
+            positions.append(entry)
+        return {"prompt_logprobs": positions, "next_token": int(logprobs[-1].argmax())}
+
+    def _entry(self, token: int, logprob: float, rank: int) -> dict[str, Any]:
+        return {"logprob": logprob, "rank": int(rank), "decoded_token": self.tokenizer.decode([token])}
+
+
+# ---------------------------------------------------------------------------- the server
+class RequestError(ValueError):
+    """A request the server refuses, with its HTTP status."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def read_completion_request(body: Any, scorer: TokenScorer, *, name: str) -> ScoringJob:
+    """Validate a ``/v1/completions`` body (module docstring) into a :class:`ScoringJob`."""
+    if not isinstance(body, Mapping):
+        raise RequestError("the request body must be a JSON object")
+    if body.get("model") not in (None, name):
+        raise RequestError(f"The model `{body['model']}` does not exist; this server serves `{name}`.", 404)
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        prompt = scorer.tokenizer.encode(prompt, add_special_tokens=True)
+    if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) and t >= 0 for t in prompt):
+        raise RequestError("'prompt' must be a non-empty string or list of token ids")
+    if len(prompt) > scorer.max_length:
+        raise RequestError(f"the prompt has {len(prompt)} tokens; this model's limit is {scorer.max_length}")
+    vocabulary = scorer.model.config.vocab_size
+    if max(prompt) >= vocabulary:
+        raise RequestError(f"token id {max(prompt)} is outside the vocabulary ({vocabulary} tokens)")
+    max_tokens = body.get("max_tokens", 16)
+    if max_tokens not in (0, 1):
+        raise RequestError("this server scores text: max_tokens must be 0 or 1")
+    temperature = body.get("temperature", 1.0)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise RequestError(f"temperature must be a positive number, got {temperature!r}")
+    top = body.get("prompt_logprobs")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20):
+        raise RequestError(f"prompt_logprobs must be an integer in [0, 20], got {top!r}")
+    return ScoringJob(tuple(prompt), float(temperature), top, generate=max_tokens == 1)
+
+
+def create_app(scorer: TokenScorer, *, name: str, batch_size: int = 8) -> FastAPI:
+    """The FastAPI application serving ``scorer`` as ``name`` (module docstring)."""
+    from cascade_rl.serve.server import Batcher
+
+    batcher = Batcher(scorer, batch_size)  # type: ignore[arg-type]  # any model with score_ids
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        task = asyncio.create_task(batcher.run())
+        yield
+        task.cancel()
+
+    app = FastAPI(title="cascade distillation teacher", lifespan=lifespan)
+    created = int(time.time())
+
+    def error(message: str, status: int) -> JSONResponse:
+        kind = "NotFoundError" if status == 404 else "BadRequestError" if status < 500 else "InternalServerError"
+        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+
+    async def body_of(request: Request) -> Any:
+        try:
+            return await request.json()
+        except ValueError as problem:
+            raise RequestError(f"the request body is not JSON: {problem}") from None
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "model": name, "sequences": batcher.inputs, "forward_passes": scorer.forward_passes}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        card = {"id": name, "object": "model", "created": created, "owned_by": "cascade", "root": scorer.path}
+        return {"object": "list", "data": [{**card, "max_model_len": scorer.max_length}]}
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request):
+        try:
+            body = await body_of(request)
+            if not isinstance(body, Mapping) or not isinstance(body.get("prompt"), str):
+                raise RequestError("give 'prompt' (a string)")
+        except RequestError as problem:
+            return error(str(problem), problem.status)
+        tokens = scorer.tokenizer.encode(body["prompt"], add_special_tokens=bool(body.get("add_special_tokens", True)))
+        return {"count": len(tokens), "max_model_len": scorer.max_length, "tokens": tokens, "token_strs": None}
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request):
+        try:
+            body = await body_of(request)
+            tokens = body.get("tokens") if isinstance(body, Mapping) else None
+            if not isinstance(tokens, list) or not all(isinstance(t, int) and t >= 0 for t in tokens):
+                raise RequestError("give 'tokens' (a list of token ids)")
+            if tokens and max(tokens) >= len(scorer.tokenizer):
+                raise RequestError(f"token id {max(tokens)} is outside the vocabulary ({len(scorer.tokenizer)} tokens)")
+        except RequestError as problem:
+            return error(str(problem), problem.status)
+        return {"prompt": scorer.tokenizer.decode(tokens)}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        try:
+            job = read_completion_request(await body_of(request), scorer, name=name)
+            (result,) = await batcher.score([job])  # type: ignore[list-item]
+        except RequestError as problem:
+            return error(str(problem), problem.status)
+        except Exception as problem:  # noqa: BLE001 - reported to the client as a 500
+            return error(f"{type(problem).__name__}: {problem}", 500)
+        generated = int(job.generate)
+        choice = {
+            "index": 0,
+            "text": scorer.tokenizer.decode([result["next_token"]]) if job.generate else "",
+            "logprobs": None,
+            "finish_reason": "length",
+            "prompt_logprobs": result["prompt_logprobs"] if job.top is not None else None,
+        }
+        usage = {
+            "prompt_tokens": len(job.ids),
+            "completion_tokens": generated,
+            "total_tokens": len(job.ids) + generated,
+        }
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": name,
+            "choices": [choice],
+            "usage": usage,
+        }
+
+    return app
+
+
+def serve_teacher(
+    path: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8001,
+    device: str | None = None,
+    batch_size: int = 8,
+    served_model_name: str | None = None,
+    log_level: str = "info",
+) -> None:
+    """Load the checkpoint at ``path``, then serve it until interrupted."""
+    import uvicorn
+
+    scorer = TokenScorer(path, device=device)
+    uvicorn.run(
+        create_app(scorer, name=served_model_name or str(path), batch_size=batch_size),
+        host=host,
+        port=port,
+        log_level=log_level,
+    )
+
+
+# ---------------------------------------------------------------------------- the client
+class TeacherClient:
+    """Token log-probabilities from a teacher server (module docstring). ``url``:
+    ``http://host:port[/v1][#served-model-name]``."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_concurrency: int = 16,
+        timeout: float = 600.0,
+        max_retries: int = 3,
+        api_key: str | None = None,
+    ) -> None:
+        try:
+            self.root, self.model = parse_server(url)
+        except ValueError:
+            raise ValueError(f"teacher server {url!r} is not an http(s)://host:port URL") from None
+        self._http = OpenAICompatGenerator(
+            self.root,
+            self.model or "default",
+            api_key=api_key,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"TeacherClient({self.root!r}, model={self.model!r})"
+
+    def completion_logprobs(
+        self, sequences: Sequence[tuple[Sequence[int], Sequence[int]]], *, temperature: float = 1.0
+    ) -> list[list[float]]:
+        """For each ``(prompt_ids, completion_ids)``, the teacher's log-probability of every
+        completion token given everything before it (blocking; thread-safe)."""
+        return self._http.run_sync(self._all(sequences, temperature))
+
+    def tokenize(self, text: str) -> list[int]:
+        """The server's token ids of ``text`` (no special tokens added)."""
+        response = self._http.run_sync(self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))
+        tokens = response.get("tokens")
+        if not isinstance(tokens, list):
+            raise ProtocolError(f"{self.root}/tokenize: no 'tokens' in {str(response)[:200]}")
+        return [int(t) for t in tokens]
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """The server's text of ``tokens``."""
+        response = self._http.run_sync(self._post("/detokenize", {"tokens": [int(t) for t in tokens]}))
+        if not isinstance(response.get("prompt"), str):
+            raise ProtocolError(f"{self.root}/detokenize: no 'prompt' in {str(response)[:200]}")
+        return response["prompt"]
+
+    def close(self) -> None:
+        self._http.close()
+
+    async def _all(self, sequences, temperature: float) -> list[list[float]]:
+        async with self._http._client() as client:
+            return list(await asyncio.gather(*(self._one(client, p, c, temperature) for p, c in sequences)))
+
+    async def _one(self, client: Any, prompt: Sequence[int], completion: Sequence[int], temperature: float):
+        ids = [int(t) for t in (*prompt, *completion)]
+        body = {"prompt": ids, "max_tokens": 1, "temperature": temperature, "prompt_logprobs": 1}
+        if self.model:
+            body["model"] = self.model
+        response = await self._http._post_with_retries(client, "/v1/completions", body)
+        return completion_logprobs(response, ids, len(prompt), where=self.root)
+
+    async def _post(self, path: str, body: dict) -> dict:
+        if self.model:
+            body = {**body, "model": self.model}
+        async with self._http._client() as client:
+            return await self._http._post_with_retries(client, path, body)
+
+
+def completion_logprobs(response: Mapping[str, Any], ids: Sequence[int], start: int, *, where: str) -> list[float]:
+    """The log-probabilities of ``ids[start:]`` in a ``prompt_logprobs`` response."""
+    try:
+        positions = response["choices"][0]["prompt_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        raise ProtocolError(f"{where}: the response has no choices[0].prompt_logprobs") from None
+    if not isinstance(positions, list) or len(positions) < len(ids):
+        raise ProtocolError(f"{where}: prompt_logprobs covers {len(positions or [])} of {len(ids)} tokens")
+    values = []
+    for t in range(start, len(ids)):
+        entry = (positions[t] or {}).get(str(ids[t]))
+        value = entry.get("logprob") if isinstance(entry, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise ProtocolError(f"{where}: no log-probability for token {ids[t]} at position {t}")
+        values.append(float(value))
+    return values
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m cascade_rl.serve.teacher",
+        description="Serve a causal LM's token log-probabilities (vLLM's /v1/completions prompt_logprobs).",
+    )
+    parser.add_argument("path", help="Local checkpoint directory.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available).")
+    parser.add_argument("--batch-size", type=int, default=8, help="Most sequences per forward pass.")
+    parser.add_argument("--served-model-name", default=None, help="Name clients give as 'model' (default: PATH).")
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args(argv)
+    serve_teacher(
+        args.path,
+        host=args.host,
+        port=args.port,
+        device=args.device,
+        batch_size=args.batch_size,
+        served_model_name=args.served_model_name,
+        log_level=args.log_level,
+    )
+
+
+if __name__ == "__main__":
+    main()
