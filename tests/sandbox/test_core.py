@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cascade_rl import sandbox
-from cascade_rl.sandbox import Limits, core
+from cascade_rl.sandbox import Limits, cgroups, core, seccomp
 from cascade_rl.sandbox.core import SandboxServer, isolation
 
 SHORT = Limits(time_s=1.0)
@@ -213,3 +213,88 @@ def test_an_interpreter_under_tmp_still_runs_in_the_sandbox():
         assert result.stdout.split() == ["42", "bwrap"] and "does not work here" not in result.stderr
     finally:
         shutil.rmtree(venv, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------- python mode as CPython
+
+MIXED_STREAMS = (
+    "import sys\nprint('a')\nsys.stdout.buffer.write(b'b\\n')\nprint('c', end='')\n"
+    "sys.stdout.write('d\\n')\nsys.stdout.buffer.write(b'e\\n')\nsys.stdout.flush()\nprint('f' * 9000)\n"
+    "sys.stdout.buffer.write(b'g\\n')\nprint(repr(input()), repr(sys.stdin.readline()))"
+)
+
+
+@pytest.mark.parametrize("env", [{}, {"PYTHONUNBUFFERED": "1"}], ids=["buffered", "unbuffered"])
+def test_python_mode_orders_output_and_reads_input_as_cpython(env):
+    """Python mode must produce what ``python -c`` produces on the same pipes: stdout
+    block-buffered (``print`` text waits while ``buffer.write`` bytes go first), write-through
+    under PYTHONUNBUFFERED, and stdin lines with their ``\\r`` (no newline translation)."""
+    stdin = b"one\r\ntwo\r\n"
+    cpython = sandbox.run(["python", "-c", MIXED_STREAMS], stdin=stdin, env=env)
+    forked = sandbox.run_python(MIXED_STREAMS, stdin=stdin, env=env)
+    assert cpython.ok and forked.ok, (cpython.stderr, forked.stderr)
+    assert forked.stdout == cpython.stdout
+    assert cpython.stdout.endswith(b"'one\\r' 'two\\r\\n'\n")
+
+
+def test_closing_stdout_after_printing_keeps_the_output_and_exits_zero():
+    source = "import sys\nprint(42)\nsys.stdout.close()"
+    cpython = sandbox.run(["python", "-c", source])
+    forked = sandbox.run_python(source)
+    assert (forked.returncode, forked.stdout) == (cpython.returncode, cpython.stdout) == (0, b"42\n")
+
+
+def test_a_stdout_that_cannot_be_flushed_at_exit_is_status_120_as_in_cpython():
+    source = "import os\nprint(42)\nos.close(1)"
+    assert sandbox.run_python(source).returncode == sandbox.run(["python", "-c", source]).returncode == 120
+
+
+# ---------------------------------------------------------------------------------- seccomp, features
+
+
+def test_the_seccomp_filter_assembles_for_known_machines_only():
+    for machine in seccomp.ARCHITECTURES:
+        program = seccomp.program_filter(machine)
+        assert program and len(program) % 8 == 0
+        assert seccomp.server_config(machine)["syscall"] == seccomp.SECCOMP_SYSCALL[machine]
+    assert seccomp.program_filter("riscv64") is None and seccomp.server_config("riscv64") == {}
+
+
+REFUSED_PROBE = """
+import ctypes, errno, os, subprocess, threading, multiprocessing
+libc = ctypes.CDLL(None, use_errno=True)
+def refused(call):
+    result = call()
+    return result == -1 and ctypes.get_errno() == errno.EPERM
+checks = {
+    'memfd': refused(lambda: libc.memfd_create(b'x', 0)),
+    'shmget': refused(lambda: libc.shmget(0, 4096, 0o1600)),
+    'msgget': refused(lambda: libc.msgget(0, 0o1600)),
+    'mq_open': refused(lambda: libc.mq_open(b'/q', os.O_CREAT | os.O_RDWR, 0o600, None)),
+    'ptrace': refused(lambda: libc.ptrace(16, os.getppid(), None, None)),
+    'unshare': refused(lambda: libc.unshare(0x10000000)),
+}
+worked = []
+thread = threading.Thread(target=worked.append, args=('thread',)); thread.start(); thread.join()
+worked.append(subprocess.run(['echo', 'subprocess'], capture_output=True, text=True).stdout.strip())
+with multiprocessing.Pool(2) as pool:
+    worked.append('pool' if pool.map(abs, [-1, -2]) == [1, 2] else 'no pool')
+print(sorted(name for name, ok in checks.items() if not ok), worked)
+"""
+
+
+@pytest.mark.skipif(seccomp.program_filter() is None, reason="no seccomp filter for this machine")
+def test_refused_system_calls_fail_with_eperm_and_threads_processes_still_work():
+    with SandboxServer() as server:
+        assert server.features["seccomp"]
+        result = server.run_python(REFUSED_PROBE, limits=Limits(time_s=30))
+    assert result.stdout == b"[] ['thread', 'subprocess', 'pool']\n", result.stderr
+
+
+@pytest.mark.usefixtures("bwrap_only")
+def test_a_root_host_gets_every_feature_it_can_have():
+    with SandboxServer() as server:
+        features = server.features
+    assert features["fixed_pids"] == (os.geteuid() == 0)
+    assert features["cgroup"] == (cgroups.layout() is not None)
+    assert features["seccomp"] == (seccomp.program_filter() is not None)

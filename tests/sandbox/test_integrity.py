@@ -1,0 +1,216 @@
+"""Reward integrity between pooled programs and whole-program limits (issue 13; SPEC section 6).
+
+Kept beside the attacker-style suite of test_adversarial.py. The channel tests follow one
+pattern: program A leaves something behind in a one-worker pool, then program B, on that same
+worker, must see none of it and score exactly as it does in a fresh sandbox. The limit tests
+check that memory and CPU are counted for the whole program, whichever way it holds them.
+"""
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from cascade_rl.rewards.code import score
+from cascade_rl.sandbox import Limits, SandboxPool, cgroups, core, seccomp
+
+pytestmark = pytest.mark.usefixtures("bwrap_only")
+
+DOUBLE = {"inputs": ["21\n"], "outputs": ["42\n"]}
+
+
+def program(code: str) -> str:
+    return f"<think>let me try</think>\n```python\n{code}\n```"
+
+
+def expect(text: str) -> dict:
+    return {"inputs": ["\n"], "outputs": [text]}
+
+
+def after_a_in_fresh_and_used_pool(leaver: str, probe: str, tests: dict, **options) -> tuple:
+    """(score of ``probe`` in a fresh sandbox, its score on a worker that just ran ``leaver``)."""
+    with SandboxPool(1) as fresh:
+        alone = score(program(probe), tests=tests, pool=fresh, **options)
+    with SandboxPool(1) as used:
+        score(program(leaver), tests=DOUBLE, pool=used, time_limit=20)
+        after = score(program(probe), tests=tests, pool=used, **options)
+    return alone, after
+
+
+def features(pool: SandboxPool) -> dict:
+    return pool.submit_job(lambda runner: getattr(runner._live_server(), "features", {})).result()
+
+
+# ---------------------------------------------------------------------------------- channels
+
+DEEP_TREE = """
+import os
+for _ in range(1200):          # deeper than a recursive delete can go
+    os.mkdir('d')
+    os.chdir('d')
+for name in 'abc':            # 180 MB (three files: each under the file size limit)
+    with open(name, 'wb') as f:
+        f.write(b'x' * (60 * 2 ** 20))
+print(int(input()) * 2)
+"""
+
+
+def test_a_tree_too_deep_to_recurse_into_is_wiped_and_the_next_program_scores_as_fresh():
+    """The issue's case: 180 MB left at the bottom of a 1,200-level tree made an honest 100 MB
+    program score 0 (killed for memory) where it scores 1 in a fresh sandbox."""
+    honest = "import time\nblock = bytearray(100 * 2 ** 20)\ntime.sleep(0.5)\nprint(int(input()) * 2)"  # (0.5 s: seen)
+    alone, after = after_a_in_fresh_and_used_pool(DEEP_TREE, honest, DOUBLE, memory_mb=256)
+    assert alone.reward == 1
+    assert after.reward == 1, after.details
+    _, listing = after_a_in_fresh_and_used_pool(DEEP_TREE, "import os\nprint(os.listdir('/tmp'))", expect("[]"))
+    assert listing.reward == 1, listing.details
+
+
+def test_posix_shared_memory_left_in_dev_shm_is_gone():
+    leaver = (
+        "import mmap, os\nfd = os.open('/dev/shm/answer', os.O_CREAT | os.O_RDWR, 0o644)\n"
+        "os.ftruncate(fd, 4096)\nmmap.mmap(fd, 4096)[:2] = b'42'\nprint(int(input()) * 2)"
+    )
+    probe = "import os\nprint(sorted(os.listdir('/dev/shm')))"
+    alone, after = after_a_in_fresh_and_used_pool(leaver, probe, expect("[]"))
+    assert alone.reward == after.reward == 1, after.details
+
+
+IPC = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {{'x86_64': (248, 249, 250), 'aarch64': (217, 218, 219)}}[os.uname().machine]
+KEY = 0x5EC2E7
+found = []
+if {create}:
+    libc.shmget(KEY, 4096, 0o1666); libc.msgget(KEY, 0o1666); libc.semget(KEY, 1, 0o1666)
+    libc.mq_open(b'/answer', os.O_CREAT | os.O_RDWR, 0o666, None)
+    libc.syscall(NR[0], b'user', b'answer', b'42', 2, -4)   # add_key to the user keyring
+for name, found_it in (
+    ('shm', lambda: libc.shmget(KEY, 0, 0) >= 0),
+    ('msg', lambda: libc.msgget(KEY, 0) >= 0),
+    ('sem', lambda: libc.semget(KEY, 0, 0) >= 0),
+    ('mqueue', lambda: libc.mq_open(b'/answer', os.O_RDONLY) >= 0),
+    ('key', lambda: libc.syscall(NR[2], 10, -4, b'user', b'answer', 0) >= 0),   # KEYCTL_SEARCH
+):
+    if found_it():
+        found.append(name)
+print(found or 'nothing', int(input() or 0) * 2 if {create} else '')
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="system call numbers")
+def test_ipc_objects_message_queues_and_keyrings_do_not_pass_to_the_next_program():
+    leaver, probe = IPC.format(create=True), IPC.format(create=False)
+    alone, after = after_a_in_fresh_and_used_pool(leaver, probe, expect("nothing"))
+    assert alone.reward == 1, alone.details
+    assert after.reward == 1, after.details  # B found none of what A tried to leave
+
+
+def test_pid_numbers_do_not_depend_on_earlier_programs():
+    leaver = (
+        "import os\nfor _ in range(300):\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n"
+        "    os.waitpid(pid, 0)\nprint(int(input()) * 2)"
+    )
+    probe = (
+        "import os, subprocess\nchild = subprocess.run(['sh', '-c', 'echo $$'], capture_output=True)\n"
+        "print(os.getpid(), child.stdout.decode())"
+    )
+    with SandboxPool(1) as fresh:
+        if not features(fresh).get("fixed_pids", True):
+            pytest.skip("pid numbering is reset only on root hosts (CAP_SYS_ADMIN in the sandbox)")
+        first = fresh.submit_python(probe).result().stdout
+    alone, after = after_a_in_fresh_and_used_pool(leaver, probe, expect(first.decode()))
+    assert alone.reward == after.reward == 1, after.details
+
+
+def test_a_sandbox_whose_leftovers_cannot_be_removed_is_replaced_before_the_next_run(monkeypatch):
+    wipe = "            for path in left:\n                remove_tree(path)\n"
+    assert wipe in core._server_source()
+    source = core._server_source().replace(wipe, "            pass  # (test: nothing can be removed)\n")
+    monkeypatch.setattr(core, "_server_source", lambda: source)
+    with SandboxPool(1) as pool:
+        before = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+        assert pool.submit_python("open('/tmp/answer', 'w').write('42')").result().ok
+        after = pool.submit_python("import os\nprint(os.listdir('/tmp'))").result()
+        replaced = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+    assert after.stdout == b"[]\n" and replaced != before
+
+
+def test_the_wipe_removes_any_depth(tmp_path):
+    """The supervisor's remove_tree, directly: a tree deeper than both the recursion limit and
+    PATH_MAX, with files and a directory it may not list until it makes it its own."""
+    from cascade_rl.sandbox import server
+
+    script = (
+        f"import os, sys\nsys.path.insert(0, {os.path.dirname(server.__file__)!r})\nimport server\n"
+        f"os.chdir({str(tmp_path)!r})\nos.mkdir('top')\nos.chdir('top')\n"
+        "for _ in range(1500):\n    os.mkdir('level-with-a-long-name')\n    os.chdir('level-with-a-long-name')\n"
+        "open('leaf', 'w').write('x')\nos.mkdir('closed')\nos.chmod('closed', 0)\n"
+        f"server.remove_tree({str(tmp_path / 'top')!r})\nprint(os.path.exists({str(tmp_path / 'top')!r}))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------- limits
+
+HOARD = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+held = 0
+try:
+    for _ in range(33):                       # 528 MB in memfds, written, never mapped
+        fd = os.memfd_create('hoard')
+        os.write(fd, b'x' * (16 * 2 ** 20))
+        held += 16
+except OSError as error:
+    print('memfd', error)
+segment = libc.shmget(0, 64 * 2 ** 20, 0o1600)  # and 64 MB of System V shared memory
+if segment >= 0:
+    libc.shmat.restype = ctypes.c_void_p
+    ctypes.memset(libc.shmat(segment, None, 0), 1, 64 * 2 ** 20)
+    held += 64
+print('held', held, 'MB')
+"""
+
+
+def test_memory_held_in_memfds_and_shared_memory_does_not_escape_the_limit():
+    """The issue's case: 528 MB in memfds plus SysV memory with memory_mb=256 scored 1.0."""
+    with SandboxPool(1) as pool:
+        result = score(program(HOARD), tests=expect("held 592 MB"), pool=pool, memory_mb=256, time_limit=10)
+    assert result.reward == 0, result.details
+
+
+@pytest.mark.skipif(cgroups.layout() is None, reason="cgroups unavailable here")
+def test_with_cgroups_the_limit_holds_even_without_the_seccomp_filter(monkeypatch):
+    """With the filter off, memfd and SysV memory are allowed: the kernel counts them."""
+    monkeypatch.setattr(seccomp, "server_config", lambda *machine: {})
+    with SandboxPool(1) as pool:
+        assert features(pool)["cgroup"] and not features(pool)["seccomp"]
+        run = pool.submit_python(HOARD, limits=Limits(memory_mb=256, time_s=10)).result()
+        assert run.limit == "memory" and b"held" not in run.stdout
+        assert pool.submit_python("print(6 * 7)").result().stdout == b"42\n"  # the worker goes on
+
+
+def test_cpu_time_counts_over_all_processes():
+    """Four processes each under the CPU limit, together far over it (the issue: busy children
+    used more CPU than the limit and the program scored 1.0)."""
+    busy = (
+        "import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n        break\n"
+        "start = time.process_time()\nwhile time.process_time() - start < 1.2:\n    pass\n"
+        "print('done')"
+    )
+    with SandboxPool(1) as pool:
+        run = pool.submit_python(busy, limits=Limits(time_s=60, cpu_s=2)).result()
+    assert run.limit == "cpu" and not run.timed_out, run
+
+
+def test_cgroups_of_a_closed_sandbox_are_removed():
+    server = core.SandboxServer()
+    directories = list(server._cgroup.directories) if server._cgroup else []
+    assert server.run_python("print(1)").stdout == b"1\n"
+    server.close()
+    assert directories == [] or not any(directory.exists() for directory in directories)
