@@ -80,7 +80,8 @@ def test_numeric_score_details_are_logged_per_domain(tiny_checkpoint):
     golden = "--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,2 +1,2 @@\n def f(x):\n-    return x - 1\n+    return x + 1\n"
 
     def edit(search, replace):
-        return f"<think>fix</think>```diff\n### pkg/a.py\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```"
+        block = f"### pkg/a.py\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE"
+        return f"<think>fix</think>```diff\n{block}\n```"
 
     texts = [edit("    return x - 1", "    return x + 1"), edit("    return x - 1", "    return x * 1"), "no edit", "x"]
     logged = {}
