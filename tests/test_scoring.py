@@ -74,3 +74,19 @@ def test_scorer_options_reach_the_scorer(tmp_path):
     out = tmp_path / "out.jsonl"
     assert run_cli(str(source), "-o", str(out), "--option", "math.language_penalty=-0.5").returncode == 0
     assert json.loads(out.read_text())["reward"] == -0.5
+
+
+def test_workers_size_the_code_sandbox_pool(tmp_path, monkeypatch):
+    """``cascade score --workers N``: batch scorers (code) get N too, not a pool per CPU."""
+    import cascade_rl.rewards.code as code
+    from cascade_rl.scoring import score_file
+
+    asked = []
+    shared = code.shared_pool
+    monkeypatch.setattr(code, "shared_pool", lambda workers=None: asked.append(workers) or shared(workers))
+    program = "<think>add</think>\n```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    rows = [{"domain": "code", "response": program, "tests": {"inputs": ["1 2\n"], "outputs": ["3\n"]}}] * 2
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = score_file(source, target, workers=3)
+    assert asked == [3] and report.domains["code"].reward_sum == 2

@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_rl.rewards.code import (
+    BigInt,
     code_blocks,
     extract_code,
+    load_result,
     outputs_match,
     parse_tests,
     score,
@@ -21,6 +23,7 @@ from cascade_rl.rewards.code import (
     values_match,
 )
 from cascade_rl.rewards.registry import get_domain
+from cascade_rl.rewards.registry import score_batch as registry_score_batch
 from cascade_rl.sandbox import SandboxPool
 from cascade_rl.scoring import score_file
 
@@ -357,3 +360,94 @@ def test_a_sandbox_that_cannot_start_scores_zero_without_losing_the_batch(monkey
         results = score_batch(requests(2), pool=broken_pool)
     assert [r.reward for r in results] == [0.0, 0.0]
     assert "bwrap exploded" in results[1].details["error"]
+
+
+# ---------------------------------------------------------------------------------- integrity (issue 13)
+
+FIVE = {"inputs": ["\n"], "outputs": ["5\n"]}
+CALL_FIVE = {"inputs": ["1"], "outputs": ["5"], "fn_name": "f"}
+
+
+@pytest.mark.parametrize("printed", ["inf", "-inf", "nan", "Infinity", "1e400", "1e99999999999999999999"])
+def test_stdout_non_finite_or_out_of_range_numbers_never_match_a_finite_answer(pool, printed):
+    assert score(fenced(f"print({printed!r})"), tests=FIVE, pool=pool).reward == 0
+
+
+@pytest.mark.parametrize(
+    "returned, expected, reward",
+    [
+        ("float('inf')", "5", 0),
+        ("-float('inf')", "-5", 0),
+        ("float('nan')", "5", 0),
+        ("[float('inf')]", "[5]", 0),
+        ("1e308 * 10", "1e308", 0),
+        ("float('inf')", "Infinity", 1),  # the same non-finite value, where that is the answer
+        ("float('nan')", "NaN", 1),
+        ("float('-inf')", "Infinity", 0),
+    ],
+)
+def test_call_based_non_finite_results_match_only_the_same_non_finite_value(pool, returned, expected, reward):
+    tests = {**CALL_FIVE, "outputs": [expected]}
+    assert score(fenced(f"def f(x):\n    return {returned}"), tests=tests, pool=pool).reward == reward
+
+
+@pytest.mark.parametrize("written", [b"1e400", b"-1e400", b"Infinity", b"NaN", b"[1e400]", b"1e99999999999999999999"])
+def test_a_non_finite_number_written_to_the_result_channel_scores_zero(pool, written):
+    code = f"import os\nos.write(3, {written!r})\nos._exit(0)\ndef f(x):\n    return 0"
+    assert score(fenced(code), tests=CALL_FIVE, pool=pool).reward == 0
+
+
+def test_comparison_units_non_finite_and_long_integers():
+    assert not values_match(float("inf"), 5) and not values_match(float("nan"), 0.0)
+    assert values_match(float("inf"), float("inf")) and not values_match(float("-inf"), float("inf"))
+    assert not tokens_equal("1e99999999999999999999", "5") and tokens_equal("1e400", "1.0e400")
+    digits = "9" * 350_000
+    assert isinstance(load_result(digits.encode()), BigInt)  # kept as text: no quadratic int()
+    assert values_match(load_result(digits.encode()), load_result(digits.encode()))
+    assert not values_match(load_result(digits.encode()), load_result(("8" + digits[1:]).encode()))
+    assert values_match(load_result(b"12"), 12) and not values_match(load_result(b"1" + b"0" * 5000), 10)
+
+
+DEEP_RESULT = "import os\nos.write(3, b'[' * 3000 + b']' * 3000)\nos._exit(0)\ndef f(x):\n    return 0"
+HUGE_EXPONENT = "print('1e99999999999999999999')"
+
+
+def test_outputs_that_break_the_comparison_score_zero_with_the_reason_and_the_batch_goes_on():
+    batch = [
+        {"response": fenced(DEEP_RESULT), "tests": CALL_FIVE},
+        {"response": fenced("print(5)"), "tests": FIVE},
+        {"response": fenced(HUGE_EXPONENT), "tests": {**FIVE, "outputs": ["5.0\n"]}},
+    ]
+    deep, good, huge = score_batch(batch, workers=2)
+    assert (deep.reward, good.reward, huge.reward) == (0.0, 1.0, 0.0)
+    assert deep.details["first_failure"]["kind"] == "wrong_answer"
+    assert "nested more than" in deep.details["first_failure"]["error"]
+
+
+def test_the_registry_never_rescores_a_code_batch_one_program_at_a_time(monkeypatch):
+    import cascade_rl.rewards.code as code
+
+    rescored = []
+    monkeypatch.setattr(code, "score", lambda *args, **kwargs: rescored.append(args))
+    batch = [{"response": fenced(DEEP_RESULT), "tests": CALL_FIVE}, {"response": fenced("print(5)"), "tests": FIVE}]
+    scores = registry_score_batch("code", batch, workers=2)
+    assert [s.reward for s in scores] == [0.0, 1.0] and rescored == []
+
+
+@pytest.mark.timeout(120)  # a hang detector: before, each of these took tens of minutes
+def test_hostile_outputs_are_compared_in_bounded_time(pool):
+    assert outputs_match("1" * 200_000 + "x", "5") is False  # regex backtracking
+    digits = "7" * 2_000_000
+    code = f"import os\nos.write(3, b'7' * {len(digits)})\nos._exit(0)\ndef f(x):\n    return 0"
+    long_integer = score(fenced(code), tests={**CALL_FIVE, "outputs": [digits]}, pool=pool, time_limit=20)
+    assert long_integer.reward == 1, long_integer.details  # compared exactly, as text
+
+
+def test_workers_reach_the_code_sandbox_pool(monkeypatch):
+    import cascade_rl.rewards.code as code
+
+    asked = []
+    shared = code.shared_pool
+    monkeypatch.setattr(code, "shared_pool", lambda workers=None: asked.append(workers) or shared(workers))
+    scores = registry_score_batch("code", requests(3), workers=3)
+    assert [s.reward for s in scores] == [0.0, 1.0, 1.0] and asked == [3]
