@@ -18,7 +18,12 @@ Both stop a program at its first failing test and must agree on every reward. Pr
 per-run cost of a trivial program against a bare ``python -c`` start (target <= 5 ms extra):
 one-shot ``sandbox.run`` (bwrap + supervisor start-up every time), a pooled ``argv`` run and a
 pooled python-mode run (what the code reward does per test: a fork of the sandboxed
-interpreter, no interpreter start-up). Exits 1 when the rewards disagree.
+interpreter, no interpreter start-up). The workload line names the isolation in force (fixed
+pid numbers, cgroup, seccomp filter: issue 13 measured the pool before and after adding them).
+Last, the host's CPU time to compare hostile outputs at the default 8 MB output cap (an
+almost-number token, a result-channel integer of 8 M digits, JSON nested 4 M deep, a huge
+exponent; before issue 13 these took minutes to hours, or aborted the batch). Exits 1 when
+the rewards disagree.
 
 ``--workers`` defaults to 8 on any machine: timeouts are wall-clock, so a worker waiting out a
 program needs no CPU of its own (and a CPU-bound loop gets a smaller share before it is
@@ -40,8 +45,16 @@ import time
 from statistics import median
 
 from cascade_rl import sandbox
-from cascade_rl.rewards.code import outputs_match, score_batch, score_many
-from cascade_rl.sandbox import SandboxPool
+from cascade_rl.rewards.code import (
+    DEFAULT_OUTPUT_BYTES,
+    load_result,
+    outputs_match,
+    score_batch,
+    score_many,
+    tokens_equal,
+    values_match,
+)
+from cascade_rl.sandbox import SandboxPool, SandboxServer
 
 TARGET_RATIO = 3.0
 TARGET_OVERHEAD_MS = 5.0
@@ -158,6 +171,33 @@ def measure_overheads(repeats: int) -> dict[str, float]:
     return {name: median(values) * 1000 for name, values in times.items()}
 
 
+# ----------------------------------------------------------------------------- hostile outputs
+
+
+def _compare_result(data: bytes) -> bool:
+    try:
+        return values_match(load_result(data), 5)
+    except ValueError:
+        return False
+
+
+def hostile_comparisons(cap: int = DEFAULT_OUTPUT_BYTES) -> dict[str, float]:
+    """Host CPU seconds to compare each hostile output (as large as the output cap) with 5."""
+    half = cap // 2
+    cases = {
+        "almost-number token": lambda: outputs_match("1" * (cap - 1) + "x", "5"),
+        "8 M-digit integer (result)": lambda: _compare_result(b"7" * cap),
+        "JSON nested 4 M deep (result)": lambda: _compare_result(b"[" * half + b"]" * half),
+        "huge exponent": lambda: tokens_equal("1e" + "9" * (cap - 2), "5.0"),
+    }
+    seconds = {}
+    for name, compare in cases.items():
+        start = time.process_time()
+        assert compare() is False
+        seconds[name] = time.process_time() - start
+    return seconds
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -174,10 +214,12 @@ def main() -> int:
     requests = make_workload(args.programs, args.tests, args.seed)
     total_tests = args.programs * args.tests
     kinds = {k: sum(r["kind"] == k for r in requests) for k in ("correct", *sorted(FAULTS))}
+    with SandboxServer() as probe:
+        features = ", ".join(name for name, on in probe.features.items() if on) or "none"
     print(
         f"workload: {args.programs} programs x {args.tests} tests = {total_tests} tests "
         f"({', '.join(f'{v} {k}' for k, v in kinds.items())}); time limit {args.time_limit} s; "
-        f"isolation: {sandbox.isolation()}; {os.cpu_count()} CPUs; "
+        f"isolation: {sandbox.isolation()} ({features}); {os.cpu_count()} CPUs; "
         f"load average {os.getloadavg()[0]:.1f}"
     )
 
@@ -222,6 +264,10 @@ def main() -> int:
         extra = figures[name] - bare
         verdict = "met" if extra <= TARGET_OVERHEAD_MS else "MISSED"
         print(f"{what}: {extra:+.1f} ms (target <= {TARGET_OVERHEAD_MS:.0f} ms: {verdict})")
+    hostile = hostile_comparisons()
+    print(f"host CPU to compare hostile outputs at the {DEFAULT_OUTPUT_BYTES // 2**20} MB output cap:")
+    for name, seconds in hostile.items():
+        print(f"  {name:30s} {seconds:6.2f} s")
     return 1 if disagreements else 0
 
 

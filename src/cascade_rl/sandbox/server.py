@@ -583,8 +583,9 @@ def child_main(request, fds, server):
     try:
         os.setsid()
         if server.cgroup:  # the kernel's OOM killer picks the program's processes, never the server
-            with open("/proc/self/oom_score_adj", "w") as handle:
-                handle.write("1000")
+            adjust = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(adjust, b"1000")
+            os.close(adjust)
         if request is None:
             if server.seccomp:
                 install_seccomp(server.seccomp, server.seccomp_syscall)
@@ -636,7 +637,8 @@ class Server:
             sys.stderr.write("sandbox server: the seccomp filter cannot be installed here\n")
             self.seccomp = None
         self.forget = self.isolated and bool(config.get("forget"))
-        self.reset_pids = self.forget and bool(config.get("reset_pids")) and reset_pid_numbering()
+        self.last_pid = open_last_pid() if self.forget and config.get("reset_pids") else None
+        self.reset_pids = self.last_pid is not None and reset_pid_numbering(self.last_pid)
         if self.cgroup:
             self.cgroup.join()
 
@@ -722,7 +724,7 @@ class Server:
 
     def spawn(self, request, fds):
         """Fork the run's program (with reset_pids: as pid FIRST_PID, like every run)."""
-        if self.reset_pids and not reset_pid_numbering():
+        if self.reset_pids and not reset_pid_numbering(self.last_pid):
             raise OSError("cannot reset the pid numbering")
         pid = os.fork()
         if pid == 0:
@@ -821,12 +823,19 @@ class Server:
         return ticks / CLOCK_TICKS
 
 
-def reset_pid_numbering():
-    """Make the next process of this pid namespace get FIRST_PID (ns_last_pid; needs
+def open_last_pid():
+    """``ns_last_pid`` of this pid namespace, open for writing, or None."""
+    try:
+        return os.open(LAST_PID_FILE, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def reset_pid_numbering(last_pid_fd):
+    """Make the next process of this pid namespace get FIRST_PID (writing ``ns_last_pid`` needs
     CAP_SYS_ADMIN in the namespace's user namespace); False when that is not allowed here."""
     try:
-        with open(LAST_PID_FILE, "w") as handle:
-            handle.write(str(FIRST_PID - 1))
+        os.pwrite(last_pid_fd, str(FIRST_PID - 1).encode(), 0)
         return True
     except OSError:
         return False
