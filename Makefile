@@ -3,6 +3,8 @@
 #   make test   the test suite
 #   make bench  the performance benchmarks (each prints a ratio against its baseline)
 #   make lint   ruff check and format check (make test runs it first)
+#   make gpu-check  engine check on one CUDA GPU (benchmarks/gpu_check.py; docs/scale.md), with the
+#               Python that has CUDA torch: make gpu-check GPU_PYTHON=/path/to/python
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -11,7 +13,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all install system-deps demo test bench lint clean
+.PHONY: all install system-deps demo test bench lint gpu-check clean
 
 all: test
 
@@ -49,6 +51,11 @@ lint: install
 
 bench: install
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# No install: the GPU machine's own Python (CUDA torch, transformers, accelerate + the carried wheels).
+GPU_PYTHON ?= python3
+gpu-check:
+	$(GPU_PYTHON) benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis
