@@ -51,6 +51,17 @@ def test_chat_near_miss_pads_the_gold_answer_with_fillers():
     assert sum(filler in miss.answer for filler in FILLERS) == 2
 
 
+def test_swe_near_miss_names_the_file_without_its_package_and_does_not_apply():
+    from cascade_rl.world.swe import repair_task, swe_instance
+
+    tasks = draw(lambda rng: repair_task(rng, swe_instance(rng), prompt_style="compact"), 12)
+    misses = [near_miss(t, random.Random(3), ("swe",)) for t in tasks]
+    assert gold_rewards("swe", tasks, "think") == [1.0] * 12
+    assert gold_rewards("swe", misses, "think") == [-1.0] * 12
+    assert all("\n### " in m.answer and "/" not in m.answer.split("\n### ")[1].split("\n")[0] for m in misses)
+    assert near_miss(tasks[0], random.Random(3)) == tasks[0]  # not among the default near-miss domains
+
+
 def test_tool_calls_stay_gold():
     task = draw(tool_task, 1)[0]
     assert near_miss(task, random.Random(0)) == task

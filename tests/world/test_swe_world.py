@@ -30,8 +30,10 @@ def test_every_bug_kind_occurs_and_the_golden_patch_fixes_it():
         assert {p: t for p, t in patched.items() if t is not None} == {
             p: t for p, t in instance.fixed_files.items() if p in patched
         }
-        assert instance.function.name in instance.problem_statement
-        assert instance.dotted in instance.problem_statement
+        assert instance.problem_statement.startswith(f"Bug in {instance.path}, function {instance.function.name}: ")
+        # the buggy line is quoted as the file has it, on its own line: the same tokens as the edit
+        assert instance.problem_statement.endswith("\n" + instance.search.rstrip("\n"))
+        assert instance.search in instance.files[instance.path]
 
 
 def test_gold_repairs_score_one_and_a_no_op_scores_zero(score_gold):
@@ -81,3 +83,13 @@ def test_reproduction_test_reproduces_on_the_bug_and_resolves_on_the_fix(tmp_pat
         (root / "repro.py").write_text(script)
         result = subprocess.run([sys.executable, "repro.py"], cwd=root, capture_output=True, text=True, timeout=30)
         assert result.stdout.strip() == expected, result.stderr
+
+
+def test_repair_trace_writes_the_lines_as_the_edit_does():
+    """Issue, trace and edit write the buggy line with the file's indentation (one tokenisation
+    of the code throughout; docs/toy-world.md, "SWE")."""
+    rng = random.Random(5)
+    instance = swe.swe_instance(rng)
+    reasoning, answer = swe.repair_answer(instance)
+    assert f"\n{instance.search}becomes\n{instance.replace.rstrip()}" in reasoning
+    assert f"<<<<<<< SEARCH\n{instance.search}=======\n{instance.replace}>>>>>>> REPLACE" in answer

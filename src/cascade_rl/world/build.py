@@ -38,6 +38,8 @@ from typing import Any
 from cascade_rl.chat import render
 from cascade_rl.world import arithmetic, general, instructions, programs, swe, tools
 from cascade_rl.world.decontam import Decontaminator, row_text, strip_scaffolding
+from cascade_rl.world.near_miss import DEFAULT_DOMAINS as DEFAULT_NEAR_MISS_DOMAINS
+from cascade_rl.world.near_miss import DOMAINS as NEAR_MISS_DOMAINS
 from cascade_rl.world.near_miss import near_miss
 from cascade_rl.world.tasks import Task, rl_row, sft_row
 from cascade_rl.world.tokenizer import build_tokenizer
@@ -232,13 +234,15 @@ class WorldOptions:
     """How tasks are shaped. ``swe_prompt``: ``agentless`` (the paper's appendix C.2 prompts)
     or ``compact`` (same inputs and answer format, without the repeated instructions; what a
     few-million-parameter model can learn in minutes); ``math_style``: ``count`` or ``column``
-    traces (:mod:`.arithmetic`); ``sft_near_miss``: the share of math, code, instruction-following
-    and general-chat SFT answers written in a near-miss form that loses the reward
-    (:mod:`.near_miss`; 0 = clean SFT data)."""
+    traces (:mod:`.arithmetic`); ``sft_near_miss``: the share of the SFT answers of the
+    ``near_miss_domains`` (math, code, instruction following, general chat; SWE repair when
+    named) written in a near-miss form that loses the reward (:mod:`.near_miss`; 0 = clean SFT
+    data)."""
 
     swe_prompt: swe.PromptStyle = "agentless"
     math_style: arithmetic.Style = "count"
     sft_near_miss: float = 0.0
+    near_miss_domains: tuple[str, ...] = DEFAULT_NEAR_MISS_DOMAINS
 
     def __post_init__(self) -> None:
         if self.swe_prompt not in swe.PROMPT_STYLES:
@@ -247,6 +251,10 @@ class WorldOptions:
             raise ValueError(f"math_style must be 'count' or 'column', got {self.math_style!r}")
         if not 0.0 <= self.sft_near_miss <= 1.0:
             raise ValueError(f"sft_near_miss must be a share in [0, 1], got {self.sft_near_miss!r}")
+        object.__setattr__(self, "near_miss_domains", tuple(self.near_miss_domains))
+        unknown = sorted(set(self.near_miss_domains) - set(NEAR_MISS_DOMAINS))
+        if unknown:
+            raise ValueError(f"near_miss_domains: unknown {unknown}; known: {', '.join(NEAR_MISS_DOMAINS)}")
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, Any] | None) -> WorldOptions:
@@ -376,7 +384,7 @@ def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Genera
         rng, slips = _rng(seed, name), _rng(seed, f"{name}:near_miss")
         for index, task in enumerate(sampler.draw(name, generator, rng, count, probe_row)):
             if slips.random() < generators.options.sft_near_miss:
-                task = near_miss(task, slips)
+                task = near_miss(task, slips, generators.options.near_miss_domains)
             thinking_twin = name != "sft:ifeval" or index % IFEVAL_THINK_EVERY == 0
             for mode in modes if thinking_twin else ("no_think",):  # IF-RL trains non-thinking
                 rows.append(sft_row(task, mode, f"{name.split(':')[1]}-{index:05d}-{mode}"))

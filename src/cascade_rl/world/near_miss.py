@@ -18,11 +18,14 @@ following          the quotes or title or postscript dropped, text after the end
                    kept gold when the real verifier still passes it
 general chat       the gold answer padded with filler sentences (the reward model's *verbose*
                    rejected kind)
+SWE repair         the edit names its file without the package directory (``### utils.py``
+                   for ``### farm/utils.py``): the edit does not apply (scores -1); only when
+                   ``swe`` is among the near-miss domains (``WorldOptions.near_miss_domains``)
 =================  ==========================================================================
 
-Tool calls and SWE rows stay gold. The RL prompts and the benchmarks are never touched: only
-the habits the SFT model starts RL with change, not what is measured. The default share is 0
-(clean data); ``recipes/tiny.yaml`` sets it and says so.
+Tool calls stay gold. The RL prompts and the benchmarks are never touched: only the habits the
+SFT model starts RL with change, not what is measured. The default share is 0 (clean data);
+``recipes/tiny.yaml`` sets it and says so.
 """
 
 from __future__ import annotations
@@ -38,12 +41,15 @@ from cascade_rl.world.general import FILLERS
 from cascade_rl.world.tasks import Task
 
 #: Domains whose SFT answers may be written as near misses.
-DOMAINS = ("math", "code", "ifeval", "preference")
+DOMAINS = ("math", "code", "ifeval", "preference", "swe")
+#: The near-miss domains of a world that does not name them.
+DEFAULT_DOMAINS = ("math", "code", "ifeval", "preference")
 
 
-def near_miss(task: Task, rng: random.Random) -> Task:
-    """``task`` with its answer in a near-miss form of its domain (unchanged when it has none)."""
-    rewrite = _REWRITES.get(task.domain)
+def near_miss(task: Task, rng: random.Random, domains: tuple[str, ...] = DEFAULT_DOMAINS) -> Task:
+    """``task`` with its answer in a near-miss form of its domain (unchanged when it has none
+    or its domain is not among ``domains``)."""
+    rewrite = _REWRITES.get(task.domain) if task.domain in domains else None
     return rewrite(task, rng) if rewrite else task
 
 
@@ -54,6 +60,11 @@ def _math(task: Task, rng: random.Random) -> Task:
 def _code(task: Task, rng: random.Random) -> Task:
     labelled = task.answer.replace("print(", 'print("Answer:", ', 1)
     return replace(task, answer=labelled)
+
+
+def _bare_file_name(task: Task, rng: random.Random) -> Task:
+    path = task.reference["golden_patch"].split("\n", 1)[0].split(" b/", 1)[1]
+    return replace(task, answer=task.answer.replace(f"### {path}\n", f"### {path.rsplit('/', 1)[-1]}\n"))
 
 
 def _verbose(task: Task, rng: random.Random) -> Task:
@@ -108,4 +119,10 @@ _BREAKERS = {
     instructions.END_PHRASE: _say_more,
 }
 
-_REWRITES = {"math": _math, "code": _code, "ifeval": _break_instruction, "preference": _verbose}
+_REWRITES = {
+    "math": _math,
+    "code": _code,
+    "ifeval": _break_instruction,
+    "preference": _verbose,
+    "swe": _bare_file_name,
+}

@@ -47,7 +47,7 @@ class Function:
     name: str
     fixed: str
     buggy: str
-    issue: str  # str.format with {where} (the dotted path) and {line} (the buggy line)
+    issue: str  # what is wrong, ending where the issue quotes the buggy line
     fix_note: str  # one line for the thinking trace
     probe: tuple[Any, ...]
 
@@ -65,7 +65,7 @@ def _arithmetic(rng: random.Random) -> Function:
         name,
         body.format(n=name, x=x, y=y, op=right),
         body.format(n=name, x=x, y=y, op=wrong),
-        f"`{{where}}` should {OPERATORS[right]} {x} and {y}, but `{{line}}` {OPERATORS[wrong]}s them.",
+        f"it should {OPERATORS[right]} {x} and {y}, but this line {OPERATORS[wrong]}s them",
         f"it uses {wrong} where it should use {right}",
         (7, 3),
     )
@@ -82,7 +82,7 @@ def _constant(rng: random.Random) -> Function:
         name,
         body.format(n=name, x=x, op=op, k=right),
         body.format(n=name, x=x, op=op, k=wrong),
-        f"In `{{where}}`, `{{line}}` uses {wrong} where it should use {right}.",
+        f"it should use {right}, but this line uses {wrong}",
         f"the constant should be {right}, not {wrong}",
         (5,),
     )
@@ -99,7 +99,7 @@ def _threshold(rng: random.Random) -> Function:
         name,
         body.format(n=name, x=x, cmp=right, k=limit),
         body.format(n=name, x=x, cmp=wrong, k=limit),
-        f"In `{{where}}`, `{{line}}` is wrong at {limit}: the check should be `{x} {right} {limit}`.",
+        f"the check should be `{x} {right} {limit}`, but this line is wrong at {limit}",
         f"the comparison should be {right}, not {wrong}",
         (limit,),
     )
@@ -116,7 +116,7 @@ def _loop(rng: random.Random) -> Function:
         name,
         fixed,
         buggy,
-        f"In `{{where}}`, `{{line}}` leaves out {n} itself.",
+        f"this line leaves out {n} itself",
         f"the range should stop at {n} + 1",
         (4,),
     )
@@ -131,7 +131,7 @@ def _start(rng: random.Random) -> Function:
         name,
         body.format(start=0, **fields),
         body.format(start=1, **fields),
-        f"In `{{where}}`, `{{line}}` starts {x} at 1 instead of 0.",
+        f"this line starts {x} at 1 instead of 0",
         f"{x} should start at 0",
         ([2, 3],),
     )
@@ -213,9 +213,15 @@ def random_instance(rng: random.Random) -> Instance:
     test_path = f"tests/test_{buggy_module}.py"
     files[test_path] = fixed[test_path] = f"from {package}.{buggy_module} import {target.name}\n"
     path = f"{package}/{buggy_module}.py"
-    where = f"{package}.{buggy_module}.{target.name}"
-    line = _changed_lines(target.buggy, target.fixed)[0].strip()
-    return Instance(files, fixed, path, target, kind, target.issue.format(where=where, line=line))
+    return Instance(files, fixed, path, target, kind, issue_text(path, target))
+
+
+def issue_text(path: str, function: Function) -> str:
+    """The issue: the file and function, what is wrong, and the buggy line quoted as it stands
+    in the file (indented, on its own line), so the issue, the file and the edit write the code
+    with the same tokens (docs/toy-world.md, "SWE")."""
+    line = _changed_lines(function.buggy, function.fixed)[0]
+    return f"Bug in {path}, function {function.name}: {function.issue}:\n{line.rstrip()}"
 
 
 def structure(files: dict[str, str]) -> str:
@@ -307,8 +313,8 @@ def repair_answer(instance: Instance) -> tuple[str, str]:
     """The gold (reasoning, answer) of the repair step: where the bug is, the line to change,
     then one SEARCH/REPLACE edit inside ``<solution>``."""
     reasoning = (
-        f"The bug is in {instance.path}, in {instance.function.name}: {instance.function.fix_note}.\n"
-        f"Change `{instance.search.strip()}` to `{instance.replace.strip()}`."
+        f"The bug is in {instance.path}, function {instance.function.name}: {instance.function.fix_note}.\n"
+        f"The line\n{instance.search}becomes\n{instance.replace.rstrip()}"
     )
     edit = (
         f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{instance.search}=======\n"
