@@ -195,6 +195,23 @@ def test_with_cgroups_the_limit_holds_even_without_the_seccomp_filter(monkeypatc
         assert pool.submit_python("print(6 * 7)").result().stdout == b"42\n"  # the worker goes on
 
 
+def test_a_program_that_fills_tmp_to_the_limit_is_stopped_and_the_same_sandbox_goes_on():
+    """Files in the RAM-backed /tmp count as memory and outlive the program that wrote them:
+    the kernel (cgroup) or the watchdog stops the program, and the supervisor, which shares the
+    cgroup, must neither be killed for the files left nor keep them for the next run."""
+    filler = (
+        "import time\nfor i in range(25):\n    with open(f'/tmp/fill{i}', 'wb') as f:\n"
+        "        f.write(b'x' * (16 * 2 ** 20))\ntime.sleep(5)"
+    )
+    with SandboxPool(1) as pool:
+        supervisor = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+        run = pool.submit_python(filler, limits=Limits(memory_mb=128, time_s=20)).result()
+        after = pool.submit_python("import os\nprint(os.listdir('/tmp'))").result()
+        still = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+    assert run.limit == "memory", run
+    assert after.stdout == b"[]\n" and still == supervisor
+
+
 def test_cpu_time_counts_over_all_processes():
     """Four processes each under the CPU limit, together far over it (the issue: busy children
     used more CPU than the limit and the program scored 1.0)."""

@@ -188,16 +188,10 @@ def _layout_or_reason() -> Layout | str:
 
 
 def layout() -> Layout | None:
-    """The cgroup layout sandboxes use here, or None (see :func:`unavailable_reason`)."""
+    """The cgroup layout sandboxes use here, or None (the reason is logged once)."""
     with _detect_lock:  # sandboxes start in many threads at once: detect (and log) once
         found = _layout_or_reason()
     return found if isinstance(found, Layout) else None
-
-
-def unavailable_reason() -> str | None:
-    with _detect_lock:
-        found = _layout_or_reason()
-    return None if isinstance(found, Layout) else found
 
 
 layout.cache_clear = _layout_or_reason.cache_clear  # type: ignore[attr-defined]

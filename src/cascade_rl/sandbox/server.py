@@ -184,8 +184,9 @@ class Cgroup:
     """The sandbox's control group, through file descriptors the host opened (see
     ``cascade_rl.sandbox.cgroups``). The server joins it once, when its own memory is in place
     (those pages stay charged where they were), so that every run's processes are born in it
-    with no move per run. Before a run the server sets the run's limits; after a run that left
-    files behind it lifts the memory limit while it removes them."""
+    with no move per run. The run's limits are in force while its program runs: set before,
+    the memory limit lifted as soon as it ends (what it left in /tmp still counts until the
+    wipe, and the server, in the group too, must never meet the program's limit)."""
 
     def __init__(self, config):
         config = config or {}
@@ -248,18 +249,16 @@ def check(result, what):
         raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
-def forget_run(run_uid, keep, look_for_ipc, cgroup):
+def forget_run(run_uid, keep, look_for_ipc):
     """Remove what a run left in /tmp, /dev/shm (any depth) and, when ``look_for_ipc`` (no
-    seccomp filter refusing them), System V IPC objects; return whether
-    all of it is gone. Done as the programs' uid (their files are theirs) in a short-lived
-    child, never crossing into another file system, and leaving ``keep`` (directories the
-    sandbox made for the interpreter's bind mounts) in place."""
+    seccomp filter refusing them), System V IPC objects; return whether all of it is gone.
+    Done as the programs' uid (their files are theirs) in a short-lived child, never crossing
+    into another file system, and leaving ``keep`` (directories the sandbox made for the
+    interpreter's bind mounts) in place."""
     left = leftovers(keep)
     ipc = sysv_ipc_ids() if look_for_ipc else {}
     if not left and not any(ipc.values()):
         return True
-    if cgroup:
-        cgroup.lift_memory_limit()  # the files count against it until they are gone
     pid = os.fork()
     if pid == 0:
         try:
@@ -640,7 +639,11 @@ class Server:
         self.last_pid = open_last_pid() if self.forget and config.get("reset_pids") else None
         self.reset_pids = self.last_pid is not None and reset_pid_numbering(self.last_pid)
         if self.cgroup:
-            self.cgroup.join()
+            try:
+                self.cgroup.join()
+            except OSError as error:
+                sys.stderr.write(f"sandbox server: cannot join the cgroup ({error}); running without\n")
+                self.cgroup = Cgroup(None)
 
     def probe(self):
         """Whether a run can start with the current settings (a program that exits at once)."""
@@ -763,6 +766,8 @@ class Server:
                     if fd == self.sock.fileno():
                         status["limit"] = self.host_request()
             status["seconds"] = time.monotonic() - start
+            if self.cgroup:  # the limit is the program's: files it left count until they are gone,
+                self.cgroup.lift_memory_limit()  # and this server must not meet it meanwhile
             if not finished:
                 os.kill(pid, signal.SIGKILL)
                 _, wait_status = os.waitpid(pid, 0)
@@ -773,7 +778,7 @@ class Server:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        if self.forget and not forget_run(self.run_uid, self.keep, self.seccomp is None, self.cgroup):
+        if self.forget and not forget_run(self.run_uid, self.keep, self.seccomp is None):
             status["recycle"] = True
         return status
 
