@@ -47,7 +47,10 @@ returns a Score per request and nothing is re-run.
 
 The harness inside the sandbox lifts the int-to-str digit limit, sets the recursion limit to
 ``RECURSION_LIMIT`` (the main thread may grow its stack up to the memory limit), and gives the
-program a normal ``sys.stdin`` / ``sys.stdout`` (with ``.buffer``). A call-based result goes
+program the ``sys.stdin`` / ``sys.stdout`` CPython makes when they are pipes, as a judge runs
+``python3 solution.py < input > output``: stdout is block-buffered, so ``print`` text waits
+in its buffer while ``sys.stdout.buffer.write`` bytes go first unless the program flushes
+(CPython is write-through only under ``-u`` / ``PYTHONUNBUFFERED``). A call-based result goes
 back through a separate pipe (fd 3), never through stdout, so printed text cannot pose as a
 result; a program that writes to that pipe itself can only claim a value it could have
 returned, since the verdict is computed outside from expected values it never sees.

@@ -440,7 +440,9 @@ class SandboxServer:
     """One sandbox (bwrap + supervisor) that runs programs one at a time. Not thread-safe:
     use one per thread (the pool does). It dies with the thread that started it (bwrap's
     ``--die-with-parent`` follows the creating thread), so start it in the thread that uses it.
-    ``separate_uids`` says whether programs run under their own uid (root hosts, no workdir)."""
+    ``separate_uids`` says whether programs run under their own uid (root hosts, no workdir);
+    ``features`` what the sandbox could set up (:data:`FEATURES`: the same pid numbers for
+    every run, a cgroup, the seccomp filter; see the package docstring for what each gives)."""
 
     def __init__(
         self,
