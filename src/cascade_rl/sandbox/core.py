@@ -46,7 +46,6 @@ SANDBOX_UID = 65534  # "nobody": the uid programs run as; no capabilities
 #: the supervisor's capabilities in the sandbox's user namespace (root hosts): switch to the
 #: programs' uid, kill them, and reset the pid numbering before each run (ns_last_pid)
 SUPERVISOR_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_ADMIN")
-
 STARTUP_TIMEOUT_S = 30.0  # bwrap + interpreter start-up on a very busy machine
 HOST_GRACE_S = 5.0  # the host waits this long past a run's time limit for the server
 DRAIN_S = 1.0  # after the run ended, how long to wait for pipes to reach EOF
@@ -522,6 +521,8 @@ class SandboxServer:
         except OSError as error:
             host_end.close()
             self._close_cgroup()
+            if namespace is not None:
+                namespace.close()
             raise SandboxError(f"cannot start the sandbox: {error}") from None
         finally:
             server_end.close()
