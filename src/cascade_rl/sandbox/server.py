@@ -766,12 +766,12 @@ class Server:
                     if fd == self.sock.fileno():
                         status["limit"] = self.host_request()
             status["seconds"] = time.monotonic() - start
-            if self.cgroup:  # the limit is the program's: files it left count until they are gone,
-                self.cgroup.lift_memory_limit()  # and this server must not meet it meanwhile
             if not finished:
                 os.kill(pid, signal.SIGKILL)
                 _, wait_status = os.waitpid(pid, 0)
                 self.decode(wait_status, status, killed_by_us=True)
+            if self.cgroup:  # the program is dead; files it left count until they are gone, and
+                self.cgroup.lift_memory_limit()  # this server must not meet its limit meanwhile
             kill_descendants(self.isolated)  # survivors of the main process: daemons, forks, orphans
             if status["limit"] is None and self.cgroup and self.cgroup.oom_kills() > oom_kills:
                 status["limit"] = "memory"  # the kernel killed one of its processes
