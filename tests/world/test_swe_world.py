@@ -91,5 +91,6 @@ def test_repair_trace_writes_the_lines_as_the_edit_does():
     rng = random.Random(5)
     instance = swe.swe_instance(rng)
     reasoning, answer = swe.repair_answer(instance)
-    assert f"\n{instance.search}becomes\n{instance.replace.rstrip()}" in reasoning
+    assert f"The faulty line:\n{instance.search}The fixed line:\n{instance.replace.rstrip()}" in reasoning
+    assert instance.problem_statement.endswith(f"The faulty line:\n{instance.search.rstrip()}")
     assert f"<<<<<<< SEARCH\n{instance.search}=======\n{instance.replace}>>>>>>> REPLACE" in answer

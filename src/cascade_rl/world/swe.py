@@ -65,7 +65,7 @@ def _arithmetic(rng: random.Random) -> Function:
         name,
         body.format(n=name, x=x, y=y, op=right),
         body.format(n=name, x=x, y=y, op=wrong),
-        f"it should {OPERATORS[right]} {x} and {y}, but this line {OPERATORS[wrong]}s them",
+        f"it should {OPERATORS[right]} {x} and {y}, but it {OPERATORS[wrong]}s them",
         f"it uses {wrong} where it should use {right}",
         (7, 3),
     )
@@ -82,7 +82,7 @@ def _constant(rng: random.Random) -> Function:
         name,
         body.format(n=name, x=x, op=op, k=right),
         body.format(n=name, x=x, op=op, k=wrong),
-        f"it should use {right}, but this line uses {wrong}",
+        f"it should use {right}, but it uses {wrong}",
         f"the constant should be {right}, not {wrong}",
         (5,),
     )
@@ -99,7 +99,7 @@ def _threshold(rng: random.Random) -> Function:
         name,
         body.format(n=name, x=x, cmp=right, k=limit),
         body.format(n=name, x=x, cmp=wrong, k=limit),
-        f"the check should be `{x} {right} {limit}`, but this line is wrong at {limit}",
+        f"the check should be `{x} {right} {limit}`, but it is wrong at {limit}",
         f"the comparison should be {right}, not {wrong}",
         (limit,),
     )
@@ -116,7 +116,7 @@ def _loop(rng: random.Random) -> Function:
         name,
         fixed,
         buggy,
-        f"this line leaves out {n} itself",
+        f"the loop leaves out {n} itself",
         f"the range should stop at {n} + 1",
         (4,),
     )
@@ -131,7 +131,7 @@ def _start(rng: random.Random) -> Function:
         name,
         body.format(start=0, **fields),
         body.format(start=1, **fields),
-        f"this line starts {x} at 1 instead of 0",
+        f"it starts {x} at 1 instead of 0",
         f"{x} should start at 0",
         ([2, 3],),
     )
@@ -216,12 +216,17 @@ def random_instance(rng: random.Random) -> Instance:
     return Instance(files, fixed, path, target, kind, issue_text(path, target))
 
 
+#: The words before the quoted lines in the issue and the repair trace: the same words before the
+#: same line, so the trace copies the line from the issue (docs/toy-world.md, "SWE").
+FAULTY_LINE, FIXED_LINE = "The faulty line:", "The fixed line:"
+
+
 def issue_text(path: str, function: Function) -> str:
     """The issue: the file and function, what is wrong, and the buggy line quoted as it stands
     in the file (indented, on its own line), so the issue, the file and the edit write the code
     with the same tokens (docs/toy-world.md, "SWE")."""
     line = _changed_lines(function.buggy, function.fixed)[0]
-    return f"Bug in {path}, function {function.name}: {function.issue}:\n{line.rstrip()}"
+    return f"Bug in {path}, function {function.name}: {function.issue}. {FAULTY_LINE}\n{line.rstrip()}"
 
 
 def structure(files: dict[str, str]) -> str:
@@ -313,8 +318,8 @@ def repair_answer(instance: Instance) -> tuple[str, str]:
     """The gold (reasoning, answer) of the repair step: where the bug is, the line to change,
     then one SEARCH/REPLACE edit inside ``<solution>``."""
     reasoning = (
-        f"The bug is in {instance.path}, function {instance.function.name}: {instance.function.fix_note}.\n"
-        f"The line\n{instance.search}becomes\n{instance.replace.rstrip()}"
+        f"The bug is in {instance.path}, function {instance.function.name}: {instance.function.fix_note}. "
+        f"{FAULTY_LINE}\n{instance.search}{FIXED_LINE}\n{instance.replace.rstrip()}"
     )
     edit = (
         f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{instance.search}=======\n"
