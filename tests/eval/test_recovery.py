@@ -56,7 +56,10 @@ def write_run(run):
     teachers["extra"] = {"domain": "extra", "spec": "http://x/v1", "source": "http://x/v1", "stage_dir": None}
     record = {"student": str(run / "05-swe" / "model"), "student_stage_dir": str(run / "05-swe"), "teachers": teachers}
     (run / "06-mopd" / "distill.json").write_text(json.dumps(record))
-    metrics = [{"step": s, "time/step": 2.0, "time/generation": 1.0, "time/teacher": 0.5} for s in (1, 2)]
+    metrics = [
+        {"step": s, "time/step": 2.0, "time/generation": 1.0, "time/teacher": 0.5, "distill/math/reverse_kl": 0.1 / s}
+        for s in (1, 2)
+    ]
     (run / "06-mopd" / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
 
 
@@ -84,6 +87,8 @@ def test_recovery_is_written_to_the_report_and_printed(tmp_path):
     assert "| toy-math | math <- math | 47.0 ± 3.0 | 40.0 ± 3.0 (swe) | 46.0 ± 3.0 | +7.0 | +6.0 | recovered |" in text
     assert "recovered 1 (toy-math), partly 1 (toy-arena)" in text
     assert "teacher scoring 25%" in text  # 1.0 s of 4.0 s of steps
+    assert "![mopd: reverse KL and response length per domain](plots/06-mopd-domains.png)" in text
+    assert (run / "plots" / "06-mopd-domains.png").read_bytes().startswith(b"\x89PNG")
     data = json.loads(report.with_suffix(".json").read_text())
     assert [row["verdict"] for row in data["recovery"][0]["rows"]] == [
         "partly recovered",

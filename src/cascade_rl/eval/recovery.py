@@ -81,14 +81,17 @@ class RecoveryRow:
 
 @dataclass
 class Recovery:
-    """One distill stage: its rows and what it cost."""
+    """One distill stage: its rows, what it cost and its directory."""
 
     stage: str
     rows: list[RecoveryRow]
     cost: dict[str, Any]
+    directory: Path | None = None
+    plot: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "rows": [row.to_json() for row in self.rows], "cost": self.cost}
+        rows = [row.to_json() for row in self.rows]
+        return {"stage": self.stage, "rows": rows, "cost": self.cost, "plot": self.plot}
 
 
 def _difference(a: Measured, b: Measured) -> float | None:
@@ -138,7 +141,7 @@ def stage_recovery(stage_dir: Path) -> Recovery | None:
                 measured(stage_dir, benchmark),
             )
         )
-    return Recovery(_stage_name(stage_dir), rows, stage_cost(stage_dir))
+    return Recovery(_stage_name(stage_dir), rows, stage_cost(stage_dir), stage_dir)
 
 
 def stage_cost(stage_dir: Path) -> dict[str, Any]:
@@ -269,7 +272,37 @@ def markdown(recoveries: Sequence[Recovery]) -> str:
             summary_sentence(recovery) + " " + cost_sentence(recovery.cost),
             "",
         ]
+        if recovery.plot:
+            lines += [f"![{recovery.stage}: reverse KL and response length per domain]({recovery.plot})", ""]
     return "\n".join(lines)
+
+
+def plot_domains(stage_dir: Path, path: Path) -> Path | None:
+    """Per domain and step: the mean reverse KL to its teacher and the response length."""
+    metrics, _ = read_metrics(stage_dir / "metrics.jsonl")
+    domains = sorted({key.split("/")[1] for row in metrics for key in row if _is_domain_kl(key)})
+    if not domains:
+        return None
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(11, 4), dpi=100)
+    kl_axes, length_axes = figure.subplots(1, 2)
+    for domain in domains:
+        for axes, key in ((kl_axes, f"distill/{domain}/reverse_kl"), (length_axes, f"response_length/{domain}")):
+            points = [(row["step"], row[key]) for row in metrics if key in row]
+            axes.plot([x for x, _ in points], [y for _, y in points], label=domain)
+    for axes, title in ((kl_axes, "reverse KL to the teacher per token"), (length_axes, "response length (tokens)")):
+        axes.set_title(f"{_stage_name(stage_dir)}: {title}")
+        axes.set_xlabel("step")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    return path
+
+
+def _is_domain_kl(key: str) -> bool:
+    return key.startswith("distill/") and key.endswith("/reverse_kl") and key.count("/") == 2
 
 
 def add_recovery(run_dir: Path, report_path: Path) -> None:
@@ -277,6 +310,11 @@ def add_recovery(run_dir: Path, report_path: Path) -> None:
     recoveries = run_recovery(Path(run_dir))
     if not recoveries:
         return
+    (Path(run_dir) / "plots").mkdir(exist_ok=True)
+    for recovery in recoveries:
+        assert recovery.directory is not None
+        plot = plot_domains(recovery.directory, Path(run_dir) / "plots" / f"{recovery.directory.name}-domains.png")
+        recovery.plot = str(plot.relative_to(run_dir)) if plot else None
     with open(report_path, "a", encoding="utf-8") as handle:
         handle.write("\n" + markdown(recoveries))
     json_path = Path(report_path).with_suffix(".json")
