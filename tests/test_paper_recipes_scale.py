@@ -35,19 +35,14 @@ QWEN3_8B = Dims(8.19e9, 4096, 36, 8, 128, 151_936)
 QWEN3_14B = Dims(14.77e9, 5120, 40, 8, 128, 151_936)
 QWEN25_72B = Dims(72.7e9, 8192, 80, 8, 128, 152_064)
 
-# docs/scale.md, "Layout": training processes (GPUs) of the policy, of the RM stage, and the
-# micro-batch (per_device_batch_size) per GRPO stage for 80 GB GPUs where it differs from the recipe.
+# docs/scale.md, "Layout": training processes (GPUs; one `accelerate launch` runs every stage,
+# the RM's training included) and the micro-batch (per_device_batch_size) per GRPO stage for
+# 80 GB GPUs where it differs from the recipe.
 LAYOUT = {
-    "nemotron-cascade-8b": {
-        "dims": QWEN3_8B,
-        "policy": 16,
-        "rm": 32,
-        "per_device": {"math": 1},
-    },
+    "nemotron-cascade-8b": {"dims": QWEN3_8B, "processes": 32, "per_device": {"math": 1}},
     "nemotron-cascade-14b-thinking": {
         "dims": QWEN3_14B,
-        "policy": 64,
-        "rm": 32,
+        "processes": 64,
         "per_device": {"rlhf": 2, "ifrl": 2, "math": 1},
     },
 }
@@ -111,7 +106,7 @@ def processes(monkeypatch):
 @pytest.mark.parametrize("name", sorted(LAYOUT))
 @pytest.mark.parametrize("scale", [1, 2])
 def test_every_grpo_step_splits_over_the_recommended_processes(name, scale, processes, tmp_path):
-    count = LAYOUT[name]["policy"] * scale  # the recommended count, and twice as many nodes
+    count = LAYOUT[name]["processes"] * scale  # the recommended count, and twice as many nodes
     check_process_layout(recipe(name), count)  # the engine's own check before any compute
     processes(count)
     for stage, step in grpo_steps(name):
@@ -140,22 +135,22 @@ def test_sft_and_rm_batches_divide_exactly_over_the_recommended_processes(name):
     for stage in recipe(name).stages:
         if isinstance(stage, SFTStage):
             for sub in stage.substages:
-                assert sub.batch_size % (sub.per_device_batch_size * layout["policy"]) == 0, sub.name
+                assert sub.batch_size % (sub.per_device_batch_size * layout["processes"]) == 0, sub.name
         if isinstance(stage, RewardModelStage):
-            assert stage.batch_size % (stage.per_device_batch_size * layout["rm"]) == 0
+            assert stage.batch_size % (stage.per_device_batch_size * layout["processes"]) == 0
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUT))
 def test_policy_gpus_fit_80_gb_with_the_guides_micro_batches(name, processes, tmp_path):
     layout = LAYOUT[name]
-    processes(layout["policy"])
+    processes(layout["processes"])
     for stage, step in grpo_steps(name):
         micro_batch = layout["per_device"].get(stage.name, stage.per_device_batch_size)
         stage = stage.model_copy(update={"per_device_batch_size": micro_batch})
         config = grpo_config(stage, step, recipe(name).runtime, tmp_path, 42, "bfloat16")
         sequence = longest_prompt(stage, step) + step.max_response_length
         memory = policy_gpu_gb(
-            layout["dims"], layout["policy"], config.per_device_train_batch_size, sequence, step.max_response_length
+            layout["dims"], layout["processes"], config.per_device_train_batch_size, sequence, step.max_response_length
         )
         assert memory <= BUDGET_GB, f"{name} {stage.name} {step.max_response_length}: {memory:.1f} GB"
 
@@ -168,16 +163,17 @@ def test_the_recipes_own_micro_batches_overflow_where_the_guide_changes_them(nam
         if stage.name in layout["per_device"]:
             sequence = longest_prompt(stage, step) + step.max_response_length
             memory = policy_gpu_gb(
-                layout["dims"], layout["policy"], stage.per_device_batch_size, sequence, step.max_response_length
+                layout["dims"], layout["processes"], stage.per_device_batch_size, sequence, step.max_response_length
             )
             if step is stage.curriculum[-1]:
                 assert memory > BUDGET_GB, f"{stage.name}: {memory:.1f} GB fits; drop it from the guide's changes"
 
 
-def test_reward_model_training_fits_on_four_nodes_and_not_on_two():
-    sequence = 16384  # the recipes' RM max_length
-    assert rm_gpu_gb(QWEN25_72B, 32, sequence) <= BUDGET_GB
-    assert rm_gpu_gb(QWEN25_72B, 16, sequence) > 80
+@pytest.mark.parametrize("name", sorted(LAYOUT))
+def test_the_72b_reward_model_trains_on_the_same_processes_and_not_on_two_nodes(name):
+    (stage,) = [s for s in recipe(name).stages if isinstance(s, RewardModelStage)]
+    assert rm_gpu_gb(QWEN25_72B, LAYOUT[name]["processes"], stage.max_length) <= BUDGET_GB
+    assert rm_gpu_gb(QWEN25_72B, 16, stage.max_length) > 80
 
 
 def test_vllm_kv_cache_colocated_versus_on_a_generation_node():
