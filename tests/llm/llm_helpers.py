@@ -222,25 +222,31 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             server.in_flight += 1
             server.max_in_flight = max(server.max_in_flight, server.in_flight)
         try:
-            if server.hang:
-                server.release.wait(60)
-                return
-            time.sleep(server.delay)
-            if number <= server.fail_first:
-                headers = {"Retry-After": server.retry_after} if server.retry_after else {}
-                self._reply(server.fail_status, json.dumps({"error": "try again"}).encode(), headers)
-                return
-            request = urllib.request.Request(
-                server.upstream + self.path.removeprefix("/v1"), data=body, headers={"Content-Type": "application/json"}
-            )
-            try:
-                with urllib.request.urlopen(request, timeout=60) as upstream:
-                    self._reply(upstream.status, upstream.read())
-            except urllib.error.HTTPError as error:
-                self._reply(error.code, error.read())
+            reply = self._answer(server, body, number)
         finally:
+            # counted out before the reply is sent: a client that gets its answer and sends the next
+            # request at once must not find this one still counted in flight
             with server.lock:
                 server.in_flight -= 1
+        if reply is not None:
+            self._reply(*reply)
+
+    def _answer(self, server: ProxyServer, body: bytes, number: int) -> tuple[int, bytes, dict] | None:
+        if server.hang:
+            server.release.wait(60)
+            return None
+        time.sleep(server.delay)
+        if number <= server.fail_first:
+            headers = {"Retry-After": server.retry_after} if server.retry_after else {}
+            return server.fail_status, json.dumps({"error": "try again"}).encode(), headers
+        request = urllib.request.Request(
+            server.upstream + self.path.removeprefix("/v1"), data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as upstream:
+                return upstream.status, upstream.read(), {}
+        except urllib.error.HTTPError as error:
+            return error.code, error.read(), {}
 
     def _reply(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
