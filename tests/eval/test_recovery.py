@@ -4,31 +4,33 @@ report.json and the printed summary; computed from hand-written run files with k
 
 import json
 
+import pytest
 from rich.console import Console
 
 from cascade_rl.eval.recovery import Measured, Recovery, RecoveryRow, run_recovery, summary_sentence
-from cascade_rl.eval.report import build_report, print_summary
+from cascade_rl.eval.report import Change, build_report, paired_stderr, print_summary
 
 
 def value(v, se):
     return {"value": v, "k": 4, "metric": "avg@4", "extra": {"stderr": se}}
 
 
-# stage dir -> (kind, eval.json). Hand-chosen: math fell 47 -> 40 after its own stage and MOPD
-# brings it to 46 (recovered: within one s.e. of 47); arena fell 80 -> 70, MOPD 73 (partly);
-# ifeval 40 -> 42 (nothing lost); code 78 -> 70, MOPD 69 (not recovered).
+# stage dir -> (kind, eval.json). Hand-chosen (no samples: errors combined, e.g. sqrt(2^2 + 2^2) = 2.8):
+#   math 60 -> 40 after its own stage (lost 20), 58 after MOPD: 2 below the teacher -> recovered;
+#   arena 80 -> 60, 70 after MOPD: 10 below the teacher but +10 -> partly recovered;
+#   code 78 -> 60, 61: +1 -> not recovered; ifeval 40 -> 42: nothing lost, then 30 (lowered by 12).
 STAGES = {
-    "01-rlhf": ("grpo", {"toy-arena": value(80, 2), "toy-math": value(30, 3)}),
-    "02-ifrl": ("grpo", {"toy-ifeval": value(40, 3)}),
-    "03-math": ("grpo", {"toy-math": value(47, 3)}),
-    "04-code": ("grpo", {"toy-code": value(78, 4)}),
+    "01-rlhf": ("grpo", {"toy-arena": value(80, 2), "toy-math": value(30, 2)}),
+    "02-ifrl": ("grpo", {"toy-ifeval": value(40, 1)}),
+    "03-math": ("grpo", {"toy-math": value(60, 2)}),
+    "04-code": ("grpo", {"toy-code": value(78, 2)}),
     "05-swe": (
         "grpo",
-        {"toy-arena": value(70, 2), "toy-ifeval": value(42, 3), "toy-math": value(40, 3), "toy-code": value(70, 4)},
+        {"toy-arena": value(60, 2), "toy-ifeval": value(42, 1), "toy-math": value(40, 2), "toy-code": value(60, 2)},
     ),
     "06-mopd": (
         "distill",
-        {"toy-arena": value(73, 2), "toy-ifeval": value(41, 3), "toy-math": value(46, 3), "toy-code": value(69, 4)},
+        {"toy-arena": value(70, 2), "toy-ifeval": value(30, 1), "toy-math": value(58, 2), "toy-code": value(61, 2)},
     ),
 }
 TARGETS = {"rlhf": "toy-arena", "ifrl": "toy-ifeval", "math": "toy-math", "code": "toy-code", "swe": "toy-swe"}
@@ -69,13 +71,36 @@ def test_recovery_per_teacher_benchmark_with_verdicts(tmp_path):
     rows = {row.benchmark: row for row in recovery.rows}
     assert list(rows) == ["toy-arena", "toy-ifeval", "toy-math", "toy-code"]  # the server teacher has no stage
     math = rows["toy-math"]
-    assert (math.teacher.value, math.start.value, math.after.value) == (47, 40, 46)
+    assert (math.teacher.value, math.start.value, math.after.value) == (60, 40, 58)
     assert (math.teacher.stage, math.start.stage, math.after.stage) == ("math", "swe", "mopd")
-    assert (math.lost, math.regained, math.verdict) == (7, 6, "recovered")
-    assert rows["toy-arena"].verdict == "partly recovered"  # 73 < 80 - sqrt(2^2 + 2^2)
-    assert rows["toy-ifeval"].verdict == "nothing lost"
-    assert rows["toy-code"].verdict == "not recovered"
+    assert (math.lost.delta, math.changed.delta, math.gap.delta) == (20, 18, -2)
+    assert math.lost.stderr == pytest.approx(8**0.5)  # no samples: the two errors combined
+    assert {name: row.verdict for name, row in rows.items()} == {
+        "toy-arena": "partly recovered",
+        "toy-ifeval": "nothing lost",
+        "toy-math": "recovered",
+        "toy-code": "not recovered",
+    }
     assert recovery.cost["steps"] == 2 and recovery.cost["teacher_s"] == 1.0 and recovery.cost["train_s"] == 50.0
+    sentence = summary_sentence(recovery)
+    assert "toy-math recovered; toy-code not recovered" in sentence
+    assert "Distillation significantly lowered: toy-ifeval." in sentence
+
+
+def test_differences_are_paired_over_prompts_when_the_samples_exist(tmp_path):
+    run = tmp_path / "run"
+    write_run(run)
+    scores = {"03-math": [1, 1, 1, 0, 1], "05-swe": [1, 0, 0, 0, 1], "06-mopd": [1, 1, 0, 0, 1]}
+    for stage, rewards in scores.items():
+        folder = run / stage / "eval-samples"
+        folder.mkdir()
+        lines = [json.dumps({"prompt_index": i, "reward": r, "response": "x"}) for i, r in enumerate(rewards)]
+        (folder / "toy-math.jsonl").write_text("\n".join(lines) + "\n")
+    (recovery,) = run_recovery(run)
+    math = next(row for row in recovery.rows if row.benchmark == "toy-math")
+    assert math.lost.stderr == pytest.approx(paired_stderr(scores["05-swe"], scores["03-math"]))
+    assert math.changed.stderr == pytest.approx(paired_stderr(scores["05-swe"], scores["06-mopd"]))
+    assert math.lost.stderr != pytest.approx(8**0.5)
 
 
 def test_recovery_is_written_to_the_report_and_printed(tmp_path):
@@ -84,8 +109,8 @@ def test_recovery_is_written_to_the_report_and_printed(tmp_path):
     report = build_report(run)
     text = report.read_text()
     assert "## What distillation recovered (mopd)" in text
-    assert "| toy-math | math <- math | 47.0 ± 3.0 | 40.0 ± 3.0 (swe) | 46.0 ± 3.0 | +7.0 | +6.0 | recovered |" in text
-    assert "recovered 1 (toy-math), partly 1 (toy-arena)" in text
+    row = "| toy-math | math <- math | 60.0 ± 2.0 | 40.0 ± 2.0 (swe) | 58.0 ± 2.0 | +20.0 ± 2.8 | +18.0 ± 2.8 "
+    assert row in text
     assert "teacher scoring 25%" in text  # 1.0 s of 4.0 s of steps
     assert "![mopd: reverse KL and response length per domain](plots/06-mopd-domains.png)" in text
     assert (run / "plots" / "06-mopd-domains.png").read_bytes().startswith(b"\x89PNG")
@@ -97,14 +122,23 @@ def test_recovery_is_written_to_the_report_and_printed(tmp_path):
         "not recovered",
     ]
     assert [s["kind"] for s in data["stages"]][-1] == "distill"
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=250)
     print_summary(data, console)
     printed = console.export_text()
-    assert "What distillation recovered (mopd)" in printed and "46.0 ± 3.0" in printed
+    assert "What distillation recovered (mopd)" in printed and "58.0 ± 2.0" in printed
+    assert "toy-math recovered" in printed
 
 
-def test_a_loss_within_the_noise_is_said_to_be_inconclusive():
-    row = RecoveryRow("b", "d", Measured("t", 50, 4), Measured("s", 48, 4), Measured("m", 49, 4))
-    assert row.lost == 2 and row.verdict == "recovered"  # 49 >= 50 - 5.7
-    sentence = summary_sentence(Recovery("mopd", [row], {"steps": 1}))
-    assert "not conclusive: the loss on b" in sentence
+def test_a_loss_within_twice_its_error_is_noise():
+    row = RecoveryRow(
+        "b",
+        "d",
+        Measured("t", 50, 2),
+        Measured("s", 47, 2),
+        Measured("m", 47, 2),
+        Change(3, 2),
+        Change(0, 2),
+        Change(-3, 2),
+    )
+    assert row.verdict == "lost within noise"
+    assert "Below it within noise: b." in summary_sentence(Recovery("mopd", [row], {"steps": 1}))

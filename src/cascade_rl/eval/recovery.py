@@ -1,23 +1,26 @@
 """What a distillation stage won back (Nemotron-Cascade 2's multi-domain on-policy distillation;
 docs/mopd.md): for every teacher that is a stage checkpoint, its own benchmark's value after that
 stage (the teacher), after the stage the student started from, and after distillation, each with
-its standard error over prompts, and whether what was lost came back; plus what the stage cost.
+its standard error over prompts; what was lost and what distillation changed, with errors paired
+over prompts; whether the loss came back; plus what the stage cost.
 
 Inputs, as the engine writes them: the distill stage's ``distill.json`` (the student's starting
-checkpoint and each domain's teacher with its stage directory), every stage's ``eval.json`` and
-``stage.json``, and the ``recipe.json`` of the run a teacher stage belongs to (its
-``eval.targets`` say which benchmark is that stage's own). :func:`add_recovery` appends the
-section to ``report.md`` and a ``recovery`` list to ``report.json``; :func:`print_recovery`
-prints the table after a run.
+checkpoint and each domain's teacher with its stage directory), every stage's ``eval.json``,
+evaluation samples and ``stage.json``, and the ``recipe.json`` of the run a teacher stage belongs
+to (its ``eval.targets`` say which benchmark is that stage's own). :func:`add_recovery` appends
+the section to ``report.md`` (with a plot of the per-domain reverse KL) and a ``recovery`` list to
+``report.json``; :func:`print_recovery` prints the table after a run.
 
-Verdicts (differences of values measured on the same prompts; their standard errors are
-combined as if independent, which overstates the noise):
+Every stage is evaluated on the same prompts, so each difference has the *paired* standard error
+of the report (:func:`cascade_rl.eval.report.change`; the two errors combined as if independent
+where the samples are missing). A difference is **significant** when it exceeds twice its error,
+the report's rule for forgetting. Verdicts:
 
 * **nothing lost** -- the start value is not below the teacher's;
-* **recovered** -- something was lost, distillation raised the benchmark, and its value is at
-  least the teacher's minus one standard error of that difference;
-* **partly recovered** -- raised, but less than that;
-* **not recovered** -- something was lost and distillation did not raise it.
+* **lost within noise** -- below, but not significantly;
+* **recovered** -- significantly lost, and after distillation not significantly below the teacher;
+* **partly recovered** -- still significantly below the teacher, but significantly raised;
+* **not recovered** -- neither.
 """
 
 from __future__ import annotations
@@ -29,7 +32,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.eval.report import format_duration, format_table, read_eval, read_metrics, recipe_targets
+from cascade_rl.eval.report import (
+    Change,
+    StageRecord,
+    change,
+    format_duration,
+    format_table,
+    load_stages,
+    read_metrics,
+    recipe_targets,
+)
 
 
 @dataclass
@@ -48,35 +60,37 @@ class Measured:
 
 @dataclass
 class RecoveryRow:
-    """One teacher's own benchmark across the three checkpoints."""
+    """One teacher's own benchmark across the three checkpoints; ``lost`` is teacher - start,
+    ``changed`` distillation - start, ``gap`` distillation - teacher."""
 
     benchmark: str
     domain: str
     teacher: Measured
     start: Measured
     after: Measured
-
-    @property
-    def lost(self) -> float | None:
-        return _difference(self.teacher, self.start)
-
-    @property
-    def regained(self) -> float | None:
-        return _difference(self.after, self.start)
+    lost: Change | None = None
+    changed: Change | None = None
+    gap: Change | None = None
 
     @property
     def verdict(self) -> str:
-        lost, regained, gap = self.lost, self.regained, _difference(self.after, self.teacher)
-        if lost is None or regained is None or gap is None:
+        if self.lost is None or self.changed is None or self.gap is None:
             return "not measured"
-        if lost <= 0:
+        if self.lost.delta <= 0:
             return "nothing lost"
-        if regained <= 0:
-            return "not recovered"
-        return "recovered" if gap >= -_combined(self.after, self.teacher) else "partly recovered"
+        if not significant(self.lost):
+            return "lost within noise"
+        if not significant(Change(-self.gap.delta, self.gap.stderr)):
+            return "recovered"
+        return "partly recovered" if significant(self.changed) else "not recovered"
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "lost": self.lost, "regained": self.regained, "verdict": self.verdict}
+        return {**asdict(self), "verdict": self.verdict}
+
+
+def significant(difference: Change) -> bool:
+    """Above zero by more than twice its standard error (any positive value when it is unknown)."""
+    return difference.delta > 2.0 * (difference.stderr or 0.0)
 
 
 @dataclass
@@ -94,54 +108,76 @@ class Recovery:
         return {"stage": self.stage, "rows": rows, "cost": self.cost, "plot": self.plot}
 
 
-def _difference(a: Measured, b: Measured) -> float | None:
-    return None if a.value is None or b.value is None else a.value - b.value
-
-
-def _combined(a: Measured, b: Measured) -> float:
-    return math.sqrt((a.stderr or 0.0) ** 2 + (b.stderr or 0.0) ** 2)
-
-
 # ---------------------------------------------------------------------------- reading
 
 
-def _stage_name(stage_dir: Path) -> str:
-    path = stage_dir / "stage.json"
-    return str(json.loads(path.read_text()).get("name", stage_dir.name)) if path.exists() else stage_dir.name
+class Stages:
+    """Finished stages (with their evaluation samples) by directory, each run read once."""
+
+    def __init__(self) -> None:
+        self.records: dict[Path, StageRecord] = {}
+        self.runs: set[Path] = set()
+
+    def get(self, stage_dir: Path | None) -> StageRecord | None:
+        if stage_dir is None:
+            return None
+        stage_dir = Path(stage_dir).resolve()
+        if stage_dir.parent not in self.runs:
+            self.runs.add(stage_dir.parent)
+            for record in load_stages(stage_dir.parent, samples=True)[0]:
+                self.records[record.directory.resolve()] = record
+        return self.records.get(stage_dir)
 
 
-def measured(stage_dir: Path | None, benchmark: str) -> Measured:
-    if stage_dir is None:
+def measured(record: StageRecord | None, benchmark: str) -> Measured:
+    if record is None:
         return Measured("—", None, None)
-    values, _, stderr = read_eval(stage_dir / "eval.json")
-    return Measured(_stage_name(stage_dir), values.get(benchmark), stderr.get(benchmark))
+    return Measured(record.name, record.eval.get(benchmark), record.eval_stderr.get(benchmark))
 
 
-def stage_recovery(stage_dir: Path) -> Recovery | None:
+def difference(before: StageRecord | None, after: StageRecord | None, benchmark: str) -> Change | None:
+    """``after - before`` with its paired standard error (combined errors without samples)."""
+    if before is None or after is None:
+        return None
+    found = change(before, after, benchmark)
+    if found is None or found.stderr is not None:
+        return found
+    errors = [record.eval_stderr.get(benchmark) for record in (before, after)]
+    combined = math.sqrt(sum(e * e for e in errors)) if all(e is not None for e in errors) else None
+    return Change(found.delta, combined)
+
+
+def stage_recovery(stage_dir: Path, stages: Stages | None = None) -> Recovery | None:
     """The recovery of the distill stage in ``stage_dir`` (None when it has no ``distill.json``)."""
     record_path = stage_dir / "distill.json"
     if not record_path.exists():
         return None
+    stages = stages or Stages()
     record = json.loads(record_path.read_text())
-    start_dir = Path(record["student_stage_dir"]) if record.get("student_stage_dir") else None
+    start = stages.get(Path(record["student_stage_dir"]) if record.get("student_stage_dir") else None)
+    after = stages.get(stage_dir)
     rows = []
     for domain, teacher in record["teachers"].items():
         if not teacher.get("stage_dir"):
             continue  # a checkpoint from outside any run, or a server: no evaluation to compare with
-        teacher_dir = Path(teacher["stage_dir"])
-        benchmark = recipe_targets(teacher_dir.parent)[0].get(_stage_name(teacher_dir))
+        taught_by = stages.get(Path(teacher["stage_dir"]))
+        benchmark = recipe_targets(Path(teacher["stage_dir"]).parent)[0].get(taught_by.name) if taught_by else None
         if benchmark is None:
             continue
         rows.append(
             RecoveryRow(
                 benchmark,
                 domain,
-                measured(teacher_dir, benchmark),
-                measured(start_dir, benchmark),
-                measured(stage_dir, benchmark),
+                measured(taught_by, benchmark),
+                measured(start, benchmark),
+                measured(after, benchmark),
+                lost=difference(start, taught_by, benchmark),
+                changed=difference(start, after, benchmark),
+                gap=difference(taught_by, after, benchmark),
             )
         )
-    return Recovery(_stage_name(stage_dir), rows, stage_cost(stage_dir), stage_dir)
+    name = after.name if after else stage_dir.name
+    return Recovery(name, rows, stage_cost(stage_dir), stage_dir)
 
 
 def stage_cost(stage_dir: Path) -> dict[str, Any]:
@@ -161,11 +197,11 @@ def stage_cost(stage_dir: Path) -> dict[str, Any]:
 
 def run_recovery(run_dir: Path) -> list[Recovery]:
     """Every finished distill stage of the run, in order."""
-    found = []
+    stages, found = Stages(), []
     for stage_dir in sorted(path for path in Path(run_dir).iterdir() if path.is_dir()):
         status_path = stage_dir / "stage.json"
         if status_path.exists() and json.loads(status_path.read_text()).get("status") == "done":
-            recovery = stage_recovery(stage_dir)
+            recovery = stage_recovery(stage_dir, stages)
             if recovery is not None:
                 found.append(recovery)
     return found
@@ -180,7 +216,7 @@ COLUMNS = (
     "student start",
     "after distillation",
     "lost",
-    "regained",
+    "distillation changed",
     "verdict",
 )
 
@@ -194,8 +230,8 @@ def table_rows(recovery: Mapping[str, Any] | Recovery) -> list[list[str]]:
             row.teacher.text(),
             f"{row.start.text()} ({row.start.stage})",
             row.after.text(),
-            _signed(row.lost),
-            _signed(row.regained),
+            row.lost.text() if row.lost else "—",
+            row.changed.text() if row.changed else "—",
             row.verdict,
         ]
         for row in rows
@@ -203,38 +239,29 @@ def table_rows(recovery: Mapping[str, Any] | Recovery) -> list[list[str]]:
 
 
 def _row_from_json(data: Mapping[str, Any]) -> RecoveryRow:
-    return RecoveryRow(
-        data["benchmark"],
-        data["domain"],
-        Measured(**data["teacher"]),
-        Measured(**data["start"]),
-        Measured(**data["after"]),
-    )
-
-
-def _signed(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.1f}"
+    changes = {key: Change(**data[key]) if data.get(key) else None for key in ("lost", "changed", "gap")}
+    measures = {key: Measured(**data[key]) for key in ("teacher", "start", "after")}
+    return RecoveryRow(data["benchmark"], data["domain"], **measures, **changes)
 
 
 def summary_sentence(recovery: Recovery) -> str:
-    lost = [row for row in recovery.rows if row.verdict not in ("nothing lost", "not measured")]
-    back = [row for row in lost if row.verdict == "recovered"]
-    partly = [row for row in lost if row.verdict == "partly recovered"]
-    if not lost:
-        text = "No teacher's own benchmark had fallen below the teacher's value when distillation started."
+    """The verdicts in words: what had been lost, what came back, what distillation lowered."""
+    lost = [row for row in recovery.rows if row.verdict in ("recovered", "partly recovered", "not recovered")]
+    noise = [row.benchmark for row in recovery.rows if row.verdict == "lost within noise"]
+    if lost:
+        words = [f"{row.benchmark} {row.verdict}" for row in lost]
+        text = f"Significantly below its teacher when distillation started: {len(lost)} ({'; '.join(words)})."
     else:
-        text = (
-            f"{len(lost)} benchmark(s) had fallen below their teacher's value; distillation recovered "
-            f"{len(back)} ({', '.join(r.benchmark for r in back) or 'none'}), partly {len(partly)}"
-            f"{' (' + ', '.join(r.benchmark for r in partly) + ')' if partly else ''}."
-        )
-    noisy = [
+        text = "No teacher's own benchmark was significantly below the teacher when distillation started."
+    if noise:
+        text += f" Below it within noise: {', '.join(noise)}."
+    lowered = [
         row.benchmark
         for row in recovery.rows
-        if row.lost is not None and abs(row.lost) < _combined(row.teacher, row.start)
+        if row.changed and significant(Change(-row.changed.delta, row.changed.stderr))
     ]
-    if noisy:
-        text += f" Within one standard error, so not conclusive: the loss on {', '.join(noisy)}."
+    if lowered:
+        text += f" Distillation significantly lowered: {', '.join(lowered)}."
     return text
 
 
@@ -264,8 +291,9 @@ def markdown(recoveries: Sequence[Recovery]) -> str:
             f"## What distillation recovered ({recovery.stage})",
             "",
             "Per teacher, its own benchmark after its own stage, after the stage the student started from, and "
-            "after distillation (percent ± standard error over prompts); lost = own stage - start, "
-            "regained = distillation - start, in points.",
+            "after distillation (percent ± standard error over prompts); lost = own stage - start and "
+            "distillation changed = after distillation - start, in points ± their standard error paired over "
+            "prompts. A difference counts when it exceeds twice its error.",
             "",
             format_table(table_rows(recovery), COLUMNS) if recovery.rows else "(no teacher is an evaluated stage)",
             "",
@@ -277,7 +305,7 @@ def markdown(recoveries: Sequence[Recovery]) -> str:
     return "\n".join(lines)
 
 
-def plot_domains(stage_dir: Path, path: Path) -> Path | None:
+def plot_domains(stage_dir: Path, name: str, path: Path) -> Path | None:
     """Per domain and step: the mean reverse KL to its teacher and the response length."""
     metrics, _ = read_metrics(stage_dir / "metrics.jsonl")
     domains = sorted({key.split("/")[1] for row in metrics for key in row if _is_domain_kl(key)})
@@ -292,7 +320,7 @@ def plot_domains(stage_dir: Path, path: Path) -> Path | None:
             points = [(row["step"], row[key]) for row in metrics if key in row]
             axes.plot([x for x, _ in points], [y for _, y in points], label=domain)
     for axes, title in ((kl_axes, "reverse KL to the teacher per token"), (length_axes, "response length (tokens)")):
-        axes.set_title(f"{_stage_name(stage_dir)}: {title}")
+        axes.set_title(f"{name}: {title}")
         axes.set_xlabel("step")
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
@@ -313,7 +341,9 @@ def add_recovery(run_dir: Path, report_path: Path) -> None:
     (Path(run_dir) / "plots").mkdir(exist_ok=True)
     for recovery in recoveries:
         assert recovery.directory is not None
-        plot = plot_domains(recovery.directory, Path(run_dir) / "plots" / f"{recovery.directory.name}-domains.png")
+        plot = plot_domains(
+            recovery.directory, recovery.stage, Path(run_dir) / "plots" / f"{recovery.directory.name}-domains.png"
+        )
         recovery.plot = str(plot.relative_to(run_dir)) if plot else None
     with open(report_path, "a", encoding="utf-8") as handle:
         handle.write("\n" + markdown(recoveries))
@@ -334,4 +364,6 @@ def print_recovery(report: Mapping[str, Any], console: Any) -> None:
         for row in table_rows(recovery):
             table.add_row(*row)
         console.print(table)
+        rows = [_row_from_json(row) for row in recovery["rows"]]
+        console.print(summary_sentence(Recovery(recovery["stage"], rows, recovery["cost"])))
         console.print(cost_sentence(recovery["cost"]))
