@@ -56,7 +56,7 @@ import torch
 from cascade_rl.chat import stop_token_ids, with_mode, with_tools
 from cascade_rl.data.loading import LoadReport, as_messages, load_sources, read_rows, resolve_path
 from cascade_rl.data.rows import rename_fields
-from cascade_rl.recipe import CurriculumStep, DistillStage, GRPOStage, RecipeError, Runtime
+from cascade_rl.recipe import CurriculumStep, DistillStage, DynamicFilter, GRPOStage, RecipeError, Runtime
 from cascade_rl.rewards.adapter import ScoredBatch
 from cascade_rl.serve.protocol import is_server
 from cascade_rl.train import distributed
@@ -287,8 +287,6 @@ class DomainModeSchedule(PromptSchedule):
     one their domain trained in), instead of modes split per batch."""
 
     def __init__(self, modes: Sequence[str], *, prompts_per_batch: int, seed: int):
-        from cascade_rl.recipe import DynamicFilter
-
         super().__init__(
             range(len(modes)),
             prompts_per_batch=prompts_per_batch,
@@ -319,17 +317,9 @@ class RolloutRecorder:
             for p, m, d, ids in zip(_pidx, _mode, _domain, completion_ids)
         ]
         rollouts = [rollout for part in distributed.gather(local) for rollout in part]
+        prompt_indices, modes, domains, lengths, truncated = (list(column) for column in zip(*rollouts))
         if self.on_scored is not None:
-            self.on_scored(
-                ScoredBatch(
-                    [0.0] * len(rollouts),
-                    [r[2] for r in rollouts],
-                    [r[1] for r in rollouts],
-                    [r[0] for r in rollouts],
-                    [r[4] for r in rollouts],
-                    [r[3] for r in rollouts],
-                )
-            )
+            self.on_scored(ScoredBatch([0.0] * len(rollouts), domains, modes, prompt_indices, truncated, lengths))
         return [0.0] * len(completion_ids)
 
 
