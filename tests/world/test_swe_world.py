@@ -85,12 +85,17 @@ def test_reproduction_test_reproduces_on_the_bug_and_resolves_on_the_fix(tmp_pat
         assert result.stdout.strip() == expected, result.stderr
 
 
-def test_repair_trace_writes_the_lines_as_the_edit_does():
-    """Issue, trace and edit write the buggy line with the file's indentation (one tokenisation
-    of the code throughout; docs/toy-world.md, "SWE")."""
+def test_repair_edit_runs_from_the_def_line_through_the_change():
+    """The edit's SEARCH starts at the buggy function's ``def`` line (the name the issue gives
+    anchors the copy of the file's lines) and ends at the changed line; the trace names the file,
+    the function and the change (docs/toy-world.md, "SWE")."""
     rng = random.Random(5)
-    instance = swe.swe_instance(rng)
-    reasoning, answer = swe.repair_answer(instance)
-    assert f"The faulty line:\n{instance.search}The fixed line:\n{instance.replace.rstrip()}" in reasoning
-    assert instance.problem_statement.endswith(f"The faulty line:\n{instance.search.rstrip()}")
-    assert f"<<<<<<< SEARCH\n{instance.search}=======\n{instance.replace}>>>>>>> REPLACE" in answer
+    for instance in (swe.swe_instance(rng) for _ in range(20)):
+        search, replace = instance.edit
+        assert search.startswith(f"def {instance.function.name}(") and search.endswith(instance.search)
+        assert replace.startswith(f"def {instance.function.name}(") and replace.endswith(instance.replace)
+        assert instance.files[instance.path].count(search) == 1
+        reasoning, answer = swe.repair_answer(instance)
+        assert reasoning.startswith(f"The bug is in {instance.path}, function {instance.function.name}: ")
+        assert f"<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE" in answer
+        assert instance.problem_statement.endswith(f"The faulty line:\n{instance.search.rstrip()}")

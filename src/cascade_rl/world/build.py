@@ -163,7 +163,7 @@ def scaffolding() -> list[str]:
     import string
 
     pieces: list[str] = []
-    for template in swe.prompt_templates():
+    for template in swe.prompt_templates() + swe.generator_templates():
         pieces += [literal for literal, *_ in string.Formatter().parse(template) if literal.strip()]
     pieces += instructions.all_descriptions()
     return pieces

@@ -3,8 +3,10 @@
 
 A repository is a package of two or three modules of short functions plus a test file, as
 ``files: {path: content}``. One function gets a bug (an operator, a constant, a comparison or a
-loop bound changed); the issue names the function by its dotted path, quotes the faulty line
-and says what is wrong.
+loop bound changed); the issue names the file and the function, says what is wrong and quotes
+the faulty line as the file has it (indented, on its own line), so issue, file and answer write
+the code with the same tokens. The repair edit's SEARCH runs from the function's ``def`` line
+through the faulty line: the name the issue gives anchors the copy of the file's lines.
 From one instance the world makes the three SFT samples of the Agentless pipeline, each with
 the prompts of appendix C.2 (:mod:`cascade_rl.swe.prompts`):
 
@@ -21,8 +23,9 @@ and the RL repair prompt (domain ``swe``: ``files`` + ``golden_patch``), shown e
 file only or the buggy file with another module in shuffled order (the paper's ground-truth-only
 and mixed prompts). Names are single words from small lists (:mod:`.vocab`): a tiny model
 learned to copy numbers long before it could copy multi-piece identifiers such as
-``geo_amount.find_depth`` (docs/toy-world.md); code is still varied enough that training
-repositories rarely share a 9-gram with test ones.
+``geo_amount.find_depth`` (docs/toy-world.md). The fixed text of the issues, traces and function
+bodies (:func:`generator_templates`) is decontamination scaffolding, like the prompt templates:
+instances are told apart by their names, numbers and code order.
 """
 
 from __future__ import annotations
@@ -52,6 +55,31 @@ class Function:
     probe: tuple[Any, ...]
 
 
+#: Per bug kind, the issue's description of the bug and the repair trace's note (str.format
+#: templates), and the function body (with ``{{op}}``-style slots). Their fixed text, like the
+#: prompt templates', is scaffolding for decontamination: two repositories share it whatever
+#: their names, so only names, numbers and code order tell instances apart (docs/toy-world.md).
+TEXTS = {
+    "operator": ("it should {right} {x} and {y}, but it {wrong}s them", "it uses {bad} where it should use {good}"),
+    "constant": ("it should use {right}, but it uses {wrong}", "the constant should be {right}, not {wrong}"),
+    "comparison": (
+        "the check should be `{x} {right} {limit}`, but it is wrong at {limit}",
+        "the comparison should be {right}, not {wrong}",
+    ),
+    "loop": ("the loop leaves out {n} itself", "the range should stop at {n} + 1"),
+    "start": ("it starts {x} at 1 instead of 0", "{x} should start at 0"),
+}
+BODIES = {
+    "operator": "def {n}({x}, {y}):\n    return {x} {op} {y}\n",
+    "constant": "def {n}({x}):\n    return {x} {op} {k}\n",
+    "comparison": "def {n}({x}):\n    if {x} {cmp} {k}:\n        return 0\n    return {x}\n",
+    "loop": "def {name}({n}):\n    {x} = 0\n    for {i} in range(1, {stop}):\n"
+    "        {x} += {i} * {f}\n    return {x}\n",
+    "start": "def {n}({items}):\n    {x} = {start}\n    for {item} in {items}:\n"
+    "        {x} += {item}\n    return {x}\n",
+}
+
+
 def _identifiers(rng: random.Random, count: int) -> list[str]:
     return rng.sample(VARIABLES, count)
 
@@ -60,13 +88,13 @@ def _arithmetic(rng: random.Random) -> Function:
     x, y = _identifiers(rng, 2)
     name = pick(rng, FUNCTIONS)
     right, wrong = rng.sample(sorted(OPERATORS), 2)
-    body = "def {n}({x}, {y}):\n    return {x} {op} {y}\n"
+    body, (issue, note) = BODIES["operator"], TEXTS["operator"]
     return Function(
         name,
         body.format(n=name, x=x, y=y, op=right),
         body.format(n=name, x=x, y=y, op=wrong),
-        f"it should {OPERATORS[right]} {x} and {y}, but it {OPERATORS[wrong]}s them",
-        f"it uses {wrong} where it should use {right}",
+        issue.format(right=OPERATORS[right], x=x, y=y, wrong=OPERATORS[wrong]),
+        note.format(bad=wrong, good=right),
         (7, 3),
     )
 
@@ -77,13 +105,13 @@ def _constant(rng: random.Random) -> Function:
     op = pick(rng, sorted(OPERATORS))
     right = rng.randint(2, 20)
     wrong = right + pick(rng, (-1, 1))
-    body = "def {n}({x}):\n    return {x} {op} {k}\n"
+    body, (issue, note) = BODIES["constant"], TEXTS["constant"]
     return Function(
         name,
         body.format(n=name, x=x, op=op, k=right),
         body.format(n=name, x=x, op=op, k=wrong),
-        f"it should use {right}, but it uses {wrong}",
-        f"the constant should be {right}, not {wrong}",
+        issue.format(right=right, wrong=wrong),
+        note.format(right=right, wrong=wrong),
         (5,),
     )
 
@@ -94,13 +122,13 @@ def _threshold(rng: random.Random) -> Function:
     right = pick(rng, sorted(COMPARISONS))
     wrong = COMPARISONS[right]
     limit = rng.randint(3, 50)
-    body = "def {n}({x}):\n    if {x} {cmp} {k}:\n        return 0\n    return {x}\n"
+    body, (issue, note) = BODIES["comparison"], TEXTS["comparison"]
     return Function(
         name,
         body.format(n=name, x=x, cmp=right, k=limit),
         body.format(n=name, x=x, cmp=wrong, k=limit),
-        f"the check should be `{x} {right} {limit}`, but it is wrong at {limit}",
-        f"the comparison should be {right}, not {wrong}",
+        issue.format(x=x, right=right, limit=limit),
+        note.format(right=right, wrong=wrong),
         (limit,),
     )
 
@@ -109,30 +137,23 @@ def _loop(rng: random.Random) -> Function:
     x, n = _identifiers(rng, 2)
     name = pick(rng, FUNCTIONS)
     factor, index = rng.randint(2, 9), pick(rng, ("i", "j"))
-    body = "def {name}({n}):\n    {x} = 0\n    for {i} in range(1, {stop}):\n        {x} += {i} * {f}\n    return {x}\n"
+    body, (issue, note) = BODIES["loop"], TEXTS["loop"]
     fixed = body.format(name=name, n=n, x=x, i=index, f=factor, stop=f"{n} + 1")
     buggy = body.format(name=name, n=n, x=x, i=index, f=factor, stop=n)
-    return Function(
-        name,
-        fixed,
-        buggy,
-        f"the loop leaves out {n} itself",
-        f"the range should stop at {n} + 1",
-        (4,),
-    )
+    return Function(name, fixed, buggy, issue.format(n=n), note.format(n=n), (4,))
 
 
 def _start(rng: random.Random) -> Function:
     x, item = _identifiers(rng, 2)
     name = pick(rng, FUNCTIONS)
-    body = "def {n}({items}):\n    {x} = {start}\n    for {item} in {items}:\n        {x} += {item}\n    return {x}\n"
+    body, (issue, note) = BODIES["start"], TEXTS["start"]
     fields = {"n": name, "x": x, "item": item, "items": f"{item}_list"}
     return Function(
         name,
         body.format(start=0, **fields),
         body.format(start=1, **fields),
-        f"it starts {x} at 1 instead of 0",
-        f"{x} should start at 0",
+        issue.format(x=x),
+        note.format(x=x),
         ([2, 3],),
     )
 
@@ -179,6 +200,13 @@ class Instance:
         return _changed_lines(self.files[self.path], self.fixed_files[self.path])[1]
 
     @property
+    def edit(self) -> tuple[str, str]:
+        """The repair edit's SEARCH and REPLACE texts: the buggy function from its ``def`` line
+        through the changed line(s), and the same lines fixed. Starting at the ``def`` line
+        anchors the copy: the name the issue gives, then the file's lines in order."""
+        return _through_change(self.function.buggy, self.function.fixed)
+
+    @property
     def dotted(self) -> str:
         return self.path.removesuffix(".py").replace("/", ".") + "." + self.function.name
 
@@ -191,6 +219,15 @@ def _changed_lines(before: str, after: str) -> tuple[str, str]:
     while end < min(len(old), len(new)) - start - 1 and old[-1 - end] == new[-1 - end]:
         end += 1
     return "".join(old[start : len(old) - end]), "".join(new[start : len(new) - end])
+
+
+def _through_change(before: str, after: str) -> tuple[str, str]:
+    """Both texts from their first line through their last changed line."""
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    end = 0
+    while end < min(len(old), len(new)) - 1 and old[-1 - end] == new[-1 - end]:
+        end += 1
+    return "".join(old[: len(old) - end]), "".join(new[: len(new) - end])
 
 
 def random_instance(rng: random.Random) -> Instance:
@@ -216,9 +253,9 @@ def random_instance(rng: random.Random) -> Instance:
     return Instance(files, fixed, path, target, kind, issue_text(path, target))
 
 
-#: The words before the quoted lines in the issue and the repair trace: the same words before the
-#: same line, so the trace copies the line from the issue (docs/toy-world.md, "SWE").
-FAULTY_LINE, FIXED_LINE = "The faulty line:", "The fixed line:"
+#: The issue and the start of the repair trace (str.format templates).
+ISSUE = "Bug in {path}, function {name}: {what}. The faulty line:\n{line}"
+TRACE = "The bug is in {path}, function {name}: {note}."
 
 
 def issue_text(path: str, function: Function) -> str:
@@ -226,7 +263,7 @@ def issue_text(path: str, function: Function) -> str:
     in the file (indented, on its own line), so the issue, the file and the edit write the code
     with the same tokens (docs/toy-world.md, "SWE")."""
     line = _changed_lines(function.buggy, function.fixed)[0]
-    return f"Bug in {path}, function {function.name}: {function.issue}. {FAULTY_LINE}\n{line.rstrip()}"
+    return ISSUE.format(path=path, name=function.name, what=function.issue, line=line.rstrip())
 
 
 def structure(files: dict[str, str]) -> str:
@@ -300,6 +337,11 @@ def _check_style(style: str) -> None:
         raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {style!r}")
 
 
+def generator_templates() -> list[str]:
+    """The fixed text of the toy repositories, issues and traces (decontamination scaffolding)."""
+    return [ISSUE, TRACE, *BODIES.values(), *(text for pair in TEXTS.values() for text in pair)]
+
+
 def prompt_templates() -> list[str]:
     """Every SWE prompt template of both styles (their fixed text is decontamination scaffolding)."""
     from cascade_rl.swe import prompts
@@ -317,14 +359,9 @@ def prompt_templates() -> list[str]:
 def repair_answer(instance: Instance) -> tuple[str, str]:
     """The gold (reasoning, answer) of the repair step: where the bug is, the line to change,
     then one SEARCH/REPLACE edit inside ``<solution>``."""
-    reasoning = (
-        f"The bug is in {instance.path}, function {instance.function.name}: {instance.function.fix_note}. "
-        f"{FAULTY_LINE}\n{instance.search}{FIXED_LINE}\n{instance.replace.rstrip()}"
-    )
-    edit = (
-        f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{instance.search}=======\n"
-        f"{instance.replace}>>>>>>> REPLACE\n```"
-    )
+    reasoning = TRACE.format(path=instance.path, name=instance.function.name, note=instance.function.fix_note)
+    search, replace = instance.edit
+    edit = f"```diff\n### {instance.path}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n```"
     return reasoning, f"<solution>\n{edit}\n</solution>"
 
 
@@ -445,6 +482,7 @@ def well_formed(instance: Instance) -> bool:
     return (
         len(names) == len(set(names))
         and instance.files[instance.path].count(instance.search) == 1
+        and instance.files[instance.path].count(instance.edit[0]) == 1
         and probe_differs(instance)
     )
 
