@@ -6,7 +6,7 @@ cascade swe ...           the Agentless SWE pipeline (localise, repair, validate
 cascade tts ...           test-time scaling for competitive programming (IOI-style loop, judge)
 cascade elo C S.jsonl     Codeforces Elo per contest and the mean (appendix E)
 cascade data ...          data curation: convert, dedup, decontaminate, check-disjoint, difficulty, offtopic
-cascade serve ...         serve a reward model over vLLM's Pooling API (for the RLHF / IF+RM rewards)
+cascade serve ...         serve a reward model (vLLM's Pooling API) or a distillation teacher (prompt_logprobs)
 cascade compare A B ...   runs side by side: final values, gains over SFT, largest falls, cost
 """
 
@@ -34,9 +34,6 @@ def _mount_swe() -> None:
     app.add_typer(swe_app, name="swe")
 
 
-_mount_swe()
-
-
 def _mount_tts() -> None:
     from cascade_rl.tts.cli import app as tts_app
     from cascade_rl.tts.cli import elo_command
@@ -45,16 +42,10 @@ def _mount_tts() -> None:
     app.command("elo")(elo_command)
 
 
-_mount_tts()
-
-
 def _mount_data() -> None:
     from cascade_rl.data.cli import app as data_app
 
     app.add_typer(data_app, name="data")
-
-
-_mount_data()
 
 
 def _mount_serve() -> None:
@@ -63,16 +54,10 @@ def _mount_serve() -> None:
     app.add_typer(serve_app, name="serve")
 
 
-_mount_serve()
-
-
 def _mount_compare() -> None:
     from cascade_rl.eval.compare import compare_command
 
     app.command("compare")(compare_command)
-
-
-_mount_compare()
 
 
 def _parse_options(pairs: list[str]) -> dict[str, dict]:
@@ -90,65 +75,6 @@ def _parse_options(pairs: list[str]) -> dict[str, dict]:
             parsed = value
         options.setdefault(domain, {})[name] = parsed
     return options
-
-
-@app.command()
-def score(
-    source: Path = typer.Argument(
-        ..., exists=True, dir_okay=False, help="JSONL: domain, prompt?, response, reference fields."
-    ),
-    output: Path | None = typer.Option(
-        None, "-o", "--output", help="Where to write the scored lines [default: IN.scored.jsonl]."
-    ),
-    workers: int = typer.Option(
-        4, "--workers", "-w", min=1, help="Parallel scorers (code runs in a sandbox pool of this size)."
-    ),
-    option: list[str] = typer.Option(
-        [], "--option", help="Scorer option DOMAIN.KEY=VALUE, e.g. math.language_penalty=-1 (repeatable)."
-    ),
-    wait: float = typer.Option(
-        60.0, "--wait", min=0.0, help="Seconds to wait for reward servers named in --option to answer."
-    ),
-) -> None:
-    """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm).
-
-    Writes every line back with `reward` and `details` and prints a summary per domain. Bad lines
-    are reported with their line number and get `reward: null`; the exit code is 1 if any. Reward
-    servers named in --option (a reward model, the SWE judge) must answer first (exit code 2).
-    """
-    from cascade_rl.rewards.registry import REGISTRY, PreflightError, preflight
-    from cascade_rl.scoring import score_file
-
-    target = output or source.with_suffix(".scored.jsonl")
-    options = _parse_options(option)
-    try:
-        for name, values in options.items():
-            if name in REGISTRY:
-                preflight(name, values, timeout=wait)
-    except PreflightError as error:
-        from rich.markup import escape
-
-        console.print(f"[red]error[/red]: {escape(str(error))}", highlight=False)
-        raise typer.Exit(2) from None
-    report = score_file(source, target, workers=workers, options=options)
-    table = Table(title=f"scored {report.total} lines -> {target}")
-    for column in ("domain", "count", "mean reward", "errors", "timeouts", "lines/s"):
-        table.add_column(column, justify="left" if column == "domain" else "right")
-    for name, summary in sorted(report.domains.items()):
-        table.add_row(
-            name,
-            str(summary.count),
-            f"{summary.mean_reward:.3f}",
-            str(summary.errors),
-            str(summary.timeouts),
-            f"{summary.lines_per_second:.1f}",
-        )
-    Console().print(table)
-    for number, problem in report.bad_lines:
-        console.print(f"[red]line {number}[/red]: {problem}")
-    if report.bad_lines:
-        console.print(f"[red]{len(report.bad_lines)} bad line(s)[/red] written with reward null")
-        raise typer.Exit(1)
 
 
 @app.command()
@@ -321,6 +247,73 @@ def report(
     path = build_report(run_dir)
     print_summary(json.loads(path.with_suffix(".json").read_text()))
     console.print(f"report: {path}")
+
+
+@app.command()
+def score(
+    source: Path = typer.Argument(
+        ..., exists=True, dir_okay=False, help="JSONL: domain, prompt?, response, reference fields."
+    ),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Where to write the scored lines [default: IN.scored.jsonl]."
+    ),
+    workers: int = typer.Option(
+        4, "--workers", "-w", min=1, help="Parallel scorers (code runs in a sandbox pool of this size)."
+    ),
+    option: list[str] = typer.Option(
+        [], "--option", help="Scorer option DOMAIN.KEY=VALUE, e.g. math.language_penalty=-1 (repeatable)."
+    ),
+    wait: float = typer.Option(
+        60.0, "--wait", min=0.0, help="Seconds to wait for reward servers named in --option to answer."
+    ),
+) -> None:
+    """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm).
+
+    Writes every line back with `reward` and `details` and prints a summary per domain. Bad lines
+    are reported with their line number and get `reward: null`; the exit code is 1 if any. Reward
+    servers named in --option (a reward model, the SWE judge) must answer first (exit code 2).
+    """
+    from cascade_rl.rewards.registry import REGISTRY, PreflightError, preflight
+    from cascade_rl.scoring import score_file
+
+    target = output or source.with_suffix(".scored.jsonl")
+    options = _parse_options(option)
+    try:
+        for name, values in options.items():
+            if name in REGISTRY:
+                preflight(name, values, timeout=wait)
+    except PreflightError as error:
+        from rich.markup import escape
+
+        console.print(f"[red]error[/red]: {escape(str(error))}", highlight=False)
+        raise typer.Exit(2) from None
+    report = score_file(source, target, workers=workers, options=options)
+    table = Table(title=f"scored {report.total} lines -> {target}")
+    for column in ("domain", "count", "mean reward", "errors", "timeouts", "lines/s"):
+        table.add_column(column, justify="left" if column == "domain" else "right")
+    for name, summary in sorted(report.domains.items()):
+        table.add_row(
+            name,
+            str(summary.count),
+            f"{summary.mean_reward:.3f}",
+            str(summary.errors),
+            str(summary.timeouts),
+            f"{summary.lines_per_second:.1f}",
+        )
+    Console().print(table)
+    for number, problem in report.bad_lines:
+        console.print(f"[red]line {number}[/red]: {problem}")
+    if report.bad_lines:
+        console.print(f"[red]{len(report.bad_lines)} bad line(s)[/red] written with reward null")
+        raise typer.Exit(1)
+
+
+# Order of `cascade --help`: the cascade's own commands first, then the tools around it.
+_mount_compare()
+_mount_tts()  # also `cascade elo`
+_mount_data()
+_mount_swe()
+_mount_serve()
 
 
 def main() -> None:

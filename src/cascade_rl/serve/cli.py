@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 app = typer.Typer(
-    help="Serve models for training: a reward model over vLLM's Pooling API.",
+    help="Serve models apart from the training processes: a reward model (vLLM's Pooling API) or a "
+    "distillation teacher (token log-probabilities, vLLM's prompt_logprobs).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -49,6 +50,35 @@ def reward_model(
         port=port,
         device=device,
         max_length=max_length,
+        batch_size=batch_size,
+        served_model_name=served_model_name,
+        log_level=log_level,
+    )
+
+
+@app.command("teacher")
+def teacher(
+    path: Path = typer.Argument(..., exists=True, file_okay=False, help="Teacher checkpoint (a causal LM)."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8001, min=1, max=65535, help="Port to listen on."),
+    device: str | None = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if available, else cpu)."),
+    batch_size: int = typer.Option(8, "--batch-size", min=1, help="Most sequences scored in one forward pass."),
+    served_model_name: str | None = typer.Option(
+        None, "--served-model-name", help="Name clients give as 'model' (URL #NAME) (default: PATH as given)."
+    ),
+    log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Serve a distillation teacher at http://HOST:PORT: the token log-probabilities of given text
+    (POST /v1/completions with prompt_logprobs, /tokenize, /detokenize), as `vllm serve PATH` does.
+    A distill stage points at it with teachers: {DOMAIN: "http://HOST:PORT#NAME"}."""
+    from cascade_rl.serve.teacher import serve_teacher
+
+    typer.echo(f"loading {path} ...", err=True)
+    serve_teacher(
+        str(path),
+        host=host,
+        port=port,
+        device=device,
         batch_size=batch_size,
         served_model_name=served_model_name,
         log_level=log_level,

@@ -22,7 +22,7 @@ processed_logprobs``; this server applies the request's temperature, as that mod
 and ``POST /detokenize`` (``{"tokens": [...]}`` -> ``{"prompt": text}``), as vLLM has them: the
 check that teacher and student share a tokenizer; ``GET /health``, ``GET /v1/models``.
 
-**Serving** (:func:`serve_teacher`): ``python -m cascade_rl.serve.teacher PATH --port 8001``
+**Serving** (:func:`serve_teacher`): ``cascade serve teacher PATH --port 8001``
 serves a transformers checkpoint on CPU or GPU with this protocol (no vLLM needed); requests
 that arrive together are scored together in forward passes of similar lengths. At scale:
 ``vllm serve PATH --served-model-name math-teacher``.
