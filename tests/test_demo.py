@@ -1,6 +1,8 @@
 """The embedded default (`make demo`, recipes/tiny.yaml), shortened to a few steps per stage:
 the whole cascade runs from a fresh directory on CPU and produces the report a user reads, in
-one process and under ``torchrun --nproc_per_node 2`` (gloo) with the same prompts."""
+one process and under ``torchrun --nproc_per_node 2`` (gloo) with the same prompts; then the
+joint-RL baseline (recipes/tiny-joint.yaml) from its SFT and RM checkpoints, and `cascade
+compare` of the two."""
 
 import json
 import os
@@ -37,7 +39,11 @@ SMALL_WORLD = {
 
 
 def shortened_tiny_recipe() -> dict:
-    recipe = yaml.safe_load((ROOT / "recipes" / "tiny.yaml").read_text())
+    return shortened_recipe(yaml.safe_load((ROOT / "recipes" / "tiny.yaml").read_text()))
+
+
+def shortened_recipe(recipe: dict) -> dict:
+    """A shipped tiny recipe at toy sizes: a small world and model, a few steps per stage."""
     recipe["world"].setdefault("sizes", {}).update(SMALL_WORLD)
     recipe["model"]["tiny"].update(hidden_size=32, num_layers=2, intermediate_size=64)
     for bench in recipe["eval"]["benchmarks"]:
@@ -143,3 +149,44 @@ def test_shortened_tiny_cascade_in_two_processes_trains_the_same_prompts(shorten
         if metrics.exists():  # one writer: one line per step
             steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
             assert steps == sorted(set(steps))
+
+
+def test_joint_baseline_starts_from_the_cascade_s_checkpoints_and_compares_with_it(one_process, tmp_path):
+    cascade_dir, _ = one_process
+    recipe = shortened_recipe(yaml.safe_load((ROOT / "recipes" / "tiny-joint.yaml").read_text()))
+    recipe["start_from"]["run"] = str(cascade_dir)
+    recipe["stages"][2]["curriculum"][0]["max_steps"] = 3
+    path = tmp_path / "tiny-joint-short.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    joint_dir = tmp_path / "joint"
+    run_cascade(path, joint_dir)
+
+    report, cascade = (json.loads((d / "report.json").read_text()) for d in (joint_dir, cascade_dir))
+    assert [s["stage"] for s in report["stages"]] == ["sft", "rm", "joint"]
+    assert report["stages"][:2] == cascade["stages"][:2]  # the same SFT and RM, not retrained
+    for stage in ("01-sft", "02-rm"):
+        assert (joint_dir / stage / "model").resolve() == (cascade_dir / stage / "model").resolve()
+    draws = [json.loads(line) for line in (joint_dir / "03-joint" / "substage-1" / "draws.jsonl").open()]
+    assert len(draws) == 3
+    for draw in draws:  # sources in order, 8 prompts each: rlhf, ifrl (no_think), math, code, swe (think)
+        for prompt, mode in zip(draw["prompts"], draw["modes"]):
+            assert mode == ("no_think" if 8 <= prompt < 16 else "think" if prompt >= 16 else mode)
+    steps = [json.loads(line) for line in (joint_dir / "03-joint" / "metrics.jsonl").open()]
+    assert len(steps) == 3 and all(s["rollouts/total"] == 4 for s in steps)
+
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("cascade")),
+            "compare",
+            str(cascade_dir),
+            str(joint_dir),
+            "--out",
+            str(tmp_path / "compare"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "## Gain over SFT" in result.stdout and f"{joint_dir.name} - {cascade_dir.name}" in result.stdout
+    assert (tmp_path / "compare" / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -146,3 +146,38 @@ def test_a_source_that_differs_or_has_not_finished_is_refused_before_any_compute
         check_source(missing)
     with pytest.raises(RecipeError, match="start_from.through: 'rl' is not a stage of this recipe; stages: sft, rm"):
         parse_recipe(recipe([SFT, RM], start_from={"run": str(source), "through": "rl"}))
+
+
+# ---------------------------------------------------------------- the shipped pair
+
+
+def test_tiny_joint_is_the_cascade_s_start_and_rl_compute_in_one_stage():
+    """recipes/tiny-joint.yaml starts from tiny.yaml's own SFT and RM stages, evaluates the same
+    benchmarks, and trains each domain's prompts at the cascade's rollouts and updates."""
+    from cascade_rl.recipe import GRPOStage, load_recipe
+
+    cascade, joint = load_recipe("recipes/tiny.yaml"), load_recipe("recipes/tiny-joint.yaml")
+    assert joint.start_from.run == "runs/tiny" and joint.start_from.through == "rm"
+    for section in ("model", "world", "runtime"):
+        assert getattr(joint, section) == getattr(cascade, section), section
+    assert joint.eval.benchmarks == cascade.eval.benchmarks
+    assert [s.model_dump() for s in joint.stages[:2]] == [s.model_dump() for s in cascade.stages[:2]]
+    rl = [s for s in cascade.stages if isinstance(s, GRPOStage)]
+    (stage,) = [s for s in joint.stages if isinstance(s, GRPOStage)]
+    steps = {s.name: sum(step.max_steps for step in s.curriculum) for s in rl}
+    assert stage.curriculum[0].max_steps == sum(steps.values())
+    assert (stage.prompts_per_batch, stage.rollouts_per_prompt) == (8, 8)
+    assert {(s.prompts_per_batch, s.rollouts_per_prompt, s.learning_rate) for s in rl} == {(8, 8, stage.learning_rate)}
+    # one epoch over the joint prompts = the prompts the cascade's stages drew
+    limits = {source.path.split("rl_")[1].removesuffix(".jsonl"): source.limit for source in stage.data}
+    assert limits == {name: count * 8 for name, count in steps.items()}
+    domains = {s.name: s.domain for s in rl}
+    assert {source.domain for source in stage.data} - {None} == {domains["rlhf"], domains["ifrl"]}
+    assert stage.thinking == {
+        domains["rlhf"]: "half",
+        domains["ifrl"]: "no_think",
+        "math": "think",
+        "code": "think",
+        "swe": "think",
+    }
+    assert [s.thinking for s in rl] == ["half", "no_think", "think", "think", "think"]
