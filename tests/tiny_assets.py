@@ -96,3 +96,12 @@ def answer_parity(response: str, *, answer: str, **_):
     from cascade_rl.rewards.base import Score
 
     return Score(float(int(answer) % 2 == 0))
+
+
+def answer_band(response: str, *, answer: str, **_):
+    """A reward fixed by the prompt's answer, whatever was generated: answer % 3 == 0 scores 1.0
+    (every sample solves it: too easy), == 1 scores -1.0 (none scores above zero: hopeless),
+    == 2 scores 0.3 (above zero, never solved: kept by the prompt filter)."""
+    from cascade_rl.rewards.base import Score
+
+    return Score({0: 1.0, 1: -1.0, 2: 0.3}[int(answer) % 3])

@@ -322,6 +322,25 @@ class DynamicFilter(Strict):
     pass_threshold: float = Field(1.0, description="A rollout is correct when its reward is at least this.")
 
 
+class PromptFilter(Strict):
+    """Hard-but-not-hopeless prompt selection before the stage trains (SPEC 6, SWE RL; see
+    cascade_rl.train.prompt_filter): the stage's starting policy samples every prompt."""
+
+    samples: int = Field(8, ge=1, description="Samples per prompt (paper, SWE: 8).")
+    solved_above: float = Field(
+        0.5, description="A sample solves its prompt when its reward is above this (paper: 0.5)."
+    )
+    drop_solved_at_or_above: float = Field(
+        0.5, gt=0, le=1, description="Drop a prompt when at least this share of its samples solve it (paper: 4 of 8)."
+    )
+    drop_hopeless: bool = Field(
+        True, description="Drop a prompt none of whose samples scores above hopeless_at_or_below."
+    )
+    hopeless_at_or_below: float = Field(
+        0.0, description="A prompt is hopeless when no sample scores above this (paper: 0, no non-zero similarity)."
+    )
+
+
 class Stabilisers(Strict):
     """The unstable-RLHF toolbox (SPEC 5): off by default, as in the paper's main runs."""
 
@@ -371,6 +390,9 @@ class GRPOStage(Strict):
         ..., min_length=1, description="Sub-stages, each from the previous sub-stage's checkpoint."
     )
     dynamic_filter: DynamicFilter = Field(default_factory=DynamicFilter, description="Epoch-level dynamic filtering.")
+    prompt_filter: PromptFilter | None = Field(
+        None, description="Keep only prompts that are hard but not hopeless for the starting policy (None = off)."
+    )
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
@@ -845,6 +867,7 @@ def field_help() -> dict[str, dict[str, str]]:
         "grpo stage": GRPOStage,
         "grpo curriculum[]": CurriculumStep,
         "grpo dynamic_filter": DynamicFilter,
+        "grpo prompt_filter": PromptFilter,
         "grpo stabilisers": Stabilisers,
         "distill stage": DistillStage,
         "eval stage": EvalStage,

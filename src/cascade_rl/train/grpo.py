@@ -65,6 +65,7 @@ from cascade_rl.train.common import (
 )
 from cascade_rl.train.curriculum import TruncationStopRule, merge_substage_metrics, run_substages
 from cascade_rl.train.filtering import MODES
+from cascade_rl.train.prompt_filter import kept_prompts
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
 
 log = logging.getLogger(__name__)
@@ -106,12 +107,25 @@ class RLData:
 def build_rl_data(stage: GRPOStage, *, seed: int, variables: Mapping[str, str] | None = None) -> RLData:
     """The stage's prompts, each row routed to its reward domain (a source's ``domain``, else the
     stage's, else the row's column) and put in its thinking mode (``half``: a row per mode)."""
+    prompts, report = load_rl_prompts(stage, seed=seed, variables=variables)
+    return rl_data_from(stage, prompts, report)
+
+
+def load_rl_prompts(
+    stage: GRPOStage, *, seed: int, variables: Mapping[str, str] | None = None
+) -> tuple[list[dict], LoadReport]:
+    """The stage's normalised prompts from all its data sources, and what loading skipped."""
     prompts, report = [], LoadReport()
     for source in stage.data:
         normalise = rl_normaliser(source.domain or stage.domain)
         part, part_report = load_sources([source], normalise, seed=seed, variables=dict(variables or {}))
         prompts += part
         report.merge(part_report)
+    return prompts, report
+
+
+def rl_data_from(stage: GRPOStage, prompts: Sequence[dict], report: LoadReport) -> RLData:
+    """Training rows of ``prompts``: one per thinking mode the prompt's domain takes."""
     rows, fixed = [], {}
     for index, prompt in enumerate(prompts):
         domain_mode = stage.mode_of(prompt["domain"])
@@ -381,7 +395,17 @@ def run_grpo_stage(
 ) -> Path:
     """Run every curriculum sub-stage of ``stage``; write ``stage_dir/model``,
     ``stage_dir/metrics.jsonl`` and ``draws.jsonl`` per sub-stage. Returns the model directory."""
-    data = build_rl_data(stage, seed=seed, variables=variables)
+    prompts, report = load_rl_prompts(stage, seed=seed, variables=variables)
+    kept = kept_prompts(
+        stage,
+        prompts,
+        model=model_in,
+        stage_dir=stage_dir,
+        seed=seed,
+        reward_options=reward_options,
+        workers=runtime.reward_workers,
+    )
+    data = rl_data_from(stage, [prompts[i] for i in kept], report)
     log.info("%s: %s", stage.name, data.report.summary())
     distributed.on_main("stage data report", lambda: _write_data_report(stage_dir, data.report))
 

@@ -1,0 +1,117 @@
+"""Hard-but-not-hopeless prompt selection before an RL stage trains (SPEC section 6, SWE RL: the
+paper keeps the repair prompts on which fewer than 4 of 8 samples score above 0.5 similarity and
+at least one sample scores above zero).
+
+A GRPO stage with ``prompt_filter`` samples ``samples`` responses per prompt from the policy the
+stage starts from, with the stage's own rollout sampling (temperature, top-p, the first sub-stage's
+response budget and each prompt's thinking mode; ``half`` samples in ``/think``), scores them with
+the stage's rewards, and drops a prompt
+
+* **too easy**: at least ``drop_solved_at_or_above`` of its samples score above ``solved_above``;
+* **hopeless** (``drop_hopeless``): none of its samples scores above ``hopeless_at_or_below`` (0).
+
+Both kinds give GRPO groups without variance, which train nothing. The paper checks hopelessness
+with a strong model's samples; here the policy's own samples decide (there is no stronger model in
+the cascade). Rewards are the scorers' own, before any batch-level combination.
+
+Only the main process samples; the samples are appended to ``prompt_filter.progress.jsonl`` as
+they arrive (a killed run resumes without re-sampling), the verdicts go to ``prompt_filter.json``,
+and every process reads the same verdicts from it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cascade_rl.chat import with_mode
+from cascade_rl.recipe import GRPOStage, PromptFilter, RecipeError
+from cascade_rl.train import distributed
+
+RESULT_FILE = "prompt_filter.json"
+PROGRESS_FILE = "prompt_filter.progress.jsonl"
+
+
+def verdict(rewards: Sequence[float], rule: PromptFilter) -> str:
+    """``keep``, ``too easy`` or ``hopeless`` for one prompt's sample rewards."""
+    solved = sum(reward > rule.solved_above for reward in rewards) / max(len(rewards), 1)
+    if solved >= rule.drop_solved_at_or_above:
+        return "too easy"
+    if rule.drop_hopeless and not any(reward > rule.hopeless_at_or_below for reward in rewards):
+        return "hopeless"
+    return "keep"
+
+
+def kept_prompts(
+    stage: GRPOStage,
+    prompts: Sequence[dict],
+    *,
+    model: Path,
+    stage_dir: Path,
+    seed: int,
+    reward_options: Mapping[str, Mapping[str, Any]],
+    workers: int = 4,
+) -> list[int]:
+    """Indices of the prompts the stage's ``prompt_filter`` keeps (all of them without one), the
+    same on every process. Raises :class:`RecipeError` when it keeps none."""
+    if stage.prompt_filter is None:
+        return list(range(len(prompts)))
+    result = stage_dir / RESULT_FILE
+    distributed.on_main(
+        f"{stage.name}: prompt filter",
+        lambda: result.exists() or _measure(stage, prompts, model, stage_dir, seed, reward_options, workers),
+    )
+    verdicts = json.loads(result.read_text())["verdicts"]
+    kept = [index for index, v in enumerate(verdicts) if v == "keep"]
+    if not kept:
+        raise RecipeError(
+            f"stages ({stage.name}).prompt_filter dropped every one of the {len(prompts)} prompts "
+            f"(see {result}); loosen drop_solved_at_or_above / drop_hopeless or start from a stronger policy"
+        )
+    return kept
+
+
+def _measure(
+    stage: GRPOStage,
+    prompts: Sequence[dict],
+    model: Path,
+    stage_dir: Path,
+    seed: int,
+    reward_options: Mapping[str, Mapping[str, Any]],
+    workers: int,
+) -> None:
+    from cascade_rl.eval.benchmarks import score_samples
+    from cascade_rl.eval.sampling import SampleStore, open_generator, sample, sample_keys
+
+    rule = stage.prompt_filter
+    conversations = [with_mode(p["prompt"], _sampling_mode(stage, p["domain"])) for p in prompts]
+    generator = open_generator(model, batch_size=max(rule.samples, 64))
+    settings = {
+        "k": rule.samples,
+        "temperature": stage.temperature,
+        "top_p": stage.top_p,
+        "max_tokens": stage.curriculum[0].max_response_length,
+    }
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    store = SampleStore(stage_dir / PROGRESS_FILE, sample_keys(generator, conversations, settings))
+    samples = sample(generator, conversations, **settings, store=store, description=f"{stage.name} filter", seed=seed)
+    scores = score_samples(prompts, samples, reward_options, workers=workers)
+    rewards = [[float(score.reward) for score in group] for group in scores]
+    verdicts = [verdict(group, rule) for group in rewards]
+    counts = {name: verdicts.count(name) for name in ("keep", "too easy", "hopeless")}
+    summary = {"prompts": len(prompts), **counts, "rule": rule.model_dump(), "verdicts": verdicts, "rewards": rewards}
+    tmp = stage_dir / (RESULT_FILE + ".tmp")
+    tmp.write_text(json.dumps(summary))
+    tmp.replace(stage_dir / RESULT_FILE)
+    print(
+        f"{stage.name}: prompt filter kept {counts['keep']} of {len(prompts)} prompts "
+        f"(too easy {counts['too easy']}, hopeless {counts['hopeless']})",
+        flush=True,
+    )
+
+
+def _sampling_mode(stage: GRPOStage, domain: str) -> str:
+    mode = stage.mode_of(domain)
+    return "think" if mode == "half" else mode

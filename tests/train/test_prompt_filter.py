@@ -1,0 +1,127 @@
+"""The hard-but-not-hopeless prompt filter of a GRPO stage (SPEC section 6, SWE RL): verdicts by
+hand, a stage that trains only the kept prompts with the same verdicts in 1 and 2 processes, and a
+filter that keeps nothing stopping the stage before it trains, naming the field."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cascade_rl.recipe import PromptFilter, RecipeError
+from cascade_rl.train.prompt_filter import verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("rewards", "expected"),
+    [
+        ([1, 1, 1, 1, -1, -1, -1, -1], "too easy"),  # 4 of 8 above 0.5: the paper drops it
+        ([1, 1, 1, -1, -1, -1, -1, -1], "keep"),  # 3 of 8
+        ([0.6, 0.7, 0.9, 0.0, -1, -1, -1, -1], "keep"),  # similarity above 0.5 counts as solved
+        ([0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5], "keep"),  # exactly 0.5 is not above it
+        ([-1] * 8, "hopeless"),
+        ([0, 0, -1, -1, -1, -1, -1, -1], "hopeless"),  # no-op edits (0) are not above zero
+        ([0.1, -1, -1, -1, -1, -1, -1, -1], "keep"),
+    ],
+)
+def test_verdicts_follow_the_paper_s_swe_rule(rewards, expected):
+    assert verdict(rewards, PromptFilter()) == expected
+
+
+def test_hopeless_prompts_stay_when_asked_and_the_easy_share_is_an_option():
+    assert verdict([-1] * 8, PromptFilter(drop_hopeless=False)) == "keep"
+    assert verdict([1, 1, -1, -1], PromptFilter(drop_solved_at_or_above=0.75)) == "keep"
+    assert verdict([1, 1, 1, -1], PromptFilter(drop_solved_at_or_above=0.75)) == "too easy"
+    exact_fixes_only = PromptFilter(solved_above=0.99, hopeless_at_or_below=0.99)  # keep 1-3 exact fixes of 8
+    assert verdict([0.9] * 8, exact_fixes_only) == "hopeless"
+    assert verdict([1.0, 0.9, 0.9, 0.9, -1, -1, -1, -1], exact_fixes_only) == "keep"
+    assert verdict([1.0] * 4 + [-1] * 4, exact_fixes_only) == "too easy"
+
+
+ANSWERS = [3, 4, 5, 6, 7, 8, 9, 10, 11]  # by answer % 3: too easy, hopeless, kept (tiny_assets.answer_band)
+EXPECTED = ["too easy", "hopeless", "keep"] * 3
+
+
+def stage_recipe(folder: Path, tiny_checkpoint: Path, answers=ANSWERS) -> Path:
+    rows = [{"prompt": f"what is {a - 1} plus 1?", "answer": str(a)} for a in answers]
+    data = folder / "rl.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    recipe = {
+        "name": "pf",
+        "seed": 0,
+        "model": {"path": str(tiny_checkpoint)},
+        "runtime": {"torch_threads": 1, "reward_workers": 1},
+        "stages": [
+            {
+                "kind": "grpo",
+                "name": "toy",
+                "data": str(data),
+                "domain": "tiny_assets:answer_band",
+                "rollouts_per_prompt": 2,
+                "prompts_per_batch": 2,
+                "per_device_batch_size": 2,
+                "learning_rate": 0.01,
+                "prompt_filter": {"samples": 4},
+                "curriculum": [{"max_response_length": 4, "max_steps": 3}],
+            }
+        ],
+    }
+    path = folder / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def run(recipe: Path, out: Path, processes: int) -> subprocess.CompletedProcess:
+    cli = ["-m", "cascade_rl.cli", "run", str(recipe), "--out", str(out)]
+    if processes == 1:
+        command = [sys.executable, *cli]
+    else:
+        launcher = Path(sys.executable).with_name("torchrun")
+        port = str(28500 + os.getpid() % 1000)
+        command = [str(launcher), "--nproc_per_node", str(processes), "--master_port", port, *cli]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_stage_trains_only_the_prompts_that_are_hard_but_not_hopeless(processes, tiny_checkpoint, tmp_path):
+    out = tmp_path / "run"
+    result = run(stage_recipe(tmp_path, tiny_checkpoint), out, processes)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "prompt filter kept 3 of 9 prompts (too easy 3, hopeless 3)" in result.stdout
+
+    stage_dir = out / "01-toy"
+    report = json.loads((stage_dir / "prompt_filter.json").read_text())
+    assert report["verdicts"] == EXPECTED
+    assert [len(rewards) for rewards in report["rewards"]] == [4] * 9
+    assert len((stage_dir / "prompt_filter.progress.jsonl").read_text().splitlines()) == 9  # one writer
+    draws = [json.loads(line) for line in (stage_dir / "substage-1" / "draws.jsonl").read_text().splitlines()]
+    assert len(draws) == 3
+    trained = {prompt for draw in draws for prompt in draw["prompts"]}
+    assert trained <= {0, 1, 2} and len(trained) == 3  # the three kept prompts, nothing else
+    metrics = [json.loads(line) for line in (stage_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [round(m["reward/mean"], 6) for m in metrics] == [0.3] * 3  # only kept prompts were scored
+
+
+def test_a_filter_that_keeps_nothing_stops_before_training_and_names_the_field(tiny_checkpoint, tmp_path):
+    from cascade_rl.recipe import load_recipe
+    from cascade_rl.train.grpo import run_grpo_stage
+
+    recipe = load_recipe(stage_recipe(tmp_path, tiny_checkpoint, answers=[3, 6, 9]))
+    stage_dir = tmp_path / "stage"
+    with pytest.raises(RecipeError, match=r"stages \(toy\).prompt_filter dropped every one of the 3 prompts"):
+        run_grpo_stage(
+            recipe.stages[0],
+            model_in=tiny_checkpoint,
+            stage_dir=stage_dir,
+            runtime=recipe.runtime,
+            seed=0,
+            reward_options={},
+        )
+    assert json.loads((stage_dir / "prompt_filter.json").read_text())["too easy"] == 3
+    assert not (stage_dir / "substage-1").exists()  # nothing trained
