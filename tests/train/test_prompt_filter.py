@@ -125,3 +125,27 @@ def test_a_filter_that_keeps_nothing_stops_before_training_and_names_the_field(t
         )
     assert json.loads((stage_dir / "prompt_filter.json").read_text())["too easy"] == 3
     assert not (stage_dir / "substage-1").exists()  # nothing trained
+
+
+def test_an_interrupted_filter_resumes_without_sampling_again(tiny_checkpoint, tmp_path):
+    """A run killed after sampling (the verdicts not yet written) measures from the samples it kept."""
+    from cascade_rl.recipe import load_recipe
+    from cascade_rl.train.grpo import load_rl_prompts
+    from cascade_rl.train.prompt_filter import PROGRESS_FILE, RESULT_FILE, kept_prompts
+
+    stage = load_recipe(stage_recipe(tmp_path, tiny_checkpoint)).stages[0]
+    prompts, _ = load_rl_prompts(stage, seed=0)
+    stage_dir = tmp_path / "stage"
+
+    def measure() -> list[int]:
+        return kept_prompts(stage, prompts, model=tiny_checkpoint, stage_dir=stage_dir, seed=0, reward_options={})
+
+    assert measure() == [2, 5, 8]
+    progress = (stage_dir / PROGRESS_FILE).read_text()
+    lines = progress.splitlines()
+    (stage_dir / RESULT_FILE).unlink()  # as if killed before the verdicts were written
+    (stage_dir / PROGRESS_FILE).write_text("\n".join(lines[:5]) + "\n" + lines[5][:20])  # and mid-line
+    assert measure() == [2, 5, 8]
+    resumed = (stage_dir / PROGRESS_FILE).read_text().splitlines()
+    assert resumed[:5] == lines[:5] and len(resumed) == 9  # 4 prompts sampled again, the cut line dropped
+    assert sorted(json.loads(line)["index"] for line in resumed) == list(range(9))

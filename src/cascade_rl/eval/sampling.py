@@ -101,7 +101,11 @@ class SampleStore:
             self._read()
 
     def _read(self) -> None:
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        text = self.path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):  # a line cut by a kill: drop it, or the next record would join it
+            text = text[: text.rfind("\n") + 1]
+            self.path.write_text(text, encoding="utf-8")
+        for line in text.splitlines():
             try:
                 record = json.loads(line)
                 index, key, samples = record["index"], record["key"], record["samples"]
