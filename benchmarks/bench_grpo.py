@@ -62,7 +62,11 @@ def make_data(root: Path) -> Path:
     return path
 
 
-def make_model(root: Path, data: Path) -> Path:
+TINY_SIZES = dict(hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2, intermediate_size=384)
+
+
+def addition_tokenizer(data: Path):
+    """A byte-level BPE trained on the addition prompts of ``data`` with boxed answers."""
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     texts = [
         render(
@@ -73,16 +77,11 @@ def make_model(root: Path, data: Path) -> Path:
         )
         for r in rows
     ]
-    tokenizer = build_tokenizer(texts, vocab_size=512)
-    build_tiny_model(
-        tokenizer,
-        hidden_size=128,
-        num_layers=4,
-        num_heads=4,
-        num_kv_heads=2,
-        intermediate_size=384,
-        out_dir=root / "model",
-    )
+    return build_tokenizer(texts, vocab_size=512)
+
+
+def make_model(root: Path, data: Path) -> Path:
+    build_tiny_model(addition_tokenizer(data), out_dir=root / "model", **TINY_SIZES)
     return root / "model"
 
 

@@ -27,19 +27,19 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from cascade_rl.chat import render  # noqa: E402
 from cascade_rl.recipe import parse_recipe  # noqa: E402
 from cascade_rl.train.common import read_metrics  # noqa: E402
 from cascade_rl.train.distill import TeacherSpec, run_distill_stage  # noqa: E402
 from cascade_rl.train.grpo import run_grpo_stage  # noqa: E402
 from cascade_rl.world.model import build_tiny_model  # noqa: E402
-from cascade_rl.world.tokenizer import build_tokenizer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from teacher_server import served_teacher  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_grpo import TINY_SIZES, addition_tokenizer  # noqa: E402
+
 PROMPTS, ROLLOUTS, MAX_TOKENS = 16, 4, 32
-SIZES = dict(hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2, intermediate_size=384)
 
 
 def make_data(root: Path) -> Path:
@@ -54,20 +54,10 @@ def make_data(root: Path) -> Path:
 
 
 def make_models(root: Path, data: Path) -> dict[str, Path]:
-    rows = [json.loads(line) for line in data.read_text().splitlines()]
-    texts = [
-        render(
-            [
-                {"role": "user", "content": r["prompt"]},
-                {"role": "assistant", "content": f"<think>add</think>\\boxed{{{r['answer']}}}"},
-            ]
-        )
-        for r in rows
-    ]
-    tokenizer = build_tokenizer(texts, vocab_size=512)
+    tokenizer = addition_tokenizer(data)
     paths = {}
     for seed, name in enumerate(("student", "teacher-a", "teacher-b")):
-        build_tiny_model(tokenizer, seed=seed, out_dir=root / name, **SIZES)
+        build_tiny_model(tokenizer, seed=seed, out_dir=root / name, **TINY_SIZES)
         paths[name] = root / name
     return paths
 
