@@ -80,6 +80,11 @@ class Runtime(Strict):
 
     bf16: bool | None = Field(None, description="bfloat16 mixed precision; None = on when a GPU is present.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory on long sequences.")
+    lm_head: Literal["auto", "fused", "dense"] = Field(
+        "auto",
+        description="Per-token log-probabilities in training: TRL's fused chunked kernel (no full logits), dense "
+        "logits of the scored tokens, or auto = dense without a GPU (faster there), fused with one.",
+    )
     use_vllm: bool = Field(False, description="Generate rollouts with vLLM through TRL (needs vllm installed).")
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate", description="vLLM inside the trainer or a `trl vllm-serve` server."

@@ -108,3 +108,34 @@ def test_assistant_only_loss_masks_the_prompt(tiny_checkpoint):
     out = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     masked = [t for t, m in zip(out["input_ids"], out["assistant_masks"]) if m]
     assert tokenizer.decode(masked) == "<think>0+0=0</think>0<|im_end|>\n"
+
+
+def test_dense_and_fused_lm_heads_train_the_same_model(tiny_checkpoint, tmp_path):
+    """runtime.lm_head reaches the trainer: the two heads give the same weights up to float
+    rounding (bit-identical weights would mean the choice was ignored)."""
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in sft_rows()))
+    weights = {}
+    for head in ("fused", "dense"):
+        recipe = parse_recipe(
+            {
+                "name": "t",
+                "model": {"path": str(tiny_checkpoint)},
+                "runtime": {"lm_head": head, "save_steps": None},
+                "stages": [
+                    {
+                        "kind": "sft",
+                        "substages": [
+                            {"name": "s", "data": str(data), "max_length": 128, "epochs": 1, "learning_rate": 1e-3}
+                            | {"batch_size": 8, "per_device_batch_size": 4}
+                        ],
+                    }
+                ],
+            }
+        )
+        model = run_sft_stage(
+            recipe.stages[0], model_in=tiny_checkpoint, stage_dir=tmp_path / head, runtime=recipe.runtime, seed=0
+        )
+        weights[head] = list(AutoModelForCausalLM.from_pretrained(model).parameters())
+    gaps = [(a - b).abs().max().item() for a, b in zip(weights["fused"], weights["dense"])]
+    assert 0 < max(gaps) < 1e-3

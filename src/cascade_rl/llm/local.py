@@ -7,8 +7,9 @@ small-model path of the SWE pipeline, SPEC section 7, and of data building, SPEC
   project's Cascade template (:mod:`cascade_rl.chat`), and ``use_cascade_template=True`` forces
   it. ``mode`` keys on user messages become ` /think` / ` /no_think` flags
   (:func:`~cascade_rl.llm.base.apply_modes`).
-* Sampling follows the request exactly: temperature and top-p, no hidden top-k (``top_k=0``);
-  ``temperature=0`` is greedy decoding (one decode, repeated ``n`` times).
+* Sampling follows the request exactly: temperature and top-p, no hidden top-k;
+  ``temperature=0`` is greedy decoding (one decode, repeated ``n`` times). The tokens come from
+  :func:`~cascade_rl.llm.decode.decode`, which drops finished sequences from the batch.
 * Decoding keeps every token of the response -- ``<think>``/``</think>`` are often *special*
   added tokens, which ``skip_special_tokens=True`` would silently drop, leaving scorers unable
   to find the answer. The completion is cut at the first stop token (EOS, ``<|im_end|>``, the
@@ -36,6 +37,7 @@ from cascade_rl.llm.base import (
     apply_modes,
     check_request,
 )
+from cascade_rl.llm.decode import decode
 
 
 def _resolve_device(device: str | None) -> str:
@@ -172,25 +174,19 @@ class LocalGenerator:
         return await asyncio.to_thread(self.generate_batch, conversations, **sampling)
 
     def _sample(self, prompts: list[str], n: int, temperature: float, top_p: float, max_tokens: int) -> list[list[str]]:
-        import torch
-
         inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         greedy = temperature == 0
-        sampling = (
-            {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-            if greedy
-            else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+        copies = 1 if greedy else n
+        token_lists = decode(
+            self.model,
+            inputs["input_ids"].repeat_interleave(copies, dim=0),
+            inputs["attention_mask"].repeat_interleave(copies, dim=0),
+            max_new_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            stop_ids=self.stop_ids,
         )
-        with torch.inference_mode():
-            output = self.model.generate(
-                **inputs,
-                max_new_tokens=max_tokens,
-                num_return_sequences=1 if greedy else n,
-                eos_token_id=self.stop_ids,
-                pad_token_id=self.tokenizer.pad_token_id,
-                **sampling,
-            )
-        texts = [self._decode(row) for row in output[:, inputs["input_ids"].shape[1] :].tolist()]
+        texts = [self._decode(tokens) for tokens in token_lists]
         if greedy:  # greedy decoding gives the same text every time
             texts = [text for text in texts for _ in range(n)]
         return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]

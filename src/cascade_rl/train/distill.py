@@ -71,6 +71,7 @@ from cascade_rl.train.common import (
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
 from cascade_rl.train.filtering import MODES
 from cascade_rl.train.grpo import CascadeGRPOTrainer, _rewind_logs, _write_data_report, grpo_config
+from cascade_rl.train.lm_head import install_lm_head
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
 
 log = logging.getLogger(__name__)
@@ -362,6 +363,7 @@ class DistillTrainer(CascadeGRPOTrainer):
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=self.model.dtype)
         model.requires_grad_(False).eval()
         add_fused_lm_head(model, temperature=self.temperature)
+        install_lm_head(model, self.lm_head, temperature=self.temperature)
         if self.is_deepspeed_enabled:
             return prepare_deepspeed(model, self.accelerator)
         if self.is_fsdp_enabled:
@@ -602,6 +604,7 @@ def _train(
         row_of=lambda prompt, mode: prompt,
         steps=stage.max_steps - done,
         draws_log=substage_dir / "draws.jsonl",
+        lm_head=runtime.lm_head,
         teachers=teachers,
         teacher_batch_size=stage.teacher_batch_size,
         teacher_concurrency=stage.teacher_concurrency,

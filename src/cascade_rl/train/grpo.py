@@ -48,6 +48,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cascade_rl.chat import token_count, with_mode
 from cascade_rl.data.loading import LoadReport, load_sources, rl_normaliser
+from cascade_rl.llm.decode import install_decoder
 from cascade_rl.recipe import CurriculumStep, GRPOStage, RecipeError, Runtime
 from cascade_rl.rewards.adapter import CascadeReward, ScoredBatch
 from cascade_rl.train import distributed
@@ -65,6 +66,7 @@ from cascade_rl.train.common import (
 )
 from cascade_rl.train.curriculum import TruncationStopRule, merge_substage_metrics, run_substages
 from cascade_rl.train.filtering import MODES
+from cascade_rl.train.lm_head import install_lm_head
 from cascade_rl.train.prompt_filter import kept_prompts
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
 
@@ -290,13 +292,20 @@ class CascadeGRPOTrainer(GRPOTrainer):
         row_of: Callable[[int, str], int],
         steps: int,
         draws_log: Path | None = None,
+        lm_head: str = "auto",
         **kwargs: Any,
     ):
         self.schedule, self.row_of, self.schedule_steps, self.draws_log = schedule, row_of, steps, draws_log
         self.sampler: ScheduleSampler | None = None
         self.current_draw: StepDraw | None = None
         self.rng_checkpoint: str | None = None
+        self.lm_head = lm_head
         super().__init__(*args, **kwargs)
+        install_lm_head(self.model, lm_head, temperature=self.temperature, outputs=("log_probs", "entropy"))
+        if not self.use_vllm:
+            install_decoder(self.model)  # rollouts without finished sequences in the batch (llm/decode.py)
+        if self.ref_model is not None:
+            install_lm_head(self.ref_model, lm_head, temperature=self.temperature)
 
     def train(self, resume_from_checkpoint: str | None = None, **kwargs: Any):
         self.rng_checkpoint = resume_from_checkpoint
@@ -474,6 +483,7 @@ def _run_substage(
         row_of=lambda prompt, mode: rows[(prompt, mode)],
         steps=step.max_steps - done_steps,
         draws_log=substage_dir / "draws.jsonl",
+        lm_head=runtime.lm_head,
     )
     reward.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

@@ -31,6 +31,7 @@ from cascade_rl.train.common import (
     world_size,
 )
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
+from cascade_rl.train.lm_head import install_lm_head
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ def run_sft_stage(
             processing_class=tokenizer,
             callbacks=[MetricsWriter(substage_dir / "metrics.jsonl", substage=sub.name), CheckpointMarker()],
         )
+        install_lm_head(trainer.model, runtime.lm_head, outputs=("log_probs", "entropy", "is_top1"))
         resume = resume_or_start(substage_dir / "trainer", substage_dir / "metrics.jsonl")
         compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)
         save_checkpoint(trainer, tokenizer, substage_dir / "model")
