@@ -208,6 +208,17 @@ def test_eval_targets_and_date_windows_parse():
     assert str(spec.benchmarks[0].since) == "2024-08-01" and spec.benchmarks[0].date_field == "contest_date"
 
 
+def test_target_gain_per_stage_names_only_target_stages():
+    spec = parse_recipe(
+        eval_recipe(benchmarks=[{"name": "b", "data": "b.jsonl"}], targets={"swe": "b"}, target_gain={"swe": 5})
+    ).eval
+    assert spec.target_gain == {"swe": 5.0}
+    with pytest.raises(RecipeError, match="target_gain.math: not a stage named in eval.targets"):
+        parse_recipe(
+            eval_recipe(benchmarks=[{"name": "b", "data": "b.jsonl"}], targets={"swe": "b"}, target_gain={"math": 5})
+        )
+
+
 def test_tiny_recipe_declares_the_toy_targets_its_report_checks():
     assert load_recipe("recipes/tiny.yaml").eval.targets == {
         "rlhf": "toy-arena",

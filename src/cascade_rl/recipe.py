@@ -215,7 +215,11 @@ class EvalSpec(Strict):
     targets: dict[str, str] = Field(
         default_factory=dict, description="Report checks: {stage name: its own benchmark}, e.g. {math: aime25}."
     )
-    target_gain: float = Field(10.0, description="Points a target stage must add to its own benchmark.")
+    target_gain: float | dict[str, float] = Field(
+        10.0,
+        description="Points a target stage must add to its own benchmark: one number for every stage, or "
+        "{stage name: points} (stages not named: 10).",
+    )
     forgetting_limit: float = Field(5.0, ge=0, description="Points a target benchmark may fall in later stages.")
 
     @model_validator(mode="after")
@@ -227,6 +231,9 @@ class EvalSpec(Strict):
                     f"targets.{stage}: unknown benchmark {benchmark!r}; defined in eval.benchmarks: "
                     f"{sorted(names) or 'none'}"
                 )
+        for stage in self.target_gain if isinstance(self.target_gain, dict) else ():
+            if stage not in self.targets:
+                raise ValueError(f"target_gain.{stage}: not a stage named in eval.targets ({sorted(self.targets)})")
         return self
 
 

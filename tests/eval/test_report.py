@@ -175,6 +175,15 @@ def test_custom_targets_and_thresholds(run_dir):
     assert [c["stage"] for c in report["targets"]] == ["code"] and report["targets_met"] is True
 
 
+def test_a_change_equal_to_the_target_or_limit_up_to_float_error_counts_as_equal():
+    from cascade_rl.eval.report import TargetCheck, is_forgetting
+
+    start, end = 22.333333333333332, 32.33333333333333  # 67 and 97 of 300: 9.999999999999996 apart
+    assert end - start < 10 and TargetCheck("ifrl", "toy-ifeval", start, end, 10.0).gain_met
+    assert not is_forgetting(end - start, None, 10.0)
+    assert is_forgetting(10.1, None, 10.0)
+
+
 def test_plots_are_valid_pngs_embedded_by_relative_path(run_dir):
     markdown = build_report(run_dir).read_text()
     plots = json.loads((run_dir / "report.json").read_text())["plots"]
@@ -281,6 +290,15 @@ def test_targets_come_from_the_runs_recipe(run_dir):
     assert "All targets met" in markdown
     report = json.loads((run_dir / "report.json").read_text())
     assert [c["stage"] for c in report["targets"]] == ["code"] and report["targets"][0]["min_gain"] == 3.0
+
+
+def test_target_gains_per_stage_from_the_recipe(run_dir):
+    """target_gain may name stages: code must add 3 points here, the others the default 10."""
+    write_recipe(run_dir, TARGETS, target_gain={"code": 3.0}, forgetting_limit=5.0)
+    build_report(run_dir)
+    checks = {c["stage"]: c for c in json.loads((run_dir / "report.json").read_text())["targets"]}
+    assert (checks["code"]["min_gain"], checks["code"]["gain_met"]) == (3.0, True)  # +4.0
+    assert checks["rlhf"]["min_gain"] == 10.0 and checks["rlhf"]["gain_met"]  # +15.0
 
 
 def test_a_run_on_real_benchmarks_names_no_toy_benchmark(run_dir):

@@ -52,6 +52,9 @@ from typing import Any
 TRAINING_KINDS = ("sft", "reward_model", "grpo", "distill")
 STAGE_KINDS = TRAINING_KINDS + ("eval",)
 DEFAULT_MIN_GAIN = 10.0
+#: differences of percentages carry float error (32.33 - 22.33 = 9.9999...): a change compared
+#: with a target or a limit within this much of it is equal to it
+ROUNDING = 1e-9
 DEFAULT_FORGETTING_LIMIT = 5.0
 BASELINE_LABEL = "base model"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -112,7 +115,7 @@ class TargetCheck:
 
     @property
     def gain_met(self) -> bool:
-        return self.delta is not None and self.delta >= self.min_gain
+        return self.delta is not None and self.delta >= self.min_gain - ROUNDING
 
     @property
     def later_fall(self) -> float | None:
@@ -187,7 +190,7 @@ class TargetCheck:
 def is_forgetting(fall: float | None, stderr: float | None, limit: float) -> bool:
     """A fall (points, positive = lower) is forgetting when it exceeds the limit and, where its
     paired standard error is known, twice that error."""
-    if fall is None or fall <= limit:
+    if fall is None or fall <= limit + ROUNDING:
         return False
     return stderr is None or fall > 2.0 * stderr
 
@@ -542,11 +545,20 @@ def forgetting_matrix(summary: RunSummary) -> tuple[list[str], list[list[float |
     return names, [[None if c is None else c.delta for c in row] for row in rows]
 
 
+def gain_for(min_gain: float | Mapping[str, float], stage: str) -> float:
+    """The points ``stage`` must add: one number for all stages, or per stage (default 10)."""
+    return float(min_gain.get(stage, DEFAULT_MIN_GAIN)) if isinstance(min_gain, Mapping) else float(min_gain)
+
+
 def check_targets(
-    summary: RunSummary, targets: Mapping[str, str], min_gain: float, forgetting_limit: float
+    summary: RunSummary,
+    targets: Mapping[str, str],
+    min_gain: float | Mapping[str, float],
+    forgetting_limit: float,
 ) -> list[TargetCheck]:
     """One check per stage named in ``targets`` (stage name -> own benchmark), in run order;
-    targets naming no finished stage come last, marked unfinished."""
+    targets naming no finished stage come last, marked unfinished. ``min_gain``: points, for
+    every stage or per stage name."""
     ordered = evaluations(summary)
     checks = []
     first_stage = 1 if summary.baseline else 0
@@ -566,7 +578,7 @@ def check_targets(
                 benchmark=benchmark,
                 start=earlier[-1] if earlier else None,
                 end=record.eval.get(benchmark),
-                min_gain=min_gain,
+                min_gain=gain_for(min_gain, record.name),
                 worst_later_stage=worst.name if worst else None,
                 worst_later_value=worst.eval[benchmark] if worst else None,
                 forgetting_limit=forgetting_limit,
@@ -577,11 +589,11 @@ def check_targets(
     checked = {check.stage for check in checks}
     for stage, benchmark in targets.items():
         if stage not in checked:
-            checks.append(TargetCheck(stage, benchmark, None, None, min_gain, finished=False))
+            checks.append(TargetCheck(stage, benchmark, None, None, gain_for(min_gain, stage), finished=False))
     return checks
 
 
-def recipe_targets(run_dir: Path) -> tuple[dict[str, str], float, float]:
+def recipe_targets(run_dir: Path) -> tuple[dict[str, str], float | dict[str, float], float]:
     """(targets, min gain, forgetting limit) of the recipe the run was made with, read from
     ``run_dir/recipe.json``; no targets when the run has no recipe.json."""
     path = Path(run_dir) / "recipe.json"
@@ -589,9 +601,10 @@ def recipe_targets(run_dir: Path) -> tuple[dict[str, str], float, float]:
     targets = spec.get("targets") or {}
     if not isinstance(targets, dict) or not all(isinstance(v, str) for v in targets.values()):
         raise ValueError(f"{path}: eval.targets must map stage names to benchmark names, got {targets!r}")
+    gain = spec.get("target_gain", DEFAULT_MIN_GAIN)
     return (
         dict(targets),
-        float(spec.get("target_gain", DEFAULT_MIN_GAIN)),
+        {str(k): float(v) for k, v in gain.items()} if isinstance(gain, dict) else float(gain),
         float(spec.get("forgetting_limit", DEFAULT_FORGETTING_LIMIT)),
     )
 
@@ -1099,7 +1112,7 @@ def build_report(
     run_dir: Path,
     targets: Mapping[str, str] | None = None,
     *,
-    min_gain: float | None = None,
+    min_gain: float | Mapping[str, float] | None = None,
     forgetting_limit: float | None = None,
 ) -> Path:
     """Write report.md, report.json and plots/ into ``run_dir``; return the report.md path.
