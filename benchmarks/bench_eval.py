@@ -9,8 +9,8 @@ all runs must agree with it and with each other within sampling noise (printed).
 
 The served runs go through a real ``transformers serve`` on loopback (started once per mode,
 warmed up, not timed) with ``--concurrency`` requests in flight: plain (one request at a
-time) and with ``--continuous-batching``; the local run uses batched ``transformers``
-``generate`` (``--batch-size`` sequences). Each runs the library call that ``cascade eval``
+time) and with ``--continuous-batching``; the local run samples with the project's loop
+(``llm/decode.py``, ``--batch-size`` sequences per batch). Each runs the library call that ``cascade eval``
 makes, timed from start to eval.json. On a CPU with a tiny model this measures the serving
 overhead; a GPU server (vLLM, SGLang) is where serving pays.
 
@@ -101,7 +101,7 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=64, help="local generate: sequences per batch")
+    parser.add_argument("--batch-size", type=int, default=64, help="local sampling: sequences per batch")
     parser.add_argument("--think", type=int, default=64, help="thinking tokens per answer")
     args = parser.parse_args()
     import torch
@@ -129,14 +129,14 @@ def main() -> int:
         finally:
             process.terminate()
             process.wait(timeout=30)
-    runs["local generate"] = run(model, bench, root / "local", batch_size=args.batch_size)
+    runs["local"] = run(model, bench, root / "local", batch_size=args.batch_size)
     samples = args.prompts * args.k
     expected = 100 * expected_accuracy()
     noise = 100 * math.sqrt(expected / 100 * (1 - expected / 100) / samples)
     print(f"{args.prompts} prompts x k={args.k} = {samples} samples of {args.think + 12} tokens each")
     print(f"sampling: T {TEMPERATURE}, top-p {TOP_P}; server requests in flight: {args.concurrency}")
     print(f"expected avg@{args.k} {expected:.1f}, sampling noise (s.e. of one run) {noise:.1f} points")
-    local_s, local, _ = runs["local generate"]
+    local_s, local, _ = runs["local"]
     worst = 0.0
     for name, (seconds, result, _) in runs.items():
         worst = max(worst, abs(result["value"] - expected) / noise)

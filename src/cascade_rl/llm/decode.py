@@ -14,7 +14,7 @@ the budget, that is most of the time. :func:`decode` samples the same distributi
 * one uniform draw per sequence inverted through the kept tokens' cumulative probabilities;
 * ``temperature == 0`` is greedy decoding (the first maximum, as ``generate`` picks).
 
-``benchmarks/bench_eval.py`` measures it against ``generate`` on the same prompts.
+``benchmarks/bench_local.py`` measures it against ``generate`` on the same prompts.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def decode(
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = {_cache_argument(model): _new_cache(model, DynamicCache)}
     step_ids = input_ids
-    with torch.inference_mode():
+    # no_grad, not inference_mode: under FSDP2 the parameters unsharded here are reused by training
+    with torch.no_grad():
         for step in range(max_new_tokens):
             logits = model(
                 input_ids=step_ids,
