@@ -165,6 +165,36 @@ def test_a_served_judge_gets_judge_defaults_unless_the_spec_sets_them():
         YesNoJudge("http://judge-node:8000/v1")
 
 
+def test_threads_asking_for_the_same_judge_at_once_share_one(monkeypatch):
+    """Reward workers are threads; one judge (one client, one fail-fast guard) per spec, or a
+    failing server is asked once per judge built instead of failing fast."""
+    import threading
+
+    from cascade_rl.llm import judge as judges
+
+    class SlowJudge(judges.YesNoJudge):
+        def __init__(self, *args, **kwargs):
+            time.sleep(0.2)  # a judge takes time to build (a model or a client): the race window
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(judges, "YesNoJudge", SlowJudge)
+    judges._cached_judge.cache_clear()
+    spec = {"base_url": "http://judge-node:8000/v1", "model": "kimi", "timeout": 7}
+    start, built = threading.Barrier(4), []
+
+    def ask():
+        start.wait()
+        built.append(judges.load_judge(spec))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    judges._cached_judge.cache_clear()
+    assert len(built) == 4 and len({id(judge) for judge in built}) == 1
+
+
 SWE_FILES = {"calc.py": "def add(a, b):\n    return a - b\n"}
 SWE_GOLDEN = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
 

@@ -40,6 +40,7 @@ import asyncio
 import json
 import math
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -201,7 +202,12 @@ def _with_server_defaults(spec: str | Mapping[str, Any]) -> str | dict[str, Any]
 def load_judge(spec: str | Mapping[str, Any]) -> YesNoJudge:
     """A :class:`YesNoJudge` for a spec (a local model, a server URL, or a dict of server and
     judge settings), built once per process and spec (models are heavy; clients share limits)."""
-    return _cached_judge(spec if isinstance(spec, str) else json.dumps(dict(spec), sort_keys=True, default=str))
+    key = spec if isinstance(spec, str) else json.dumps(dict(spec), sort_keys=True, default=str)
+    with _JUDGES_LOCK:  # reward workers are threads: two first calls must not build two judges (two guards)
+        return _cached_judge(key)
+
+
+_JUDGES_LOCK = threading.Lock()
 
 
 @lru_cache(maxsize=4)
