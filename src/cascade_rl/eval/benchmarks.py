@@ -37,7 +37,7 @@ from cascade_rl.chat import last_user_text, with_mode
 from cascade_rl.data.loading import load_sources, resolve_path, rl_normaliser
 from cascade_rl.eval import arena
 from cascade_rl.eval.breakdown import breakdown
-from cascade_rl.eval.sampling import SampleStore, open_generator, sample, sample_keys, token_budget
+from cascade_rl.eval.sampling import open_generator, sample, token_budget
 from cascade_rl.llm.base import Generator
 from cascade_rl.recipe import Benchmark, DataSource, expand
 from cascade_rl.rewards.registry import get_domain, score_batch
@@ -322,8 +322,9 @@ def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model:
 def _sample(generator: Generator, prompts: list, bench: Benchmark, progress: Path, batch_size: int, seed: int):
     budget = token_budget(generator, prompts, bench.max_new_tokens)
     settings = dict(k=bench.k, temperature=bench.temperature, top_p=bench.top_p, max_tokens=budget)
-    store = SampleStore(progress, sample_keys(generator, prompts, settings))
-    return sample(generator, prompts, **settings, batch_size=batch_size, store=store, description=bench.name, seed=seed)
+    return sample(
+        generator, prompts, **settings, batch_size=batch_size, progress=progress, description=bench.name, seed=seed
+    )
 
 
 def _given_baselines(bench: Benchmark, rows: Sequence[dict], variables: Mapping[str, str]) -> list[str] | None:
@@ -408,9 +409,13 @@ def _judged(
         top_p=1.0,
         max_tokens=int(bench.options.get("judge_max_tokens", arena.JUDGE_MAX_TOKENS)),
     )
-    store = SampleStore(samples_dir / f"{bench.name}.judge.progress.jsonl", sample_keys(judge, conversations, settings))
     judged = sample(
-        judge, conversations, **settings, batch_size=batch_size, store=store, description=f"{bench.name} judge"
+        judge,
+        conversations,
+        **settings,
+        batch_size=batch_size,
+        progress=samples_dir / f"{bench.name}.judge.progress.jsonl",
+        description=f"{bench.name} judge",
     )
     flat = iter(judgement[0] for judgement in judged)
     pairs = [[(next(flat), next(flat)) for _ in group] for group in answers]

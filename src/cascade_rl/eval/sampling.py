@@ -142,16 +142,22 @@ def sample(
     top_p: float,
     max_tokens: int,
     batch_size: int = 32,
-    store: SampleStore | None = None,
+    progress: Path | None = None,
     description: str = "sampling",
     seed: int | None = None,
 ) -> list[list[str]]:
-    """``k`` responses for each prompt, in prompt order, reusing what ``store`` already holds.
-    ``seed`` seeds torch before local sampling (servers sample with their own seeds)."""
+    """``k`` responses for each prompt, in prompt order. With ``progress``, each prompt's samples
+    are appended to that file as they finish and a rerun reuses those whose model, prompt and
+    settings still match (:class:`SampleStore`). ``seed`` seeds torch before local sampling
+    (servers sample with their own seeds)."""
     if seed is not None and isinstance(generator, LocalGenerator):
         import torch
 
         torch.manual_seed(seed)
+    store = None
+    if progress is not None:
+        keyed = dict(k=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        store = SampleStore(progress, sample_keys(generator, prompts, keyed))
     settings = dict(n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
     results: dict[int, list[str]] = dict(store.done) if store else {}
     todo = [i for i in range(len(prompts)) if i not in results]

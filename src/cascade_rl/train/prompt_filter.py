@@ -83,7 +83,7 @@ def _measure(
     workers: int,
 ) -> None:
     from cascade_rl.eval.benchmarks import score_samples
-    from cascade_rl.eval.sampling import SampleStore, open_generator, sample, sample_keys
+    from cascade_rl.eval.sampling import open_generator, sample
 
     rule = stage.prompt_filter
     conversations = [with_mode(p["prompt"], _sampling_mode(stage, p["domain"])) for p in prompts]
@@ -95,8 +95,14 @@ def _measure(
         "max_tokens": stage.curriculum[0].max_response_length,
     }
     stage_dir.mkdir(parents=True, exist_ok=True)
-    store = SampleStore(stage_dir / PROGRESS_FILE, sample_keys(generator, conversations, settings))
-    samples = sample(generator, conversations, **settings, store=store, description=f"{stage.name} filter", seed=seed)
+    samples = sample(
+        generator,
+        conversations,
+        **settings,
+        progress=stage_dir / PROGRESS_FILE,
+        description=f"{stage.name} filter",
+        seed=seed,
+    )
     scores = score_samples(prompts, samples, reward_options, workers=workers)
     rewards = [[float(score.reward) for score in group] for group in scores]
     verdicts = [verdict(group, rule) for group in rewards]
