@@ -1,6 +1,6 @@
 """Local compute on a CPU: the sampling loop vs ``transformers`` ``generate``, and the dense LM
-head vs TRL's fused one, on a model the size of the embedded default's (Qwen3, hidden 256, 2
-layers, vocabulary 2,048; random weights).
+head vs TRL's fused one, on the embedded default's model (built from recipes/tiny.yaml's sizes
+as the cascade builds it: Qwen3, hidden 256, 2 layers, vocabulary 2,048; random weights).
 
 * **Sampling** (``llm/decode.py``; evaluation and GRPO rollouts without vLLM): the same
   left-padded prompts (40-300 tokens) in batches of 64, T 0.6, top-p 0.95, up to 192 new tokens.
@@ -18,31 +18,32 @@ layers, vocabulary 2,048; random weights).
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class DemoVocabulary:
+    """What :func:`~cascade_rl.world.model.build_tiny_model` reads of a tokenizer: the demo's
+    2,048-token vocabulary and its special ids (no text is tokenised here)."""
+
+    eos_token_id, pad_token_id = 1, 0
+
+    def __len__(self) -> int:
+        return 2048
+
 
 def tiny_model():
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    """The embedded default's model, built as `cascade run recipes/tiny.yaml` builds it."""
+    from cascade_rl.recipe import load_recipe
+    from cascade_rl.world.model import build_tiny_model
 
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=2048,
-        hidden_size=256,
-        intermediate_size=768,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=64,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        pad_token_id=0,
-        eos_token_id=1,
-    )
-    return Qwen3ForCausalLM(config).eval()
+    sizes = load_recipe(ROOT / "recipes" / "tiny.yaml").model.tiny.model_dump()
+    return build_tiny_model(DemoVocabulary(), seed=0, **sizes).eval()
 
 
 def left_padded_batches(count: int, batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -97,7 +98,7 @@ def training_steps(rounds: int) -> dict[str, list[float]]:
     outputs = ("log_probs", "entropy", "is_top1")  # what TRL's SFT trainer asks for
     heads = {}
     for name in ("fused", "dense"):
-        model = copy.deepcopy(tiny_model()).train()
+        model = tiny_model().train()
         add_fused_lm_head(model, outputs=outputs)
         install_lm_head(model, name, outputs=outputs)
         heads[name] = model
