@@ -6,10 +6,15 @@ worker, must see none of it and score exactly as it does in a fresh sandbox. The
 check that memory and CPU are counted for the whole program, whichever way it holds them.
 """
 
+import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +32,17 @@ def program(code: str) -> str:
 
 def expect(text: str) -> dict:
     return {"inputs": ["\n"], "outputs": [text]}
+
+
+def empty_tmp() -> str:
+    """What ``print(sorted(os.listdir('/tmp')))`` prints in a sandbox no program wrote to: ``[]``,
+    or, when the interpreter lives below /tmp (a checkout under /tmp), the first component of
+    its path, which its bind mount needs (nothing more)."""
+    roots = [Path(root) for root in core._python_roots() if root.startswith("/tmp/")]
+    return str(sorted({root.relative_to("/tmp").parts[0] for root in roots}))
+
+
+LIST_TMP = "import os\nprint(sorted(os.listdir('/tmp')))"
 
 
 def after_a_in_fresh_and_used_pool(leaver: str, probe: str, tests: dict, **options) -> tuple:
@@ -64,7 +80,7 @@ def test_a_tree_too_deep_to_recurse_into_is_wiped_and_the_next_program_scores_as
     alone, after = after_a_in_fresh_and_used_pool(DEEP_TREE, honest, DOUBLE, memory_mb=256)
     assert alone.reward == 1
     assert after.reward == 1, after.details
-    _, listing = after_a_in_fresh_and_used_pool(DEEP_TREE, "import os\nprint(os.listdir('/tmp'))", expect("[]"))
+    _, listing = after_a_in_fresh_and_used_pool(DEEP_TREE, LIST_TMP, expect(empty_tmp()))
     assert listing.reward == 1, listing.details
 
 
@@ -127,16 +143,18 @@ def test_pid_numbers_do_not_depend_on_earlier_programs():
 
 
 def test_a_sandbox_whose_leftovers_cannot_be_removed_is_replaced_before_the_next_run(monkeypatch):
-    wipe = "            for path in left:\n                remove_tree(path)\n"
+    wipe = "            for path in left:\n                remove_tree(path, kept.identities)\n"
     assert wipe in core._server_source()
     source = core._server_source().replace(wipe, "            pass  # (test: nothing can be removed)\n")
     monkeypatch.setattr(core, "_server_source", lambda: source)
     with SandboxPool(1) as pool:
         before = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+        assert pool.submit_python("print(1)").result().ok and pool.replacements == 0
         assert pool.submit_python("open('/tmp/answer', 'w').write('42')").result().ok
-        after = pool.submit_python("import os\nprint(os.listdir('/tmp'))").result()
+        after = pool.submit_python(LIST_TMP).result()
         replaced = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
-    assert after.stdout == b"[]\n" and replaced != before
+        assert pool.replacements == 1
+    assert after.stdout.decode() == empty_tmp() + "\n" and replaced != before
 
 
 def test_the_wipe_removes_any_depth(tmp_path):
@@ -153,6 +171,122 @@ def test_the_wipe_removes_any_depth(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr[-2000:]
+
+
+def test_the_wipe_never_enters_the_interpreters_directories(tmp_path, monkeypatch):
+    """The supervisor's KeptDirectories and remove_tree, directly: the interpreter's bound
+    directories are kept (never listed), only the directories made for them are listed, and the
+    walk never deletes a file of a protected directory, even on the same file system (where the
+    device check alone would not stop it)."""
+    from cascade_rl.sandbox import server
+
+    kept = server.KeptDirectories(["/tmp/c/venv", "/tmp/c/base", "/tmp/c/base/envs/v", "/tmp/d/venv/"])
+    assert kept.bound == {"/tmp/c/venv", "/tmp/c/base", "/tmp/c/base/envs/v", "/tmp/d/venv"}
+    assert kept.made == {"/tmp/c", "/tmp/d"}  # not /tmp/c/base/envs: inside a bound directory
+    assert "/tmp/c/venv" in kept and "/tmp/c" in kept and "/tmp/c/venv/bin" not in kept
+    top = tmp_path / "top"
+    venv = top / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("#")
+    (top / "left").write_text("42")
+    info = os.stat(venv)
+    monkeypatch.chdir(tmp_path)  # remove_tree moves with chdir
+    server.remove_tree(str(top), {(info.st_dev, info.st_ino)})
+    assert (venv / "bin" / "python").exists() and not (top / "left").exists()
+    server.remove_tree(str(venv), {(info.st_dev, info.st_ino)})
+    assert (venv / "bin" / "python").exists()
+
+
+CHECKOUT_UNDER_TMP = """
+import json, os, sys, time
+from cascade_rl.rewards.code import score_batch
+from cascade_rl.sandbox import SandboxPool, core
+
+made = sys.argv[1]  # the directory bwrap makes in the private /tmp for the venv's bind mount
+DOUBLE = {"inputs": ["21\\n"], "outputs": ["42\\n"]}
+HONEST = "<think>x</think>\\n```python\\nprint(int(input()) * 2)\\n```"
+LEAVER = (
+    "<think>x</think>\\n```python\\nimport os\\nopen('/tmp/answer', 'w').write('42')\\n"
+    "os.makedirs('/dev/shm/a/b')\\n"
+    f"for act in (lambda: open({made!r} + '/leak', 'w').write('42'), lambda: os.chmod({made!r}, 0o700),\\n"
+    "            lambda: os.chmod('/tmp', 0o700)):\\n"
+    "    try:\\n        act()\\n    except OSError:\\n        pass\\n"
+    "print(int(input()) * 2)\\n```"
+)
+PROBE = (
+    f"import os, sys\\nmade = {made!r}\\n"
+    "print(sorted(os.listdir('/tmp')), sorted(os.listdir(made)), sorted(os.listdir('/dev/shm')),\\n"
+    "      [oct(os.stat(p).st_mode & 0o7777) for p in ('/tmp', made)], sys.prefix)"
+)
+report = {}
+for mode in ("default", "shared uid"):
+    if mode == "shared uid":  # as on a host that is not root: programs own /tmp and the made directory
+        core._separate_uids_failed.set()
+    with SandboxPool(1) as pool:
+        supervisor = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+        before = pool.submit_python(PROBE).result().stdout.decode()
+        requests = [{"response": HONEST, "tests": DOUBLE}] * 10
+        start = time.monotonic()
+        scores = score_batch(requests + [{"response": LEAVER, "tests": DOUBLE}] + requests, pool=pool)
+        milliseconds = (time.monotonic() - start) / len(scores) * 1000
+        after = pool.submit_python(PROBE).result().stdout.decode()
+        still = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+        report[mode] = {
+            "same_sandbox": still == supervisor,
+            "before": before,
+            "after": after,
+            "rewards": [s.reward for s in scores],
+            "replacements": pool.replacements,
+            "ms_per_program": round(milliseconds, 1),
+        }
+print(json.dumps(report))
+"""
+
+
+def test_a_checkout_under_tmp_keeps_one_sandbox_and_a_nearly_empty_tmp():
+    """The issue: with the interpreter's environment under /tmp (a checkout under /tmp), the
+    wipe listed the environment's own files as leftovers and replaced the pooled sandbox after
+    every program (2,106 times in the demo's Code RL stage, 99 ms a program instead of 10).
+    Now honest programs (and a program that leaves files, even in the directory made for the
+    environment, and changes permissions) never cost a replacement, the environment is
+    untouched, and a program's /tmp lists only the first component of the environment's path."""
+    checkout = Path(tempfile.mkdtemp(prefix="cascade-tmp-checkout-", dir="/tmp"))
+    venv = checkout / "venv"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        files_before = sorted(str(path) for path in venv.rglob("*"))
+        source = Path(__file__).resolve().parents[2] / "src"
+        done = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", CHECKOUT_UNDER_TMP, str(checkout)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(source)},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        assert sorted(str(path) for path in venv.rglob("*")) == files_before
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)
+    clean = f"[{checkout.name!r}] ['venv'] [] ['0o1777', '0o755'] {venv}\n"
+    for mode, seen in report.items():
+        assert seen["rewards"] == [1.0] * 21, (mode, seen)
+        assert seen["same_sandbox"] and seen["replacements"] == 0, (mode, seen)
+        assert seen["before"] == clean and seen["after"] == clean, (mode, seen)
+
+
+def test_permissions_a_program_changes_in_its_scratch_directories_are_restored(monkeypatch):
+    """Where programs share the supervisor's uid (hosts that are not root) they own /tmp and
+    /dev/shm and may chmod them; the next program must find them as a fresh sandbox has them."""
+    monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
+    core._separate_uids_failed.set()
+    probe = "import os\nprint([oct(os.stat(p).st_mode & 0o7777) for p in ('/tmp', '/dev/shm')])"
+    with SandboxPool(1) as pool:
+        fresh = pool.submit_python(probe).result().stdout
+        changed = pool.submit_python("import os\nos.chmod('/tmp', 0o700)\nos.chmod('/dev/shm', 0o755)").result()
+        after = pool.submit_python(probe).result().stdout
+        assert pool.replacements == 0
+    assert changed.ok and fresh == after == b"['0o1777', '0o1777']\n"
 
 
 # ---------------------------------------------------------------------------------- limits
@@ -206,10 +340,10 @@ def test_a_program_that_fills_tmp_to_the_limit_is_stopped_and_the_same_sandbox_g
     with SandboxPool(1) as pool:
         supervisor = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
         run = pool.submit_python(filler, limits=Limits(memory_mb=128, time_s=20)).result()
-        after = pool.submit_python("import os\nprint(os.listdir('/tmp'))").result()
+        after = pool.submit_python(LIST_TMP).result()
         still = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
     assert run.limit == "memory", run
-    assert after.stdout == b"[]\n" and still == supervisor
+    assert after.stdout.decode() == empty_tmp() + "\n" and still == supervisor
 
 
 def test_cpu_time_counts_over_all_processes():

@@ -64,7 +64,11 @@ What the sandbox protects against (each property has an adversarial test in test
   each run (POSIX message queues and keyrings then stay shared between its runs).
 * **Every run of a pooled sandbox starts from the same state**: after each run every process
   of it is dead, and everything it left in /tmp and /dev/shm is removed (at any depth, with no
-  recursion, and checked: a sandbox where something is left is replaced before the next run);
+  recursion, and checked: a sandbox where something is left is replaced before the next run,
+  counted in ``SandboxPool.replacements``); permissions it changed on /tmp, /dev/shm and the
+  directories leading to an interpreter bound below /tmp are restored. An interpreter (a
+  checkout's .venv) under /tmp is bound at its own path, so a program's /tmp lists the first
+  component of that path and nothing else; the wipe never lists, enters or deletes it;
   IPC objects and keyrings cannot be created (filter above); on root hosts the pid numbering
   is reset before each run (``ns_last_pid``), so the program is pid 100 and its children 101,
   102, ... however many processes earlier runs forked (without root, pid numbers continue

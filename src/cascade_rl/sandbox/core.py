@@ -441,7 +441,9 @@ class SandboxServer:
     ``--die-with-parent`` follows the creating thread), so start it in the thread that uses it.
     ``separate_uids`` says whether programs run under their own uid (root hosts, no workdir);
     ``features`` what the sandbox could set up (:data:`FEATURES`: the same pid numbers for
-    every run, a cgroup, the seccomp filter; see the package docstring for what each gives)."""
+    every run, a cgroup, the seccomp filter; see the package docstring for what each gives);
+    ``replacements`` how many times a run left state the supervisor could not remove, so that
+    the sandbox was replaced by a fresh one (none for honest programs)."""
 
     def __init__(
         self,
@@ -455,6 +457,7 @@ class SandboxServer:
         self.mode = mode or isolation()
         self.workdir = Path(workdir) if workdir is not None else None
         self.network = network
+        self.replacements = 0
         separate = self.mode == "bwrap" and self.workdir is None and _separate_uids_possible()
         self._start_options = (limits, writable_workdir)
         try:
@@ -466,9 +469,10 @@ class SandboxServer:
             _separate_uids_failed.set()
             self._start(limits, writable_workdir, False)
 
-    def _recycle(self) -> None:
+    def _recycle(self, left: Sequence[str] = ()) -> None:
         """Replace the sandbox by a fresh one (a run left state the supervisor could not remove)."""
-        logger.info("sandbox: a run left state behind; starting a fresh sandbox")
+        logger.info("sandbox: a run left state behind (%s); starting a fresh sandbox", ", ".join(left) or "?")
+        self.replacements += 1
         self.close()
         self._start(*self._start_options, self.separate_uids)
 
@@ -489,7 +493,7 @@ class SandboxServer:
                 "forget": self.workdir is None,
                 "run_uid": SANDBOX_UID if separate else None,
                 "reset_pids": separate and self.workdir is None,
-                "tmp_roots": [root for root in _python_roots() if root.startswith("/tmp/")],
+                "tmp_roots": [root for root in _python_roots() if root.startswith(("/tmp/", "/dev/shm/"))],
                 "cgroup": cgroup_config,
                 "seccomp": seccomp.server_config(),
             }
@@ -715,7 +719,7 @@ class SandboxServer:
             for fd in pipes:
                 os.close(fd)
         if status.get("recycle"):
-            self._recycle()
+            self._recycle([str(path) for path in status.get("left") or ()])
         return _result(status, captured, truncated)
 
     def _send(self, message: dict) -> None:

@@ -37,11 +37,19 @@ class Runner:
         self.network = network
         self.tmp_mb = tmp_mb
         self._server: SandboxServer | None = None
+        self._replaced = 0  # sandboxes replaced before the current one
+
+    @property
+    def replacements(self) -> int:
+        """Sandboxes this worker replaced: dead ones, and those a run left state in."""
+        return self._replaced + (self._server.replacements if self._server is not None else 0)
 
     def _live_server(self) -> SandboxServer:
         if self._server is None or not self._server.alive:
             if self._server is not None:
+                self._replaced += 1 + self._server.replacements
                 self._server.close()
+                self._server = None
             self._server = SandboxServer(limits=Limits(tmp_mb=self.tmp_mb), network=self.network)
         return self._server
 
@@ -75,6 +83,7 @@ class Runner:
 
     def close(self) -> None:
         if self._server is not None:
+            self._replaced += self._server.replacements
             self._server.close()
             self._server = None
 
@@ -94,8 +103,16 @@ class SandboxPool:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cascade-sandbox")
         self._local = threading.local()
         self._runners: list[Runner] = []
+        self._closed_replacements = 0
         self._lock = threading.Lock()
         self._closed = False
+
+    @property
+    def replacements(self) -> int:
+        """Sandboxes replaced so far by this pool's workers (a dead one, or one a run left state
+        in that the supervisor could not remove): none while programs behave."""
+        with self._lock:
+            return self._closed_replacements + sum(runner.replacements for runner in self._runners)
 
     def _runner(self) -> Runner:
         runner = getattr(self._local, "runner", None)
@@ -136,6 +153,8 @@ class SandboxPool:
             runners, self._runners = self._runners, []
         for runner in runners:
             runner.close()
+        with self._lock:
+            self._closed_replacements += sum(runner.replacements for runner in runners)
 
     def __enter__(self) -> SandboxPool:
         return self

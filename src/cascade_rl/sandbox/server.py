@@ -6,10 +6,11 @@ one JSON argument (:data:`CONFIG_KEYS`): ``socket_fd``; ``isolated`` (in bubblew
 ``forget`` (a pooled sandbox: every run must start from the same clean state); ``run_uid``
 (the uid programs run as when the supervisor may switch uids, see ``core._UserNamespace``);
 ``reset_pids`` (every run's processes get the same pid numbers; needs CAP_SYS_ADMIN in the
-sandbox's user namespace); ``tmp_roots`` (the interpreter's directories bound below
-/tmp, which the wipe leaves); ``cgroup`` (role -> file descriptor of the sandbox's control
-group, opened by the host, see ``cascade_rl.sandbox.cgroups``); ``seccomp`` (the BPF filter
-of ``cascade_rl.sandbox.seccomp`` as hex).
+sandbox's user namespace); ``tmp_roots`` (the interpreter's directories bound below /tmp or
+/dev/shm: the wipe never looks inside them, see :class:`KeptDirectories`); ``cgroup`` (role ->
+file descriptor of the sandbox's control group, opened by the host, see
+``cascade_rl.sandbox.cgroups``); ``seccomp`` (the BPF filter of ``cascade_rl.sandbox.seccomp``
+as hex).
 
 Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object):
 
@@ -24,9 +25,10 @@ Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object)
   earlier program's input, output or source in the memory it inherits.
 * host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit).
 * server -> host when the run is over: ``{"returncode", "signal", "timed_out", "limit",
-  "seconds", "error", "recycle"}``; by then every process of the run is dead. ``recycle``:
-  the run left something in /tmp or /dev/shm that could not be removed; the host replaces
-  this sandbox before the next run.
+  "seconds", "error", "recycle", "left"}``; by then every process of the run is dead.
+  ``recycle``: the run left something in /tmp or /dev/shm that could not be removed (``left``:
+  the first few such paths, ``"ipc"`` for System V objects); the host replaces this sandbox
+  before the next run.
 
 One child per run: ``fork`` (with ``reset_pids`` the pid numbering of the sandbox's pid
 namespace is reset first, through ``ns_last_pid``, so the program is pid 100 and its children
@@ -42,8 +44,9 @@ process count, memory (resident memory of the tree plus the files in /tmp and /d
 a cgroup also any OOM kill) or CPU time (of the whole tree: the cgroup's counter, else the sum
 over /proc of every process's own and reaped children's time). At the end it kills every
 descendant and reaps them; a pooled server then removes whatever the run left in /tmp and
-/dev/shm (any depth, without recursion) and System V IPC objects, and checks that nothing is
-left.
+/dev/shm (any depth, without recursion; never the interpreter's own directories) and System V
+IPC objects, restores the permissions of /tmp, /dev/shm and the directories made for the
+interpreter, and checks that nothing is left.
 """
 
 import array
@@ -249,37 +252,91 @@ def check(result, what):
         raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
-def forget_run(run_uid, keep, look_for_ipc):
+class KeptDirectories:
+    """The interpreter's directories below /tmp or /dev/shm (a checkout and its .venv under
+    /tmp), which the wipe leaves in place. ``bound``: its bind mounts; the wipe never lists
+    them and never enters them (``identities``: their (device, inode), skipped wherever the
+    walk meets them). ``made``: the directories bwrap made in the private /tmp leading to
+    them (outside any bound one); listed like /tmp itself, since a program may write there.
+    ``modes``: the permissions of /tmp, /dev/shm and the made directories at start, which the
+    wipe restores (where programs share the supervisor's uid they own them and may chmod them)."""
+
+    def __init__(self, roots):
+        self.bound = {os.path.normpath(root) for root in roots}
+        self.made = set()
+        for root in self.bound:
+            path = os.path.dirname(root)
+            while path not in ("/", "") and path not in SCRATCH:
+                if not any(path == other or path.startswith(other + "/") for other in self.bound):
+                    self.made.add(path)
+                path = os.path.dirname(path)
+        self.identities = set()
+        for root in self.bound:
+            try:
+                info = os.stat(root)
+            except OSError:
+                continue
+            self.identities.add((info.st_dev, info.st_ino))
+        self.modes = {}
+        for path in (*SCRATCH, *sorted(self.made)):
+            try:
+                self.modes[path] = stat.S_IMODE(os.lstat(path).st_mode)
+            except OSError:
+                continue
+
+    def __contains__(self, path):
+        return path in self.bound or path in self.made
+
+    def changed(self):
+        """The directories of :attr:`modes` whose permissions a run changed."""
+        found = []
+        for path, mode in self.modes.items():
+            try:
+                if stat.S_IMODE(os.lstat(path).st_mode) != mode:
+                    found.append(path)
+            except OSError:
+                found.append(path)
+        return found
+
+
+def forget_run(run_uid, kept, look_for_ipc):
     """Remove what a run left in /tmp, /dev/shm (any depth) and, when ``look_for_ipc`` (no
-    seccomp filter refusing them), System V IPC objects; return whether all of it is gone.
-    Done as the programs' uid (their files are theirs) in a short-lived child, never crossing
-    into another file system, and leaving ``keep`` (directories the sandbox made for the
-    interpreter's bind mounts) in place."""
-    left = leftovers(keep)
+    seccomp filter refusing them), System V IPC objects; return what is still there (empty
+    when all of it is gone). Done as the programs' uid (their files are theirs) in a
+    short-lived child, never crossing into another file system, and leaving ``kept`` (a
+    :class:`KeptDirectories`: the interpreter's directories) in place, never entering them."""
+    left, changed = leftovers(kept), kept.changed()
     ipc = sysv_ipc_ids() if look_for_ipc else {}
-    if not left and not any(ipc.values()):
-        return True
+    if not left and not changed and not any(ipc.values()):
+        return []
     pid = os.fork()
     if pid == 0:
         try:
             if run_uid is not None:
                 become(run_uid)
+            for path in changed:
+                try:
+                    os.chmod(path, kept.modes[path])
+                except OSError:
+                    pass
             for path in left:
-                remove_tree(path)
+                remove_tree(path, kept.identities)
             remove_sysv_ipc(ipc)
         finally:
             hard_exit(0)
     os.waitpid(pid, 0)
-    return not leftovers(keep) and not (look_for_ipc and any(sysv_ipc_ids().values()))
+    ipc_left = ["ipc"] if look_for_ipc and any(sysv_ipc_ids().values()) else []
+    return leftovers(kept) + kept.changed() + ipc_left
 
 
-def leftovers(keep):
-    """Entries of /tmp and /dev/shm (and of the directories in ``keep``) not in ``keep``."""
+def leftovers(kept):
+    """Entries of /tmp and /dev/shm, and of the directories made for the interpreter's bind
+    mounts, that are not the interpreter's (``kept``); its bound directories are never listed."""
     found = []
-    for directory in (*SCRATCH, *keep):
+    for directory in (*SCRATCH, *sorted(kept.made)):
         for name in listdir(directory):
             path = os.path.join(directory, name)
-            if path not in keep:
+            if path not in kept:
                 found.append(path)
     return found
 
@@ -291,10 +348,11 @@ def listdir(path):
         return []
 
 
-def remove_tree(path):
+def remove_tree(path, protected=()):
     """Delete ``path`` and everything below it on its file system, at any depth: the walk
     moves with ``chdir`` and lists each directory once, so neither recursion, path length nor
-    directory size limits apply. Another file system mounted below is left alone."""
+    directory size limits apply. Another file system mounted below is left alone, and so is
+    any directory whose (device, inode) is in ``protected`` (the interpreter's own)."""
     try:
         os.chdir(os.path.dirname(path) or "/")
         device = os.lstat(".").st_dev
@@ -315,7 +373,7 @@ def remove_tree(path):
         name = todo.pop()
         try:
             info = os.lstat(name)
-            if info.st_dev != device:
+            if info.st_dev != device or (info.st_dev, info.st_ino) in protected:
                 continue
             if not stat.S_ISDIR(info.st_mode):
                 os.unlink(name)
@@ -630,7 +688,7 @@ class Server:
         program = bytes.fromhex((config.get("seccomp") or {}).get("filter") or "")
         self.seccomp = seccomp_program(program) if program and LIBC is not None else None
         self.seccomp_syscall = (config.get("seccomp") or {}).get("syscall")
-        self.keep = interpreter_directories(config.get("tmp_roots") or ())
+        self.kept = KeptDirectories(config.get("tmp_roots") or ())
         self.reset_pids = False
         if self.seccomp and not self.probe():
             sys.stderr.write("sandbox server: the seccomp filter cannot be installed here\n")
@@ -778,8 +836,9 @@ class Server:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        if self.forget and not forget_run(self.run_uid, self.keep, self.seccomp is None):
-            status["recycle"] = True
+        left = forget_run(self.run_uid, self.kept, self.seccomp is None) if self.forget else []
+        if left:
+            status.update(recycle=True, left=left[:5])
         return status
 
     def host_request(self):
@@ -844,18 +903,6 @@ def reset_pid_numbering(last_pid_fd):
         return True
     except OSError:
         return False
-
-
-def interpreter_directories(roots):
-    """The interpreter's directories bound below /tmp and the directories leading to them:
-    the sandbox made them, so the wipe leaves them."""
-    keep = set()
-    for root in roots:
-        path = root
-        while path not in ("/", "") and path not in SCRATCH:
-            keep.add(path)
-            path = os.path.dirname(path)
-    return keep
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
