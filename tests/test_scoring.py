@@ -90,3 +90,43 @@ def test_workers_size_the_code_sandbox_pool(tmp_path, monkeypatch):
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
     report = score_file(source, target, workers=3)
     assert asked == [3] and report.domains["code"].reward_sum == 2
+
+
+def test_lines_a_scorer_cannot_score_are_summarised_and_fail_unless_allowed(tmp_path):
+    """An instruction id with no checker (or a tool_call row with a malformed reference) used to
+    score 0 silently with exit 0; now the errored lines are summarised and the exit code is 1."""
+    source = tmp_path / "in.jsonl"
+    rows = [
+        {
+            "domain": "ifeval",
+            "response": "Imagine a calm sea.",
+            "instruction_id_list": ["words:start_verb"],
+            "kwargs": [{}],
+        },
+        {"domain": "ifeval", "response": "Hello.", "instruction_id_list": ["words:made_up"], "kwargs": [{}]},
+        {"domain": "math", "response": "\\boxed{4}", "answer": "4"},
+        {
+            "domain": "ifeval",
+            "response": "Hi.",
+            "instruction_id_list": ["words:made_up", "format:title_case"],
+            "kwargs": [{}, {}],
+        },
+        {"domain": "tool_call", "response": "<tool_call>{}</tool_call>", "expected_calls": "not a list of calls"},
+        # verdicts on the response, not scoring failures: unfinished thinking is a plain 0
+        {"domain": "multiple_choice", "response": "<think>A or B", "answer": "B"},
+    ]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "out.jsonl"
+    result = run_cli(str(source), "-o", str(out), "--workers", "1")
+    assert result.returncode == 1, result.stderr
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["reward"] for r in scored] == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    assert "unknown instruction id 'words:made_up'" in scored[1]["details"]["error"]
+    assert "3 line(s) could not be scored" in result.stderr
+    assert "2 x ValueError: unknown instruction id 'words:made_up'" in result.stderr
+    assert "line(s) 2, 4" in result.stderr and "line(s) 5" in result.stderr
+    assert "line(s) 6" not in result.stderr
+
+    allowed = run_cli(str(source), "-o", str(out), "--workers", "1", "--allow-errors")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "3 line(s) could not be scored" in allowed.stderr and "--allow-errors" in allowed.stderr

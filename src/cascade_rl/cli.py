@@ -8,6 +8,7 @@ cascade elo C S.jsonl     Codeforces Elo per contest and the mean (appendix E)
 cascade data ...          data curation: convert, dedup, decontaminate, check-disjoint, difficulty, offtopic
 cascade serve ...         serve a reward model (vLLM's Pooling API) or a distillation teacher (prompt_logprobs)
 cascade compare A B ...   runs side by side: final values, gains over SFT, largest falls, cost
+cascade model import SRC  a GGUF file or Hugging Face directory -> plain checkpoint with tokenizer and template
 """
 
 from __future__ import annotations
@@ -52,6 +53,36 @@ def _mount_serve() -> None:
     from cascade_rl.serve.cli import app as serve_app
 
     app.add_typer(serve_app, name="serve")
+
+
+model_app = typer.Typer(
+    help="Bring a model in: GGUF file or Hugging Face directory -> plain checkpoint.", no_args_is_help=True
+)
+
+
+@model_app.command("import")
+def model_import(
+    source: Path = typer.Argument(..., help="A .gguf file, a directory holding one, or a Hugging Face directory."),
+    out: Path = typer.Option(..., "--out", "-o", help="Checkpoint directory to write (safetensors + tokenizer)."),
+    dtype: str = typer.Option("float32", "--dtype", help="Weights dtype: float32 or bfloat16."),
+    force: bool = typer.Option(False, "--force", help="Replace whatever --out holds."),
+) -> None:
+    """Import a model as a plain safetensors checkpoint with its tokenizer and chat template.
+
+    GGUF weights are de-quantised to float; the logits of the imported model are compared with
+    the source's on a probe. Importing the same source again into the same --out does nothing.
+    """
+    from cascade_rl.llm.model_import import ModelImportError, import_model
+
+    try:
+        import_model(source, out, dtype=dtype, force=force, echo=lambda text: console.print(text, highlight=False))
+    except ModelImportError as error:
+        console.print(f"[red]error[/red] {error}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _mount_model() -> None:
+    app.add_typer(model_app, name="model")
 
 
 def _mount_compare() -> None:
@@ -266,12 +297,18 @@ def score(
     wait: float = typer.Option(
         60.0, "--wait", min=0.0, help="Seconds to wait for reward servers named in --option to answer."
     ),
+    allow_errors: bool = typer.Option(
+        False, "--allow-errors", help="Exit 0 even when a scorer could not score some lines (reward 0 written)."
+    ),
 ) -> None:
     """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm).
 
     Writes every line back with `reward` and `details` and prints a summary per domain. Bad lines
-    are reported with their line number and get `reward: null`; the exit code is 1 if any. Reward
-    servers named in --option (a reward model, the SWE judge) must answer first (exit code 2).
+    are reported with their line number and get `reward: null`; the exit code is 1 if any. Lines a
+    scorer could not score (`details.error`: an unknown instruction id, a malformed reference, a
+    failed sandbox or server) keep reward 0 and are summarised by error with their line numbers;
+    the exit code is 1 if any, unless --allow-errors. Reward servers named in --option (a reward
+    model, the SWE judge) must answer first (exit code 2).
     """
     from cascade_rl.rewards.registry import REGISTRY, PreflightError, preflight
     from cascade_rl.scoring import score_file
@@ -303,13 +340,31 @@ def score(
     Console().print(table)
     for number, problem in report.bad_lines:
         console.print(f"[red]line {number}[/red]: {problem}")
+    if report.errored:
+        _print_scoring_errors(report.errored, allowed=allow_errors)
     if report.bad_lines:
         console.print(f"[red]{len(report.bad_lines)} bad line(s)[/red] written with reward null")
         raise typer.Exit(1)
+    if report.errored and not allow_errors:
+        raise typer.Exit(1)
+
+
+def _print_scoring_errors(errored: dict[str, list[int]], *, allowed: bool, shown: int = 5) -> None:
+    """`cascade score`'s summary of the lines a scorer could not score, most frequent error first."""
+    from rich.markup import escape
+
+    total = sum(len(lines) for lines in errored.values())
+    outcome = "counted with reward 0 (--allow-errors)" if allowed else "written with reward 0"
+    console.print(f"[red]{total} line(s) could not be scored[/red], {outcome}:", highlight=False)
+    for error, lines in sorted(errored.items(), key=lambda item: (-len(item[1]), item[1][0])):
+        more = f" (+{len(lines) - shown} more)" if len(lines) > shown else ""
+        where = ", ".join(str(n) for n in lines[:shown]) + more
+        console.print(f"  {len(lines)} x {escape(error)} -- line(s) {where}", highlight=False)
 
 
 # Order of `cascade --help`: the cascade's own commands first, then the tools around it.
 _mount_compare()
+_mount_model()
 _mount_tts()  # also `cascade elo`
 _mount_data()
 _mount_swe()

@@ -4,6 +4,13 @@ Each input line is ``{"domain", "prompt"?, "response", **reference fields}``. Ev
 written back in order with ``reward`` and ``details``. A bad line (invalid JSON, unknown
 domain, missing field) keeps its place with ``reward: null`` and an ``error`` naming the
 problem; all other lines are still scored.
+
+A line whose scorer could not score it (``details["error"]`` in any domain: the scorer raised,
+e.g. an instruction id with no checker or a malformed reference; a sandbox, reward-model server or
+judge failed; the math verifier's worker died) keeps the reward 0 its scorer gave, and is counted
+in :attr:`ScoreReport.errored` by error, with its line numbers. Errors that describe the
+*response* (an unfinished thinking block, a malformed tool call in the answer: see
+:data:`RESPONSE_FAULTS`) are verdicts on the answer, not failures to score it.
 """
 
 from __future__ import annotations
@@ -36,11 +43,33 @@ class DomainSummary:
         return self.count / self.seconds if self.seconds > 0 else float("inf")
 
 
+#: ``details["error"]`` prefixes that are verdicts on the response, not failures to score it:
+#: choice / tool_call "unfinished thinking ...", tool_call "malformed <tool_call> block ..." and
+#: "answer call ..." (a call in the answer without a name or with arguments that are not JSON).
+RESPONSE_FAULTS = ("unfinished thinking", "malformed <tool_call> block", "answer call")
+
+
+def scoring_error(details: Mapping[str, Any]) -> str | None:
+    """The error that kept a scorer from scoring a line (its ``details["error"]``), or None when
+    there is none or it is a fault of the response (:data:`RESPONSE_FAULTS`)."""
+    error = details.get("error") if isinstance(details, Mapping) else None
+    if not error:
+        return None
+    error = str(error)
+    return None if error.startswith(RESPONSE_FAULTS) else error
+
+
 @dataclass
 class ScoreReport:
     domains: dict[str, DomainSummary] = field(default_factory=dict)
     bad_lines: list[tuple[int, str]] = field(default_factory=list)
     total: int = 0
+    #: scoring error -> line numbers of the lines it kept from being scored (reward 0 written)
+    errored: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def errored_lines(self) -> int:
+        return sum(len(lines) for lines in self.errored.values())
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -74,6 +103,7 @@ def score_file(
     """Score every line of ``source`` into ``target``; see the module docstring."""
     report = ScoreReport()
     outputs: list[dict] = []
+    numbers: list[int] = []
     by_domain: dict[str, list[int]] = defaultdict(list)
     for number, line in read_lines(source):
         report.total += 1
@@ -83,6 +113,7 @@ def score_file(
             row, problem = {"raw": line.rstrip("\n")}, f"invalid JSON: {error.msg} (column {error.colno})"
         else:
             problem = _validate(row)
+        numbers.append(number)
         if problem:
             report.bad_lines.append((number, problem))
             outputs.append({**row, "reward": None, "details": {"error": problem, "line": number}})
@@ -99,9 +130,14 @@ def score_file(
             outputs[index] = {**outputs[index], "reward": score.reward, "details": score.details}
             summary.count += 1
             summary.reward_sum += score.reward
-            summary.errors += "error" in score.details
+            error = scoring_error(score.details)
+            if error is not None:
+                summary.errors += 1
+                report.errored.setdefault(error, []).append(numbers[index])
             summary.timeouts += bool(score.details.get("timeout"))
 
+    for lines in report.errored.values():
+        lines.sort()
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as handle:
         for row in outputs:

@@ -248,3 +248,173 @@ def test_parquet_input(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["answer"] for line in output.read_text().splitlines()] == ["B", "C"]
+
+
+def fenced(code):
+    return f"```python\n{code}\n```"
+
+
+def test_gsm8k_answers_are_the_number_after_the_marks_and_the_worked_solution_is_kept(tmp_path):
+    rows, summary, output = convert(tmp_path, "gsm8k.jsonl", "gsm8k")
+    assert summary["kept"] == 4
+    assert [r["answer"] for r in rows] == ["66", "1200", "-3", "1000"]  # thousands separators removed
+    assert rows[0]["solution"] == (
+        "In the afternoon she makes 48/2 = 24 rolls.\nAltogether she makes 48 + 24 = 72 rolls.\n"
+        "She sells 72 - 6 = 66 rolls."
+    )
+    assert rows[3]["solution"] == "He saves 250 * 4 = $1000."  # calculator annotations removed
+    assert rows[0]["prompt"].endswith("within \\boxed{}.") and rows[0]["domain"] == "math"
+    loaded = load_rl(output)
+    assert scores(loaded, [f"\\boxed{{{r['answer']}}}" for r in rows]) == [1.0] * 4
+    assert scores(loaded, [r["solution"] for r in rows]) == [0.0] * 4  # the worked solution is no answer
+
+
+def test_gsm8k_rows_without_a_number_after_the_marks_are_named(tmp_path):
+    source = tmp_path / "gsm.jsonl"
+    source.write_text(json.dumps({"question": "q?", "answer": "no marks"}) + "\n")
+    source.write_text(source.read_text() + json.dumps({"question": "q?", "answer": "x\n#### twelve"}) + "\n")
+    output = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(
+        app, ["data", "convert", str(source), "-f", "gsm8k", "-o", str(output), "-q", "--skip-malformed"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out.jsonl.summary.json").read_text())["summary"]
+    assert summary["kept"] == 0
+    assert any("no '#### <number>' line" in reason for reason in summary["examples"])
+    assert any("is not a number: 'twelve'" in reason for reason in summary["examples"])
+
+
+MBPP_ROWS = [json.loads(line) for line in (SAMPLES / "mbpp.jsonl").read_text().splitlines()]
+
+
+def test_mbpp_rows_run_assert_tests_after_the_setup_code_and_their_reference_code_passes(tmp_path):
+    rows, summary, output = convert(tmp_path, "mbpp.jsonl", "mbpp")
+    assert summary["kept"] == 4 and [r["id"] for r in rows] == ["2", "11", "520", "927"]
+    assert rows[1]["tests"]["asserts"] == MBPP_ROWS[1]["test_list"] + MBPP_ROWS[1]["challenge_test_list"]
+    assert rows[3]["tests"]["setup"].startswith("root = Node(1) \nroot.left = Node(2)")
+    assert "setup" not in rows[0]["tests"]
+    prompt = rows[0]["prompt"]  # the task, then its first test only: the function's name and signature
+    assert prompt.startswith("Write a function to return the larger of two numbers.\n")
+    assert "assert larger(3, 5) == 5" in prompt and "assert larger(-1, -4)" not in prompt
+    assert "root = Node(1)" in rows[3]["prompt"]  # the setup code the tests need is shown
+    loaded = load_rl(output)
+    assert scores(loaded, [fenced(r["code"]) for r in MBPP_ROWS]) == [1.0] * 4
+    assert scores(loaded, [fenced("def larger(a, b):\n    return a")] * 4) == [0.0] * 4
+
+
+@pytest.mark.parametrize(
+    ("split", "kept"), [("test", ["11"]), ("train", ["927"]), ("validation", ["520"]), ("prompt", ["2"])]
+)
+def test_mbpp_split_by_task_id(tmp_path, split, kept):
+    rows, summary, _ = convert(tmp_path, "mbpp.jsonl", "mbpp", "--split", split)
+    assert [r["id"] for r in rows] == kept
+    assert summary["dropped"] == {f"not in the {split} split": 3}
+
+
+def test_mbpp_split_is_checked_and_reaches_the_converter_from_a_benchmark(tmp_path):
+    from cascade_rl.eval.benchmarks import load_benchmark
+    from cascade_rl.recipe import Benchmark
+
+    command = ["data", "convert", str(SAMPLES / "mbpp.jsonl"), "-f", "mbpp", "-o", str(tmp_path / "x.jsonl")]
+    result = CliRunner().invoke(app, [*command, "--split", "dev"])
+    assert result.exit_code == 2 and "--split must be all or one of prompt, test, validation, train" in result.output
+    command = ["data", "convert", str(SAMPLES / "aime2024.jsonl"), "-f", "aime", "-o", str(tmp_path / "y.jsonl")]
+    result = CliRunner().invoke(app, [*command, "--split", "test"])
+    assert result.exit_code == 2 and "--split is an option of mbpp" in result.output
+    bench = Benchmark(name="mbpp", data=str(SAMPLES / "mbpp.jsonl"), format="mbpp", format_options={"split": "test"})
+    assert [row["id"] for row in load_benchmark(bench)] == ["11"]
+
+
+RUNNING = "[max(numbers[: i + 1]) for i in range(len(numbers))]"
+
+
+def test_humaneval_programs_are_standalone_and_run_after_the_prompt_code(tmp_path):
+    rows, summary, output = convert(tmp_path, "humaneval.jsonl", "humaneval")
+    source = [json.loads(line) for line in (SAMPLES / "humaneval.jsonl").read_text().splitlines()]
+    assert summary["kept"] == 3 and rows[0]["id"] == "HumanEval/0"
+    assert rows[0]["tests"] == {
+        "asserts": ["check(running_max)"],
+        "prelude": source[0]["prompt"],
+        "setup": source[0]["test"],
+    }
+    assert "def running_max(numbers: List[int]) -> List[int]:" in rows[0]["prompt"]
+    loaded = load_rl(output)
+    canonical = [fenced(s["prompt"] + s["canonical_solution"]) for s in source]
+    assert scores(loaded, canonical) == [1.0] * 3
+    # the function alone: the prompt's imports (List) and helpers (shift_encode) come from the prompt's code
+    alone = [
+        fenced(f"def running_max(numbers: List[int]) -> List[int]:\n    return {RUNNING}"),
+        fenced("def shift_decode(s):\n    return ''.join(chr((ord(c) - 100) % 26 + 97) for c in s)"),
+        fenced("def is_palindrome(text):\n    return text[::-1] == text"),
+    ]
+    assert scores(loaded, alone) == [1.0] * 3
+    # the prompt repeated without a body, or a wrong body, fails
+    assert scores(loaded, [fenced(s["prompt"]) for s in source]) == [0.0] * 3
+    assert scores(loaded, [fenced("def is_palindrome(text):\n    return True")] * 3) == [0.0] * 3
+
+
+def test_nemo_gym_math_with_code_rows_name_their_answer_expected_result(tmp_path):
+    """NeMo Gym's math_with_code resources server publishes the answer as ``expected_result``."""
+    from cascade_rl.data.convert import nemo_gym
+
+    question = "Compute $\\binom{8}{3}$ with the python tool."
+    rows = [
+        {"responses_create_params": {"input": [{"role": "user", "content": question}]}, "expected_result": "56"},
+        {
+            "responses_create_params": {"input": question},
+            "verifier_metadata": {"expected_result": "\\(56\\)"},
+            "expected_code_contains": "comb",
+        },
+    ]
+    source = tmp_path / "math_with_code.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["data", "convert", str(source), "-f", "nemo-gym", "-o", str(output), "-q"])
+    assert result.exit_code == 0, result.output
+    converted = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [(r["domain"], r["answer"]) for r in converted] == [("math", "56"), ("math", "\\(56\\)")]
+    assert scores(load_rl(output), ["<think>C(8,3)</think>\\boxed{56}"] * 2) == [1.0, 1.0]
+    assert nemo_gym(rows[0], domain="math")["answer"] == "56"
+    with pytest.raises(RowError, match="expected_result"):
+        nemo_gym({"responses_create_params": {"input": question}})
+
+
+@pytest.mark.parametrize("fmt", ["ifbench", "ifeval"])
+def test_unknown_instruction_ids_are_malformed_rows(tmp_path, fmt):
+    """A row whose instruction id has no checker would score 0 with an error for every response:
+    it is malformed at conversion, named by file and line, and counted with the id when skipped."""
+    source = tmp_path / "ifbench.jsonl"
+    rows = [
+        {"key": 1, "prompt": "Describe a city.", "instruction_id_list": ["words:start_verb"], "kwargs": [{}]},
+        {"key": 2, "prompt": "Describe a sea.", "instruction_id_list": ["words:made_up"], "kwargs": [{}]},
+        {"key": 3, "prompt": "Describe a sky.", "instruction_id_list": ["format:title_case", "count:nope"]},
+    ]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["data", "convert", str(source), "-f", fmt, "-o", str(output), "-q"])
+    assert result.exit_code == 2
+    assert f"{source}:2: unknown instruction id 'words:made_up'" in result.output
+    result = CliRunner().invoke(
+        app, ["data", "convert", str(source), "-f", fmt, "-o", str(output), "-q", "--skip-malformed", "--overwrite"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out.jsonl.summary.json").read_text())["summary"]
+    assert summary["read"] == 3 and summary["kept"] == 1
+    examples = {key: where for key, where in summary["examples"].items() if "unknown instruction id" in key}
+    assert sorted(examples.values()) == [f"{source}:2", f"{source}:3"]
+    assert any("'words:made_up'" in key for key in examples) and any("'count:nope'" in key for key in examples)
+    assert [json.loads(line)["instruction_id_list"] for line in output.read_text().splitlines()] == [
+        ["words:start_verb"]
+    ]
+
+
+def test_nemo_gym_instruction_rows_with_unknown_ids_are_malformed(tmp_path):
+    source = tmp_path / "gym.jsonl"
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "Write a line."}]},
+        "verifier_metadata": {"instruction_id_list": ["words:made_up"], "kwargs": [{}]},
+    }
+    source.write_text(json.dumps(row) + "\n")
+    output = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["data", "convert", str(source), "-f", "nemo-gym", "-o", str(output), "-q"])
+    assert result.exit_code == 2 and f"{source}:1: unknown instruction id 'words:made_up'" in result.output

@@ -156,3 +156,35 @@ def test_a_killed_job_resumes_to_the_same_output(tmp_path):
     assert "already complete" in again.stderr
     other = run("convert", source, "-f", "aime", "-o", output, "--suffix", "x", "-q")
     assert other.exit_code == 2 and "--overwrite" in other.output
+
+
+def test_dedup_levels_default_to_whitespace_and_case_and_the_summary_names_the_level(tmp_path):
+    rows = [
+        {"prompt": "What is the capital of France?", "domain": "math", "answer": "1"},
+        {"prompt": "what is the capital of  france?", "domain": "math", "answer": "2"},
+        {"prompt": "What is the capital of France", "domain": "math", "answer": "3"},
+        {"prompt": "What is the capital of France?", "domain": "math", "answer": "4"},
+    ]
+    source = write(tmp_path / "in.jsonl", rows)
+    expected = {
+        None: ["1", "3"],
+        "exact": ["1", "2", "3"],
+        "whitespace": ["1", "2", "3"],
+        "whitespace-case": ["1", "3"],
+        "whitespace-case-punctuation": ["1"],
+    }
+    for level, answers in expected.items():
+        output = tmp_path / f"{level}.jsonl"
+        result = run("dedup", source, "-o", output, "-q", *(["--level", level] if level else []))
+        assert result.exit_code == 0, result.output
+        assert [r["answer"] for r in lines(output)] == answers, level
+        assert f"dedup ({level or 'whitespace-case'})" in result.output
+        assert summary_of(output)["extra"]["level"] == (level or "whitespace-case")
+    exact_spaces = write(tmp_path / "spaces.jsonl", [{"q": "a  b"}, {"q": "a b"}, {"q": "A B"}])
+    keyed = tmp_path / "keyed.jsonl"
+    assert run("dedup", exact_spaces, "-o", keyed, "--key", "q", "--level", "exact", "-q").exit_code == 0
+    assert len(lines(keyed)) == 3
+    assert run("dedup", exact_spaces, "-o", keyed, "--key", "q", "-q", "--overwrite").exit_code == 0
+    assert len(lines(keyed)) == 1
+    bad = run("dedup", source, "-o", tmp_path / "bad.jsonl", "--level", "case")
+    assert bad.exit_code == 2 and "whitespace-case-punctuation" in bad.output

@@ -63,3 +63,36 @@ def test_ngram_index_agrees_with_the_set_of_ngrams_on_random_text(group_chars, m
     expected = [any(g in naive for g in ngrams(t, 4)) for t in train]
     assert [bool(m) for m in index.matches(train)] == expected
     assert 10 < sum(expected) < len(train)
+
+
+# issue 19: dedup as users mean it -- whitespace and case by default, levels on request
+@pytest.mark.parametrize(
+    "level,same",
+    [
+        ("exact", [("a b", "a b")]),
+        ("whitespace", [("a  b\n", "a b")]),
+        ("whitespace-case", [("a  b\n", "a b"), ("What is 2+2?", "what is 2+2?")]),
+        ("whitespace-case-punctuation", [("What is 2+2?", "what is 2+2"), ("Hello, world!", "hello world")]),
+    ],
+)
+def test_dedup_text_levels(level, same):
+    from cascade_rl.data.hygiene import dedup_text
+
+    for first, second in same:
+        assert dedup_text(first, level) == dedup_text(second, level)
+    # each level keeps apart what the next one merges
+    assert dedup_text("x = 3.5", level) != dedup_text("x = 35", level)
+
+
+def test_dedup_default_ignores_case_and_whitespace_only():
+    from cascade_rl.data.hygiene import DEFAULT_DEDUP_LEVEL, dedup_text
+
+    rows = [{"p": "What is 2+2?"}, {"p": "what  is 2+2?"}, {"p": "What is 2+2"}]
+    kept, dropped = dedup(rows, key=lambda r: r["p"])
+    assert DEFAULT_DEDUP_LEVEL == "whitespace-case"
+    assert kept == [{"p": "What is 2+2?"}, {"p": "What is 2+2"}] and dropped == 1
+    assert dedup(rows, key=lambda r: r["p"], level="whitespace-case-punctuation")[1] == 2
+    assert dedup(rows, key=lambda r: r["p"], level="exact")[1] == 0
+    assert dedup_text("a  B", "whitespace") == "a B"
+    with pytest.raises(ValueError, match="exact, whitespace, whitespace-case, whitespace-case-punctuation"):
+        dedup_text("x", "case")

@@ -92,3 +92,56 @@ def test_gold_from_letter_index_or_option_text(answer, gold):
 def test_bad_gold_is_named(answer, message):
     with pytest.raises(ValueError, match=message):
         score("Answer: C", answer=answer, choices=OPTIONS)
+
+
+# issue 19: lower-case letters where the text marks an answer, and "Option C is correct."
+READ_LOWER = [
+    ("Answer: c", "C"),
+    ("answer: c.", "C"),
+    ("The answer is (c)", "C"),
+    ("The answer is (c) Paris.", "C"),
+    ("Answer: option c", "C"),
+    ("**Answer:** c", "C"),
+    ("The correct answer is c because Paris is the capital.", "C"),
+    ("Paris is the capital.\n\nc", "C"),
+    ("Paris is the capital.\n(c)", "C"),
+    ("Paris is the capital.\nc.", "C"),
+    ("Option C is correct.", "C"),
+    ("option c is the correct one.", "C"),
+    ("Paris is the capital, so Option (C) is the right answer.", "C"),
+    # a note naming another option after the answer does not change it
+    ("The answer is C.\nNote: option B is correct only for the old map.", "C"),
+    ("Answer: c\n\n(Option B is a common mistake.)", "C"),
+]
+
+NOT_READ_LOWER = [
+    "The answer is a city on the Seine.",  # the article, not option a
+    "Answer: a capital city",
+    "The answer is e.g. Berlin or Madrid.",  # e.g. is no option
+    "Option B is incorrect.",
+    "Option B is not correct.",
+    "Answer: e",  # outside a-d
+    "Answer: i think it depends.",
+    "Paris is the capital.\nc) Paris is right",  # a lower-case label with text is no bare label
+]
+
+
+@pytest.mark.parametrize("answer,letter", READ_LOWER, ids=[a for a, _ in READ_LOWER])
+def test_lower_case_letters_and_option_statements_are_read(answer, letter):
+    assert extract_choice(answer, "ABCD", OPTIONS)[0] == letter
+    assert score(f"<think>Answer: b</think>{answer}", answer="C", choices=OPTIONS).reward == 1.0
+
+
+@pytest.mark.parametrize("answer", NOT_READ_LOWER, ids=repr)
+def test_lower_case_letters_outside_answer_contexts_are_not_read(answer):
+    assert extract_choice(answer, "ABCD", OPTIONS) == (None, None)
+
+
+def test_pronoun_i_beside_option_i_and_letters_in_the_thinking():
+    assert score("I believe the answer is (I).", answer="I").details["extracted"] == "I"
+    assert score("Answer: I", answer="I").reward == 1.0
+    assert score("Answer: I think it is (B).", answer="I").details["extracted"] is None
+    assert score("Option I is correct.", answer="I").reward == 1.0
+    assert score("<think>Answer: c</think>The answer is b.", answer="C", choices=OPTIONS).reward == 0.0
+    result = score("Option C is correct.", answer="C", choices=OPTIONS)
+    assert result.details["form"] == "option statement"

@@ -451,3 +451,146 @@ def test_workers_reach_the_code_sandbox_pool(monkeypatch):
     monkeypatch.setattr(code, "shared_pool", lambda workers=None: asked.append(workers) or shared(workers))
     scores = registry_score_batch("code", requests(3), workers=3)
     assert [s.reward for s in scores] == [0.0, 1.0, 1.0] and asked == [3]
+
+
+# ---------------------------------------------------------------------------------- assert-style tests
+
+ASSERTS = {"asserts": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]}
+
+
+@pytest.mark.parametrize(
+    "code, results",
+    [
+        ("def add(a, b):\n    return a + b", ["pass", "pass"]),
+        ("def add(a, b):\n    return 3", ["pass", "wrong_answer"]),
+        ("def add(a, b):\n    raise ValueError('no')", ["runtime_error", "runtime_error"]),
+        ("import sys\nsys.exit(0)", ["wrong_answer", "wrong_answer"]),  # exits before the test runs
+        ("import os\nos._exit(0)", ["wrong_answer", "wrong_answer"]),
+        ("import os\nos.write(3, b'0' * 32)\nos._exit(0)", ["wrong_answer", "wrong_answer"]),  # no token
+        ("n = input()\ndef add(a, b):\n    return a + b", ["runtime_error", "runtime_error"]),  # stdin is empty
+        ("def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    raise SystemExit(1)", ["pass", "pass"]),
+    ],
+)
+def test_assert_tests_pass_only_when_every_statement_runs_to_its_end(pool, code, results):
+    result = score(fenced(code), tests=ASSERTS, pool=pool, stop_on_failure=False)
+    assert result.details["results"] == results
+    assert result.reward == (1.0 if results == ["pass", "pass"] else 0.0)
+    assert result.details["passed"] == results.count("pass") and result.details["total"] == 2
+
+
+def test_assert_tests_run_prelude_program_setup_then_the_statement(pool):
+    tests = {
+        "prelude": "from typing import List\n\ndef helper(x):\n    return x * 10\n\ndef total(xs: List[int]) -> int:\n"
+        '    """stub"""\n',
+        "setup": "box = Box([1, 2])",
+        "asserts": ["assert total(box.items) == 30", "assert total([]) == 0"],
+    }
+    program = (
+        "class Box:\n    def __init__(self, items):\n        self.items = items\n"
+        "def total(xs: List[int]) -> int:\n    return sum(helper(x) for x in xs)"
+    )
+    assert score(fenced(program), tests=tests, pool=pool).reward == 1
+    box_only = fenced("class Box:\n    def __init__(self, items):\n        self.items = items")
+    stub_only = score(box_only, tests=tests, pool=pool)
+    assert stub_only.reward == 0 and stub_only.details["results"] == ["wrong_answer", "not_run"]
+    assert "AssertionError" in stub_only.details["stderr"]
+
+
+@pytest.mark.parametrize(
+    "tests, problem",
+    [
+        ({"asserts": []}, "non-empty list of Python statements"),
+        ({"asserts": "assert f()"}, "non-empty list of Python statements"),
+        ({"asserts": ["assert (1"]}, "assert 0 is not valid Python"),
+        ({"asserts": ["assert f()"], "setup": 3}, "setup must be Python code"),
+        ({"asserts": ["assert f()"], "inputs": ["1"], "outputs": ["1"]}, "either 'asserts' or 'inputs'"),
+    ],
+)
+def test_bad_assert_tests_name_the_problem(tests, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_tests(tests)
+
+
+def test_assert_tests_may_arrive_as_a_json_string():
+    assert parse_tests(json.dumps(ASSERTS)) == parse_tests(ASSERTS)
+    assert parse_tests(ASSERTS).asserts == tuple(ASSERTS["asserts"])
+
+
+def test_call_based_expected_text_matches_a_returned_string(pool):
+    tests = {"inputs": [[1000], [7]], "outputs": ["1000", "7"], "fn_name": "show"}
+    assert score(fenced("def show(n):\n    return str(n)"), tests=tests, pool=pool).reward == 1
+    assert score(fenced("def show(n):\n    return n"), tests=tests, pool=pool).reward == 1
+    assert score(fenced("def show(n):\n    return str(n + 1)"), tests=tests, pool=pool).reward == 0
+    quoted = {"inputs": [[1]], "outputs": ['"abc"'], "fn_name": "show"}  # JSON text of the string abc
+    assert score(fenced("def show(n):\n    return 'abc'"), tests=quoted, pool=pool).reward == 1
+    assert score(fenced("def show(n):\n    return '\"abc\"'"), tests=quoted, pool=pool).reward == 0
+
+
+def test_details_list_each_test_of_every_kind(pool):
+    three = {"inputs": ADD["inputs"] + ["0 0\n"], "outputs": ["3\n", "7\n", "0\n"]}
+    wrong = score(SUM_WRONG, tests=three, pool=pool)
+    assert wrong.details["results"] == ["wrong_answer", "not_run", "not_run"]
+    full = score(SUM_WRONG, tests=ADD, pool=pool, stop_on_failure=False)
+    assert full.details["results"] == ["wrong_answer", "wrong_answer"]
+    assert score(SUM_OK, tests=ADD, pool=pool).details["results"] == ["pass", "pass"]
+
+
+# ---------------------------------------------------------------------------------- CPU over the process tree
+
+
+def spinning(workers: int, cpu_each: float) -> str:
+    """A response whose program runs ``workers`` processes (itself and forks), each spinning
+    until it used ``cpu_each`` CPU-seconds, then adds two numbers."""
+    return fenced(
+        "import os, time\nchild, pids = False, []\n"
+        f"for _ in range({workers - 1}):\n"
+        "    pid = os.fork()\n    if pid == 0:\n        child = True\n        break\n    pids.append(pid)\n"
+        f"start = time.process_time()\nwhile time.process_time() - start < {cpu_each}:\n    pass\n"
+        "if child:\n    os._exit(0)\nfor pid in pids:\n    os.waitpid(pid, 0)\n"
+        "a, b = map(int, input().split())\nprint(a + b)"
+    )
+
+
+ONE_ADD = {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+
+
+def test_the_cpu_limit_over_the_process_tree_is_the_time_limit_unless_relaxed():
+    from cascade_rl.rewards.code import _prepare
+
+    def limits(**options):
+        return _prepare(SUM_OK, tests=ADD, time_limit=2.5, **options).limits
+
+    assert limits().time_s == 2.5 and limits().cpu_s == 2.5  # the default: cpu_limit="tree"
+    assert limits(cpu_limit="tree").cpu_s == 2.5
+    assert limits(cpu_limit=3).cpu_s == 7.5 and limits(cpu_limit=3).time_s == 2.5  # a factor
+    assert limits(cpu_limit="off").cpu_s is None  # the sandbox's default: time limit + 1 s
+    assert limits(cpu_limit=False).cpu_s is None  # YAML's reading of an unquoted off
+    for bad in ("fast", 0, -1, True, None):
+        with pytest.raises(ValueError, match="cpu_limit"):
+            limits(cpu_limit=bad)
+    assert score_batch([{"response": SUM_OK, "tests": ADD}], cpu_limit="nope")[0].reward == 0
+
+
+def test_a_forking_program_over_the_cpu_budget_scores_zero_and_an_honest_one_passes(pool):
+    """The issue's case: three processes using 2.7 CPU-seconds in about 1.4 s under a 2-second
+    limit scored 1 (the tree's CPU limit was time + 1 s); now the tree gets the time limit, so
+    the program cannot finish however many cores it finds. Programs within it pass (with the
+    default time limit: the test machine may be busy)."""
+    over = score(spinning(3, 0.9), tests=ONE_ADD, time_limit=2, pool=pool)
+    assert over.reward == 0 and over.details["first_failure"]["kind"] == "timeout", over.details
+    assert score(spinning(2, 0.3), tests=ONE_ADD, pool=pool).reward == 1
+    assert score(spinning(1, 0.5), tests=ONE_ADD, pool=pool).reward == 1
+
+
+def test_a_forking_program_is_stopped_for_cpu_before_the_wall_limit(pool):
+    """With the CPU limit at a tenth of the time limit (so that a busy test machine cannot make
+    the wall limit come first), three processes of 1 CPU-second each are stopped by the CPU
+    limit over the tree (``cpu``), well before the wall limit."""
+    from cascade_rl.rewards.code import _prepare
+
+    prepared = _prepare(spinning(3, 1.0), tests=ONE_ADD, time_limit=20, cpu_limit=0.1)
+    assert prepared.limits.cpu_s == 2.0 and prepared.limits.time_s == 20
+    run = pool.submit_python(prepared.source, stdin=b"1 2\n", limits=prepared.limits).result()
+    assert run.limit == "cpu" and not run.timed_out and run.seconds < 20, run
+    result = score(spinning(3, 1.0), tests=ONE_ADD, time_limit=20, cpu_limit=0.1, pool=pool)
+    assert result.reward == 0 and result.details["test_seconds"] < 20, result.details

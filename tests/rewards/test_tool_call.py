@@ -142,3 +142,153 @@ def test_exact_shape_keeps_its_stricter_strings():
         ).reward
         == 0.0
     )
+
+
+# issue 19: BFCL's AST checker types each argument by the function's schema; strict by default
+def tool(name, properties, required=()):
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "parameters": {"type": "object", "properties": properties, "required": list(required)},
+        },
+    }
+
+
+AREA = [tool("area", {"base": {"type": "integer"}, "scale": {"type": "number"}, "exact": {"type": "boolean"}})]
+AREA_TRUTH = [{"area": {"base": [10], "scale": ["", 2.0], "exact": ["", True]}}]
+
+TYPED = [  # (case, arguments, strict reward, lenient reward: values only, a number is a number)
+    ("integer as written", '{"base": 10}', 1.0, 1.0),
+    ("float where the schema says integer", '{"base": 10.0}', 0.0, 1.0),
+    ("string where the schema says integer", '{"base": "10"}', 0.0, 0.0),
+    ("integer where the schema says float", '{"base": 10, "scale": 2}', 1.0, 1.0),
+    ("boolean", '{"base": 10, "exact": true}', 1.0, 1.0),
+    ("string where the schema says boolean", '{"base": 10, "exact": "true"}', 0.0, 0.0),
+    ("boolean where the schema says float", '{"base": 10, "scale": true}', 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize("name,arguments,strict,lenient", TYPED, ids=[c[0] for c in TYPED])
+def test_arguments_are_type_checked_against_the_schema(name, arguments, strict, lenient):
+    response = call("area", arguments)
+    assert score(response, expected_calls=AREA_TRUTH, tools=AREA).reward == strict
+    assert score(response, expected_calls=AREA_TRUTH, tools=AREA, strict_types=False).reward == lenient
+
+
+def test_exact_expected_calls_are_type_checked_too():
+    expected = [{"name": "area", "arguments": {"base": 10}}]
+    assert score(call("area", '{"base": 10}'), expected_calls=expected, tools=AREA).reward == 1.0
+    assert score(call("area", '{"base": 10.0}'), expected_calls=expected, tools=AREA).reward == 0.0
+    assert score(call("area", '{"base": 10.0}'), expected_calls=expected).reward == 1.0  # no schema, no types
+
+
+def test_arguments_given_as_a_json_string_are_rejected_unless_lenient():
+    response = '<tool_call>\n{"name": "area", "arguments": "{\\"base\\": 10}"}\n</tool_call>'
+    strict = score(response, expected_calls=AREA_TRUTH, tools=AREA)
+    assert strict.reward == 0.0 and "JSON string" in strict.details["error"]
+    assert score(response, expected_calls=AREA_TRUTH, tools=AREA, strict_types=False).reward == 1.0
+    assert score(response, expected_calls=AREA_TRUTH, tools=AREA, strict_types="false").reward == 1.0
+
+
+def test_array_items_and_variables_follow_bfcl():
+    tools = [tool("mean", {"xs": {"type": "array", "items": {"type": "integer"}}, "n": {"type": "integer"}})]
+    truth = [{"mean": {"xs": [[1, 2]], "n": ["", "count"]}}]
+    assert score(call("mean", '{"xs": [1, 2]}'), expected_calls=truth, tools=tools).reward == 1.0
+    assert score(call("mean", '{"xs": [1, 2.0]}'), expected_calls=truth, tools=tools).reward == 0.0
+    # a ground truth that writes a value in another type (a variable name) accepts that type
+    assert score(call("mean", '{"xs": [1, 2], "n": "count"}'), expected_calls=truth, tools=tools).reward == 1.0
+    result = score(call("mean", '{"xs": ["1", 2]}'), expected_calls=truth, tools=tools)
+    assert result.reward == 0.0 and "xs" in result.details["type_error"]
+
+
+# BFCL simple row "database.query": `conditions` is an array of objects; in the possible answer each
+# field of such an object lists its acceptable values
+QUERY_TOOLS = [
+    tool(
+        "database.query",
+        {
+            "table": {"type": "string"},
+            "conditions": {"type": "array", "items": {"type": "object"}},
+        },
+        ["table", "conditions"],
+    )
+]
+QUERY_TRUTH = [
+    {
+        "database.query": {
+            "table": ["user"],
+            "conditions": [
+                [
+                    {"field": ["age"], "operation": [">"], "value": ["25"]},
+                    {"field": ["job"], "operation": ["="], "value": ["engineer"]},
+                ]
+            ],
+        }
+    }
+]
+
+
+@pytest.mark.parametrize("tools", [QUERY_TOOLS, None], ids=["with schema", "without schema"])
+def test_list_of_objects_lists_acceptable_values_per_field(tools):
+    right = call(
+        "database.query",
+        '{"table": "user", "conditions": [{"field": "age", "operation": ">", "value": "25"}, '
+        '{"field": "job", "operation": "=", "value": "engineer"}]}',
+    )
+    lists = call(
+        "database.query",
+        '{"table": "user", "conditions": [{"field": ["age"], "operation": [">"], "value": ["25"]}, '
+        '{"field": ["job"], "operation": ["="], "value": ["engineer"]}]}',
+    )
+    swapped = call(
+        "database.query",
+        '{"table": "user", "conditions": [{"field": "job", "operation": "=", "value": "engineer"}, '
+        '{"field": "age", "operation": ">", "value": "25"}]}',
+    )
+    assert score(right, expected_calls=QUERY_TRUTH, tools=tools).reward == 1.0
+    assert score(lists, expected_calls=QUERY_TRUTH, tools=tools).reward == 0.0
+    assert score(swapped, expected_calls=QUERY_TRUTH, tools=tools).reward == 0.0  # BFCL: in order
+
+
+def test_converted_bfcl_rows_are_scored_with_their_schema():
+    import json
+    from pathlib import Path
+
+    from cascade_rl.data.convert import bfcl, load_answers
+
+    samples = Path(__file__).parents[1] / "data" / "samples"
+    answers = load_answers(samples / "bfcl_simple_answers.jsonl")
+    first = json.loads((samples / "bfcl_simple.jsonl").read_text().splitlines()[0])
+    row = bfcl(first, answers=answers)
+    right = call("calculate_triangle_area", '{"base": 10, "height": 5}')
+    floats = call("calculate_triangle_area", '{"base": 10.0, "height": 5}')
+    assert score(right, expected_calls=row["expected_calls"], tools=row["tools"]).reward == 1.0
+    assert score(floats, expected_calls=row["expected_calls"], tools=row["tools"]).reward == 0.0
+    assert score(floats, expected_calls=row["expected_calls"], tools=row["tools"], strict_types=False).reward == 1.0
+
+
+def test_strict_types_option_reaches_the_scorer_from_cascade_score_and_benchmarks(tmp_path):
+    import json
+
+    from cascade_rl.cli import _parse_options
+    from cascade_rl.eval.benchmarks import score_samples
+    from cascade_rl.scoring import score_file
+
+    line = {
+        "domain": "tool_call",
+        "response": call("area", '{"base": 10.0}'),
+        "expected_calls": AREA_TRUTH,
+        "tools": AREA,
+    }
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(line) + "\n")
+    options = _parse_options(["tool_call.strict_types=false"])
+    assert options == {"tool_call": {"strict_types": False}}
+    for given, reward in ((None, 0.0), (options, 1.0)):
+        score_file(source, tmp_path / "out.jsonl", workers=1, options=given)
+        assert json.loads((tmp_path / "out.jsonl").read_text())["reward"] == reward
+    rows = [{"domain": "tool_call", "prompt": [{"role": "user", "content": "area?"}], "reference": line}]
+    samples = [[line["response"]]]
+    assert score_samples(rows, samples, {}, workers=1)[0][0].reward == 0.0
+    assert score_samples(rows, samples, {"tool_call": {"strict_types": False}}, workers=1)[0][0].reward == 1.0

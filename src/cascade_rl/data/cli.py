@@ -4,8 +4,9 @@ machinery (progress bar, resumable output, kept / dropped summary, malformed row
 and line) is :mod:`cascade_rl.data.job`.
 
     cascade data convert IN... --format FMT -o OUT      public formats -> the project's schemas
-    cascade data dedup IN... -o OUT                     exact prompt dedup
+    cascade data dedup IN... -o OUT [--level L]         prompt dedup (white space and case ignored)
     cascade data decontaminate IN... -o OUT --benchmark NAME=PATH ...   9-gram decontamination
+    cascade data constrain IN... -o OUT [--families ifeval,iftrain]   IF-RL rows from real texts
     cascade data check-disjoint --sft A --rlhf B --rl C  prompts shared between stages
     cascade data difficulty IN -o OUT --model SPEC      pass-rate filters (math 16 samples, code 8/8 and 0/8)
     cascade data verify IN -o OUT                       drop responses that disagree with the ground truth
@@ -100,13 +101,16 @@ def convert(
     domain: str | None = typer.Option(None, "--domain", help="nemo-gym: force the reward domain of every row."),
     tests: str = typer.Option("all", "--tests", help="livecodebench: all (public + private) or public."),
     answers: Path | None = typer.Option(None, "--answers", help="bfcl: possible-answer file (id, ground_truth)."),
+    split: str | None = typer.Option(
+        None, "--split", help="mbpp: train, test, validation, prompt or all (MBPP's split by task_id) [default: all]."
+    ),
     skip_malformed: bool = SKIP,
     overwrite: bool = OVERWRITE,
     quiet: bool = QUIET,
 ) -> None:
     """Convert public formats (NeMo Gym RL rows, OpenAI messages, HelpSteer, AIME, IFEval /
-    IFBench, LiveCodeBench, TACO / APPS, MMLU / MMLU-Pro / GPQA, BFCL, SWE-bench) to the
-    project's schemas (docs/data-formats.md)."""
+    IFBench, GSM8K, LiveCodeBench, TACO / APPS, MBPP, HumanEval, MMLU / MMLU-Pro / GPQA, BFCL,
+    SWE-bench) to the project's schemas (docs/data-formats.md)."""
     from cascade_rl.data.commands import convert_files
 
     _run(
@@ -121,6 +125,7 @@ def convert(
             domain=domain,
             tests=tests,
             answers=answers,
+            split=split,
             skip_malformed=skip_malformed,
             overwrite=overwrite,
             progress=not quiet,
@@ -148,19 +153,35 @@ def dedup(
     key: str | None = typer.Option(
         None, "--key", help="Dedup on this field (dotted path) [default: the prompt's turns, roles and modes]."
     ),
+    level: str = typer.Option(
+        "whitespace-case",
+        "--level",
+        help="What two prompts may differ in and still be one: exact | whitespace | whitespace-case | "
+        "whitespace-case-punctuation.",
+    ),
     skip_malformed: bool = SKIP,
     overwrite: bool = OVERWRITE,
     quiet: bool = QUIET,
 ) -> None:
-    """Exact dedup of prompts (SPEC 3): the first row of each prompt is kept (whitespace ignored;
-    the thinking mode of a turn counts, so parallel think / no_think samples both stay)."""
+    """Dedup of prompts (SPEC 3): the first row of each prompt is kept, prompts compared at
+    --level (default: white space and case ignored; the thinking mode of a turn counts, so
+    parallel think / no_think samples both stay). The summary names the level."""
     from cascade_rl.data.commands import dedup_files
+    from cascade_rl.data.hygiene import DEDUP_LEVELS
 
+    if level not in DEDUP_LEVELS:
+        raise typer.BadParameter(f"--level must be one of {', '.join(DEDUP_LEVELS)}, got {level!r}")
     _run(
-        "dedup",
+        f"dedup ({level})",
         output,
         lambda: dedup_files(
-            inputs, output, key=key, skip_malformed=skip_malformed, overwrite=overwrite, progress=not quiet
+            inputs,
+            output,
+            key=key,
+            level=level,
+            skip_malformed=skip_malformed,
+            overwrite=overwrite,
+            progress=not quiet,
         ),
     )
 
@@ -174,7 +195,10 @@ def decontaminate(
     ),
     n: int = typer.Option(9, "-n", min=1, help="n-gram length (paper: 9)."),
     text: str = typer.Option(
-        "prompt", "--text", help="What of a training row is compared: prompt or all (replies too)."
+        "prompt",
+        "--text",
+        help="What of a training row is compared: prompt, all (replies too) or the name of a text field "
+        "(e.g. base_text: the request of `constrain` rows, without the constraint templates).",
     ),
     skip_malformed: bool = SKIP,
     overwrite: bool = OVERWRITE,
@@ -184,8 +208,8 @@ def decontaminate(
     says how many rows each benchmark removed, with an example shared n-gram."""
     from cascade_rl.data.commands import decontaminate_files
 
-    if text not in ("prompt", "all"):
-        raise typer.BadParameter("--text must be prompt or all")
+    if not text.strip():
+        raise typer.BadParameter("--text must be prompt, all or a field name")
     _run(
         f"decontaminate ({n}-grams)",
         output,
@@ -195,6 +219,67 @@ def decontaminate(
             _pairs(benchmark, "NAME=PATH"),
             n=n,
             all_text=text == "all",
+            field=None if text in ("prompt", "all") else text,
+            skip_malformed=skip_malformed,
+            overwrite=overwrite,
+            progress=not quiet,
+        ),
+    )
+
+
+@app.command()
+def constrain(
+    inputs: list[Path] = INPUTS,
+    output: Path = OUTPUT,
+    text_field: str | None = typer.Option(
+        None,
+        "--text-field",
+        help="Field holding the text (dotted path; a string or chat messages) [default: the row's prompt / "
+        "question (GSM8K), else `text` (MBPP)].",
+    ),
+    constraints: str = typer.Option("1-3", "--constraints", help="Constraints per row: N or LOW-HIGH."),
+    families: str = typer.Option(
+        "ifeval",
+        "--families",
+        help="Instruction families, comma-separated: ifeval (IFEval's 25), iftrain (IFBench training).",
+    ),
+    exclude_ids: str = typer.Option(
+        "", "--exclude-ids", help="Instruction ids never drawn, comma-separated (a `family:` prefix excludes a family)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the draws (each row's draw also depends on its file and id)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Build at most this many rows (the first texts)."),
+    where: str | None = typer.Option(
+        None,
+        "--where",
+        help="Only rows with FIELD=LOW..HIGH (numbers, inclusive) or FIELD=VALUE, e.g. task_id=601..974.",
+    ),
+    id_prefix: str | None = typer.Option(
+        None, "--id-prefix", help="Row ids are PREFIX-ID-if [default: the input's folder and name, e.g. gsm8k-train]."
+    ),
+    skip_malformed: bool = SKIP,
+    overwrite: bool = OVERWRITE,
+    quiet: bool = QUIET,
+) -> None:
+    """IF-RL rows from real texts (SPEC 6): each text followed by verifiable constraints of the
+    IFEval / IFBench-training families, described in the verifier's own wording, with kwargs and
+    combinations that a response can satisfy (each row is checked against a constructed answer).
+    Decontaminate them with `decontaminate --text base_text`."""
+    from cascade_rl.data.constrain import constrain_files
+
+    _run(
+        f"constrain ({families}, {constraints} per row, seed {seed})",
+        output,
+        lambda: constrain_files(
+            inputs,
+            output,
+            text_field=text_field,
+            constraints=constraints,
+            families=[f.strip() for f in families.split(",") if f.strip()],
+            exclude_ids=[i.strip() for i in exclude_ids.split(",") if i.strip()],
+            seed=seed,
+            limit=limit,
+            where=where,
+            prefix=id_prefix,
             skip_malformed=skip_malformed,
             overwrite=overwrite,
             progress=not quiet,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.data.convert import FORMATS, load_answers
-from cascade_rl.data.hygiene import NgramIndex
+from cascade_rl.data.convert import FORMATS, MBPP_SPLITS, load_answers
+from cascade_rl.data.hygiene import DEFAULT_DEDUP_LEVEL, NgramIndex, check_dedup_level, dedup_text
 from cascade_rl.data.job import Drop, Keep, Summary, run_job
 from cascade_rl.data.rows import (
     DataError,
@@ -24,6 +25,7 @@ from cascade_rl.data.rows import (
     normal_text,
     pluck,
     prompt_key,
+    prompt_messages,
     prompt_text,
     rename_fields,
     row_text,
@@ -40,6 +42,7 @@ def convert_files(
     domain: str | None = None,
     tests: str = "all",
     answers: Path | None = None,
+    split: str | None = None,
     **job: Any,
 ) -> Summary:
     """Convert ``inputs`` from format ``fmt`` (:data:`cascade_rl.data.convert.FORMATS`)."""
@@ -55,6 +58,12 @@ def convert_files(
         extra["tests"] = tests
     if spec.name == "bfcl" and answers is not None:
         extra["answers"] = load_answers(check_input(answers))
+    if split is not None:
+        if spec.name != "mbpp":
+            raise DataError(f"--split is an option of mbpp, not of {spec.name}")
+        if split != "all" and split not in MBPP_SPLITS:
+            raise DataError(f"--split must be all or one of {', '.join(MBPP_SPLITS)}, got {split!r}")
+        extra["split"] = split
     renames = dict(rename or {})
 
     def process(rows: Sequence[Row]) -> list:
@@ -74,21 +83,37 @@ def convert_files(
     return run_job("convert", inputs, output, process, options=options, **job)
 
 
-def dedup_files(inputs: Sequence[Path], output: Path, *, key: str | None = None, **job: Any) -> Summary:
-    """Keep the first row of each prompt (:func:`cascade_rl.data.rows.prompt_key`, or the
-    whitespace-collapsed value of the field ``key``)."""
+def dedup_files(
+    inputs: Sequence[Path],
+    output: Path,
+    *,
+    key: str | None = None,
+    level: str = DEFAULT_DEDUP_LEVEL,
+    **job: Any,
+) -> Summary:
+    """Keep the first row of each prompt (the turns of
+    :func:`cascade_rl.data.rows.prompt_key`, or the value of the field ``key``), texts compared
+    at ``level`` (:data:`cascade_rl.data.hygiene.DEDUP_LEVELS`; default whitespace and case)."""
+    try:
+        check_dedup_level(level)
+    except ValueError as error:
+        raise DataError(str(error)) from None
     seen: set[str] = set()
 
     def key_of(data: Mapping[str, Any]) -> str:
         if key is None:
-            turns = prompt_key(data)
-            if turns == json.dumps([[], []]):
+            turns, modes = json.loads(prompt_key(data))
+            if not turns and not modes:
                 raise RowError("no prompt found (prompt, messages, context, question, ...); pass --key")
-            return turns
+            if level == "exact":  # prompt_key collapses white space; exact compares the raw turns
+                turns = [[m["role"], m["content"]] for m in prompt_messages(data)]
+            else:
+                turns = [[role, dedup_text(text, level)] for role, text in turns]
+            return json.dumps([turns, modes], ensure_ascii=False)
         value = pluck(data, key)
         if value is None:
             raise RowError(f"missing field {key!r}")
-        return " ".join((value if isinstance(value, str) else json.dumps(value, sort_keys=True)).split())
+        return dedup_text(value if isinstance(value, str) else json.dumps(value, sort_keys=True), level)
 
     def process(rows: Sequence[Row]) -> list:
         outcomes: list = []
@@ -108,7 +133,16 @@ def dedup_files(inputs: Sequence[Path], output: Path, *, key: str | None = None,
     def warm(data: dict) -> None:
         seen.add(key_of(data))
 
-    return run_job("dedup", inputs, output, process, options={"key": key}, warm=warm, **job)
+    return run_job(
+        "dedup",
+        inputs,
+        output,
+        process,
+        options={"key": key, "level": level},
+        warm=warm,
+        extra=lambda: {"level": level},
+        **job,
+    )
 
 
 def benchmark_index(benchmarks: Mapping[str, Path], n: int = 9) -> NgramIndex:
@@ -135,19 +169,35 @@ def decontaminate_files(
     *,
     n: int = 9,
     all_text: bool = False,
+    field: str | None = None,
     **job: Any,
 ) -> Summary:
     """Drop the rows that share an n-gram with any benchmark (SPEC 3); ``extra`` of the summary
-    has one line per benchmark: its n-grams, rows it removed, an example shared n-gram."""
+    has one line per benchmark: its n-grams, rows it removed, an example shared n-gram.
+    ``field`` compares that field of each row instead of its prompt (e.g. the ``base_text`` of
+    ``cascade data constrain`` rows: their constraint templates are shared scaffolding)."""
     index = benchmark_index(benchmarks, n)
     removed = {name: 0 for name in benchmarks}
     examples: dict[str, str] = {}
     text_of = row_text if all_text else prompt_text
+    if field is not None:
+        text_of = partial(_field_text, field=field)
 
     def process(rows: Sequence[Row]) -> list:
-        found = index.matches([text_of(row.data) for row in rows])
+        texts: list[str] = []
+        errors: dict[int, RowError] = {}
+        for number, row in enumerate(rows):
+            try:
+                texts.append(text_of(row.data))
+            except RowError as error:
+                errors[number] = error
+                texts.append("")
+        found = index.matches(texts)
         outcomes: list = []
-        for row, hits in zip(rows, found):
+        for number, (row, hits) in enumerate(zip(rows, found)):
+            if number in errors:
+                outcomes.append(errors[number])
+                continue
             for name, gram in hits.items():
                 removed[name] += 1
                 examples.setdefault(name, f"{row.where}: “{gram}”")
@@ -167,8 +217,20 @@ def decontaminate_files(
         return {"per benchmark": rows}
 
     options = {"benchmarks": {k: str(v) for k, v in benchmarks.items()}, "n": n, "all_text": all_text}
+    if field is not None:
+        options["field"] = field
     summary = run_job("decontaminate", inputs, output, process, options=options, extra=extra, batch_size=2048, **job)
     return summary
+
+
+def _field_text(data: Mapping[str, Any], field: str) -> str:
+    """The text of one field (dotted path): a string, or the user / system text of messages."""
+    value = pluck(data, field)
+    if isinstance(value, list):
+        value = prompt_text({"prompt": value})
+    if not isinstance(value, str):
+        raise RowError(f"missing text field {field!r}")
+    return value
 
 
 STAGE_ORDER = ("sft", "rlhf", "rl")

@@ -10,16 +10,22 @@ shape. Samples of every format, written in the public schema, are in
 Formats (the fields read are listed in docs/data-formats.md):
 
 * ``nemo-gym``: NVIDIA's RL data in the NeMo Gym layout (``responses_create_params.input``
-  and ``tools``; ``expected_answer``, ``verifier_metadata.unit_tests``, ``instruction_id_list``
+  and ``tools``; ``expected_answer`` (math_with_code: ``expected_result``),
+  ``verifier_metadata.unit_tests``, ``instruction_id_list``
   / ``kwargs``, ``verifier_metadata.instance_dict``) -> math / code / ifeval RL rows, tools
   kept; SWE rows -> instances;
 * ``messages``: OpenAI-style chat rows (``messages``, ``tools``, ``reasoning_content``) -> SFT;
 * ``helpsteer``: HelpSteer3 and HelpSteer2 preference pairs -> RM pairs, ties dropped;
 * ``aime``: problem / answer rows -> math RL rows;
+* ``gsm8k``: ``question``, ``answer`` (worked solution, then ``#### number``) -> math RL rows
+  with the number as the answer and the worked solution kept for SFT;
 * ``ifeval`` (alias ``ifbench``): ``key``, ``prompt``, ``instruction_id_list``, ``kwargs``;
 * ``livecodebench``: public tests and private tests (JSON, or base64 + zlib + pickle decoded
   as plain data only), ``metadata.func_name``, ``contest_date`` -> code RL rows;
 * ``taco`` (alias ``apps``): ``question``, ``input_output``, ``starter_code`` -> code RL rows;
+* ``mbpp``: ``text``, ``test_list`` (+ ``challenge_test_list``), ``test_setup_code`` -> code RL
+  rows with assert-style tests, ``split`` by task_id;
+* ``humaneval``: ``prompt``, ``test``, ``entry_point`` -> code RL rows with assert-style tests;
 * ``mcq``: MMLU, MMLU-Pro, GPQA (options shuffled with a seed per question) ->
   ``multiple_choice`` RL rows with lettered options;
 * ``bfcl``: BFCL rows with ``ground_truth`` or a ``--answers`` file -> ``tool_call`` RL rows
@@ -35,6 +41,7 @@ import io
 import json
 import pickle
 import random
+import re
 import string
 import zlib
 from collections.abc import Callable, Mapping
@@ -54,6 +61,23 @@ CODE_STDIN = (
 CODE_CALL = (
     "Use the following starter code and give your solution in a ```python code block:\n```python\n{starter}\n```"
 )
+CODE_FUNCTION = (
+    "Give your solution (the function and any imports it needs) as one Python program in a ```python code block."
+)
+HUMANEVAL_TASK = (
+    "Complete the following Python function:\n```python\n{prompt}\n```\n"
+    "Give the complete function, with its signature, as one Python program in a ```python code block."
+)
+#: MBPP's standard split by task_id (Austin et al. 2021; the google-research release)
+MBPP_SPLITS = {
+    "prompt": range(1, 11),
+    "test": range(11, 511),
+    "validation": range(511, 601),
+    "train": range(601, 975),
+}
+#: GSM8K's calculator annotations, ``<<48/2=24>>``
+GSM8K_CALCULATOR = re.compile(r"<<[^<>]*>>")
+GSM8K_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 #: BFCL's parameter types, as JSON schema types (BFCL's own conversion for OpenAI-style tools)
 BFCL_TYPES = {
     "dict": "object",
@@ -167,12 +191,22 @@ def _gym_domain(row: Mapping[str, Any]) -> str:
         return "code"
     if pluck(row, "verifier_metadata.instruction_id_list") is not None or "instruction_id_list" in row:
         return "ifeval"
-    if pluck(row, "expected_answer") is not None or pluck(row, "verifier_metadata.expected_answer") is not None:
+    if any(pluck(row, name) is not None for name in GYM_ANSWER_FIELDS):
         return "math"
     raise RowError(
-        "no verifier fields: expected_answer, verifier_metadata.unit_tests, instruction_id_list "
-        "or verifier_metadata.instance_dict"
+        "no verifier fields: expected_answer (or expected_result), verifier_metadata.unit_tests, "
+        "instruction_id_list or verifier_metadata.instance_dict"
     )
+
+
+#: where NeMo Gym rows keep a math answer; ``expected_result`` is the math_with_code resources
+#: server's name for it (at the top level, as that server reads it, or in verifier_metadata)
+GYM_ANSWER_FIELDS = (
+    "expected_answer",
+    "verifier_metadata.expected_answer",
+    "expected_result",
+    "verifier_metadata.expected_result",
+)
 
 
 def nemo_gym(row: Mapping[str, Any], suffix: str = "", domain: str | None = None) -> dict:
@@ -186,7 +220,7 @@ def nemo_gym(row: Mapping[str, Any], suffix: str = "", domain: str | None = None
         messages[-1] = {**messages[-1], "content": with_suffix(messages[-1]["content"], suffix)}
     out: dict[str, Any] = {"prompt": messages, "domain": domain}
     if domain == "math":
-        out["answer"] = str(need(row, "expected_answer", "verifier_metadata.expected_answer"))
+        out["answer"] = str(need(row, *GYM_ANSWER_FIELDS))
     elif domain == "code":
         tests = _json_field(need(row, "verifier_metadata.unit_tests", "unit_tests"), "unit_tests")
         if not isinstance(tests, Mapping):
@@ -214,6 +248,11 @@ def _instructions(ids: Any, kwargs: Any) -> dict:
     kwargs = _json_field(kwargs, "kwargs") if kwargs is not None else [{}] * len(ids)
     if not isinstance(kwargs, list) or len(kwargs) != len(ids):
         raise RowError("kwargs is not a list with one entry per instruction")
+    from cascade_rl.rewards.ifeval import INSTRUCTIONS
+
+    unknown = [i for i in ids if i not in INSTRUCTIONS]
+    if unknown:  # no checker: every response would score 0 with an error, lowering the accuracy
+        raise RowError(f"unknown instruction id {unknown[0]!r} (no checker in cascade_rl.rewards.ifeval)")
     cleaned = []
     for entry in kwargs:
         entry = _json_field(entry, "kwargs entry") if entry is not None else {}
@@ -264,6 +303,27 @@ def aime(row: Mapping[str, Any], suffix: str = MATH_SUFFIX) -> dict:
     answer = need(row, "answer", "Answer", "expected_answer")
     out = {"prompt": with_suffix(str(problem), suffix), "domain": "math", "answer": str(answer)}
     identifier = _row_id(row, "id", "ID", "problem_id", "url")
+    return {**out, "id": identifier} if identifier else out
+
+
+def gsm8k(row: Mapping[str, Any], suffix: str = MATH_SUFFIX) -> dict:
+    """A GSM8K problem: the number after ``####`` (thousands separators removed) is the answer;
+    the worked solution before it, calculator annotations removed, is kept as ``solution``."""
+    question = need(row, "question")
+    text = need(row, "answer")
+    if not isinstance(text, str) or "####" not in text:
+        raise RowError("answer has no '#### <number>' line")
+    worked, _, final = text.rpartition("####")
+    answer = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", final.strip())
+    if not GSM8K_NUMBER.fullmatch(answer):
+        raise RowError(f"the answer after '####' is not a number: {final.strip()!r:.80}")
+    out = {
+        "prompt": with_suffix(str(question), suffix),
+        "domain": "math",
+        "answer": answer,
+        "solution": GSM8K_CALCULATOR.sub("", worked).strip(),
+    }
+    identifier = _row_id(row, "id", "ID")
     return {**out, "id": identifier} if identifier else out
 
 
@@ -359,6 +419,68 @@ def taco(row: Mapping[str, Any], suffix: str = "") -> dict | Drop:
         "tests": _check_tests(suite, "input_output"),
     }
     identifier = _row_id(row, "id", "problem_id", "name")
+    return {**out, "id": identifier} if identifier else out
+
+
+def _statements(value: Any, what: str) -> list[str]:
+    value = _json_field(value, what) if isinstance(value, str) and value.lstrip().startswith("[") else value
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise RowError(f"{what} is not a list of Python statements")
+    return list(value)
+
+
+def mbpp(row: Mapping[str, Any], suffix: str = "", split: str = "all") -> dict | Drop:
+    """An MBPP problem: ``test_list`` and ``challenge_test_list`` as assert-style tests run
+    after ``test_setup_code``; the prompt states the task and shows the first test (the
+    function's name and signature). ``split``: MBPP's split by task_id, or ``all``."""
+    if split != "all" and split not in MBPP_SPLITS:
+        raise RowError(f"split must be all or one of {', '.join(MBPP_SPLITS)}, got {split!r}")
+    text = need(row, "text", "prompt")
+    task_id = need(row, "task_id")
+    if split != "all":
+        try:
+            number = int(task_id)
+        except (TypeError, ValueError):
+            raise RowError(f"task_id is not a number: {task_id!r:.40}") from None
+        if number not in MBPP_SPLITS[split]:
+            return Drop(f"not in the {split} split")
+    asserts = _statements(need(row, "test_list"), "test_list")
+    asserts += _statements(row.get("challenge_test_list") or [], "challenge_test_list")
+    setup = row.get("test_setup_code") or ""
+    if not isinstance(setup, str):
+        raise RowError("test_setup_code is not a string")
+    setup = setup.replace("\r\n", "\n")
+    tests = {"asserts": asserts, **({"setup": setup} if setup.strip() else {})}
+    shown = f"Your code should pass this test:\n```python\n{asserts[0]}\n```"
+    if setup.strip():
+        shown += f"\nThe tests run after this code, which follows your program:\n```python\n{setup.strip()}\n```"
+    out = {
+        "prompt": with_suffix(with_suffix(f"{str(text).strip()}\n{shown}", CODE_FUNCTION), suffix),
+        "domain": "code",
+        "tests": _check_tests(tests, "tests"),
+        "id": str(task_id),
+    }
+    return out
+
+
+def humaneval(row: Mapping[str, Any], suffix: str = "") -> dict:
+    """A HumanEval problem: the model completes the prompt's function and gives it whole, as a
+    standalone program; the prompt's code runs before it (its imports and helper functions),
+    then ``test`` and ``check(entry_point)``."""
+    prompt = need(row, "prompt")
+    entry_point = need(row, "entry_point")
+    test = need(row, "test")
+    if not all(isinstance(v, str) for v in (prompt, entry_point, test)):
+        raise RowError("prompt, test and entry_point must be strings")
+    if not entry_point.isidentifier():
+        raise RowError(f"entry_point is not a Python identifier: {entry_point!r:.80}")
+    tests = {"asserts": [f"check({entry_point})"], "prelude": prompt, "setup": test}
+    out = {
+        "prompt": with_suffix(HUMANEVAL_TASK.format(prompt=prompt.strip("\n")), suffix),
+        "domain": "code",
+        "tests": _check_tests(tests, "tests"),
+    }
+    identifier = _row_id(row, "task_id", "id")
     return {**out, "id": identifier} if identifier else out
 
 
@@ -483,9 +605,12 @@ FORMATS: dict[str, Format] = {
         Format("messages", messages_row, "SFT rows"),
         Format("helpsteer", helpsteer, "reward-model pairs (ties dropped)"),
         Format("aime", aime, "math RL rows", MATH_SUFFIX),
+        Format("gsm8k", gsm8k, "math RL rows, worked solution kept (GSM8K)", MATH_SUFFIX),
         Format("ifeval", ifeval, "ifeval RL rows (IFEval and IFBench)"),
         Format("livecodebench", livecodebench, "code RL rows (public + private tests)"),
         Format("taco", taco, "code RL rows (TACO / APPS)"),
+        Format("mbpp", mbpp, "code RL rows with assert tests (MBPP; --split)"),
+        Format("humaneval", humaneval, "code RL rows with assert tests (HumanEval)"),
         Format("mcq", mcq, "multiple_choice RL rows (MMLU, MMLU-Pro, GPQA)", CHOICE_SUFFIX),
         Format("bfcl", bfcl, "tool_call RL rows with their tools"),
         Format("swebench", swebench, "SWE instances for cascade swe"),

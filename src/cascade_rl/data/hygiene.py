@@ -1,8 +1,14 @@
 """Data hygiene used throughout the paper (SPEC section 3): exact prompt deduplication and
 n-gram decontamination (drop any sample sharing a 9-gram with a test sample).
 
-Text is compared after lower-casing and splitting on non-alphanumeric characters, so
-formatting differences do not hide an overlap.
+Dedup compares prompts at one of :data:`DEDUP_LEVELS` (:func:`dedup_text`): ``exact``;
+``whitespace`` (runs of white space are one space, ends stripped); ``whitespace-case`` (also
+case-folded: the default, and what ``check-disjoint`` compares); ``whitespace-case-punctuation``
+(also every Unicode punctuation mark read as a space, so ``3.5`` stays apart from ``35`` but
+``2/3`` meets ``2-3``: for prose more than for maths).
+
+For decontamination, text is compared after lower-casing and splitting on non-alphanumeric
+characters, so formatting differences do not hide an overlap.
 
 :class:`NgramIndex` is the decontamination index of ``cascade data decontaminate``: the
 n-grams of several named benchmarks, each word mapped to an integer id and each n-gram to a
@@ -18,7 +24,10 @@ n-gram hash collision never drops a row. A benchmark text shorter than
 from __future__ import annotations
 
 import re
+import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cache
 from typing import TypeVar
 
 import numpy as np
@@ -56,12 +65,42 @@ def decontaminate(
     return kept, len(rows) - len(kept)
 
 
-def dedup(rows: Iterable[Row], key: Callable[[Row], str]) -> tuple[list[Row], int]:
-    """First occurrence of each exact (whitespace-normalised) key, and how many repeats were dropped."""
+DEDUP_LEVELS = ("exact", "whitespace", "whitespace-case", "whitespace-case-punctuation")
+DEFAULT_DEDUP_LEVEL = "whitespace-case"
+
+
+def check_dedup_level(level: str) -> str:
+    if level not in DEDUP_LEVELS:
+        raise ValueError(f"unknown dedup level {level!r}; known: {', '.join(DEDUP_LEVELS)}")
+    return level
+
+
+def dedup_text(text: str, level: str = DEFAULT_DEDUP_LEVEL) -> str:
+    """``text`` as dedup compares it at ``level`` (module docstring)."""
+    check_dedup_level(level)
+    if level == "exact":
+        return text
+    if level == "whitespace-case-punctuation":
+        text = text.translate(_punctuation_as_space())
+    if level != "whitespace":
+        text = text.casefold()
+    return " ".join(text.split())
+
+
+@cache
+def _punctuation_as_space() -> dict[int, str]:
+    """A ``str.translate`` table mapping every Unicode punctuation character (categories P*) to a space."""
+    return {c: " " for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)).startswith("P")}
+
+
+def dedup(rows: Iterable[Row], key: Callable[[Row], str], level: str = DEFAULT_DEDUP_LEVEL) -> tuple[list[Row], int]:
+    """First occurrence of each key as :func:`dedup_text` reads it at ``level``, and how many
+    repeats were dropped."""
+    check_dedup_level(level)
     seen: set[str] = set()
     kept, dropped = [], 0
     for row in rows:
-        normal = " ".join(key(row).split())
+        normal = dedup_text(key(row), level)
         if normal in seen:
             dropped += 1
         else:

@@ -14,16 +14,22 @@ of the first of these forms that occurs at all (later forms are fallbacks):
 
 1. ``\\boxed{C}`` (also ``\\boxed{(C)}``, ``\\boxed{\\text{C}}``, ``\\boxed{C. Paris}``);
 2. an answer statement: ``Answer: C``, ``**Answer:** (C)``, ``The answer is C``, ``the correct
-   answer is: [C]``, ``Final answer - C)``, ``The best option is C``, ``答案：C``;
-3. a last line that is a bare option label: ``C``, ``(C)``, ``C.``, ``**C**``, or ``C) Paris``
-   when it is the only option-shaped line of the answer (an answer that lists every option
-   chooses none of them);
-4. with ``choices``: the last line, or the text after "the answer is", equal to one option's
+   answer is: [C]``, ``Final answer - C)``, ``The best option is C``, ``Answer: option c``,
+   ``答案：C``;
+3. an option statement: ``Option C is correct``, ``choice (c) is the right answer`` (a note
+   naming another option after an answer statement never wins: statements come first);
+4. a last line that is a bare option label: ``C``, ``(C)``, ``C.``, ``**C**``, ``c``, or ``C)
+   Paris`` when it is the only option-shaped line of the answer (an answer that lists every
+   option chooses none of them);
+5. with ``choices``: the last line, or the text after "the answer is", equal to one option's
    text (case, surrounding punctuation and markup ignored).
 
-Letters are upper case (``\\boxed{c}`` excepted), range over the row's options (``choices``;
-else ``num_choices``, default 10 = A-J as in MMLU-Pro), and must stand alone: ``Answer:
-Carbon`` names no letter, and the pronoun in ``Answer: I think...`` is not option I.
+Letters range over the row's options (``choices``; else ``num_choices``, default 10 = A-J as in
+MMLU-Pro) and must stand alone: ``Answer: Carbon`` names no letter, and the pronoun in
+``Answer: I think...`` is not option I. Lower-case letters count only where they cannot be a
+word: inside ``\\boxed{}`` or brackets, or followed by the end of the line, punctuation or
+"is / because / since" (``Answer: c``, ``The answer is (c)``), so the article in ``The answer is
+a city`` and the ``e`` of ``e.g.`` are no options; a lower-case label line is a bare letter.
 Details: ``extracted`` (the letter, or None), ``gold`` and ``form`` (which rule matched).
 """
 
@@ -44,12 +50,20 @@ _LATEX_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\{([^{}]*)\}")
 # a letter that stands alone: not part of a word, and not the pronoun of "I think" / "I'm"
 _ALONE = r"(?![A-Za-z0-9])(?!(?<=I)(?:'|\s+[a-z]))"
 _BOXED = re.compile(r"\\boxed\{\s*[\(\[]?([A-Za-z])[\)\]]?" + r"(?![A-Za-z0-9])")
+# a lower-case letter is an option only where it cannot be a word ("a" the article, "e.g."):
+# bracketed, or followed by the end of the line, punctuation that ends it, or "is / because / since"
+_LOWER = r"[a-z](?=[\)\]]|[.,;:!?](?![A-Za-z0-9])|[ \t]*(?:\n|$)|\s+(?:is|because|since)\b)"
 _STATEMENT = re.compile(
     r"(?:\b(?:[Aa]nswer|ANSWER|(?:[Cc]orrect|[Rr]ight|[Bb]est|[Ff]inal)\s+(?:[Oo]ption|[Cc]hoice))|答案)"
     r"(?:\s+(?:is|would\s+be|will\s+be))?\s*(?:[:：=\-]|是|为)?\s*"
-    r"(?:(?:[Oo]ption|[Cc]hoice)\s+)?[\(\[]?([A-Z])[\)\]]?" + _ALONE
+    r"(?:(?:[Oo]ption|[Cc]hoice)\s+)?[\(\[]?([A-Z]|" + _LOWER + r")[\)\]]?" + _ALONE
+)
+# "Option C is correct", "choice (c) is the right answer" (not "is incorrect" / "is not correct")
+_OPTION_IS = re.compile(
+    r"\b(?:[Oo]ption|[Cc]hoice)\s+[\(\[]?([A-Za-z])[\)\]]?\s+(?:is|would\s+be)\s+(?:the\s+)?(?:correct|right|best)\b"
 )
 _LABEL_LINE = re.compile(r"^\s*[\(\[]?([A-Z])(?:[\)\]\.:]\s*(.*))?\s*$")
+_LOWER_LINE = re.compile(r"^\s*[\(\[]?([a-z])[\)\]\.:]?\s*$")
 _ANSWER_IS = re.compile(r"(?i)\banswer\s*(?:is|:)\s*(.+)$")
 
 
@@ -103,7 +117,7 @@ def gold_letter(answer: Any, choices: Sequence[str] | None, letters: str) -> str
 def extract_choice(answer: str, letters: str, choices: Sequence[str] | None = None) -> tuple[str | None, str | None]:
     """(letter, form) chosen by ``answer`` (the text after ``</think>``), or (None, None)."""
     text = _LATEX_TEXT.sub(r"\1", _MARKUP.sub("", answer or ""))
-    for form, pattern in (("boxed", _BOXED), ("statement", _STATEMENT)):
+    for form, pattern in (("boxed", _BOXED), ("statement", _STATEMENT), ("option statement", _OPTION_IS)):
         found = [m.group(1).upper() for m in pattern.finditer(text) if m.group(1).upper() in letters]
         if found:
             return found[-1], form
@@ -113,6 +127,9 @@ def extract_choice(answer: str, letters: str, choices: Sequence[str] | None = No
         option_lines = sum(1 for line in lines if _LABEL_LINE.match(line))
         if last and last.group(1) in letters and (not last.group(2) or option_lines == 1):
             return last.group(1), "label"
+        lower = _LOWER_LINE.match(lines[-1])
+        if lower and lower.group(1).upper() in letters:
+            return lower.group(1).upper(), "label"
     if choices and lines:
         return _by_option_text(lines[-1], letters, choices)
     return None, None

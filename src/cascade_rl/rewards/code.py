@@ -25,7 +25,27 @@ first) or a top-level function ``fn_name``; an input is either a string of newli
 JSON values (LiveCodeBench) or a list of arguments (TACO); an expected output is a JSON value
 or a JSON string of one; a one-element list also accepts its element (APPS convention). The
 program runs with a LeetCode-style prelude (``from typing/collections/heapq/bisect/itertools/
-functools import *``, ``import math, re, string, sys``).
+functools import *``, ``import math, re, string, sys``). An expected output given as text
+that holds a JSON value other than a string (``"1000"``, ``"[1, 2]"``) also matches a
+returned string equal to that text (TACO lists such outputs as plain values).
+
+Assert-style tests (MBPP, HumanEval): ``{"asserts": ["assert f(1) == 2", ...], "setup":
+optional code, "prelude": optional code}``. Each statement is one test: ``prelude`` (e.g.
+HumanEval's prompt: its imports and helper functions; the program's own definitions replace
+its stubs), the program, ``setup`` (e.g. MBPP's ``test_setup_code``, HumanEval's ``check``)
+and the statement run in one namespace (``__name__`` is ``"solution"``, so a ``__main__``
+block does not run; asserts are compiled with optimisation off). The test passes when the
+harness reaches its end: nothing raised (an ``AssertionError`` is a ``wrong_answer``, any
+other exception a ``runtime_error``) and nothing exited early (``sys.exit()``, ``os._exit``).
+The harness then writes a random token, read from stdin before the program starts (the
+program sees an empty stdin), to the result channel; the verdict compares it outside. A
+program written to search the harness's frames could find it, as it could patch the
+objects the asserts compare (an ``__eq__`` that is always true): asserts run in the
+program's process by nature, unlike the other test kinds whose verdict needs expected
+values the program never sees.
+
+``details["results"]`` lists each test's outcome in order: ``pass``, the failure kind, or
+``not_run`` (after the first failure with ``stop_on_failure``).
 
 Output comparison (stdin/stdout), as the LiveCodeBench-style harness: line by line, trailing
 whitespace of each line stripped, trailing empty lines ignored, each line split on whitespace
@@ -62,7 +82,9 @@ import ast
 import asyncio
 import json
 import re
+import secrets
 import textwrap
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -81,7 +103,7 @@ RECURSION_LIMIT = 1_000_000
 TOLERANCE = 1e-6
 STDERR_TAIL = 1000
 PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
-OPTION_NAMES = ("language_penalty", "time_limit", "memory_mb", "output_bytes", "stop_on_failure")
+OPTION_NAMES = ("language_penalty", "time_limit", "memory_mb", "output_bytes", "stop_on_failure", "cpu_limit")
 
 CALL_PRELUDE = (
     "from typing import *\nfrom collections import *\nfrom heapq import *\n"
@@ -106,6 +128,18 @@ else:
     raise SystemExit("no class Solution with a method " + {fn_name!r} + " and no function " + {fn_name!r})
 _result = _target(*_arguments)
 _write(3, _dumps(_result, default=lambda v: sorted(v) if isinstance(v, (set, frozenset)) else repr(v)).encode())
+"""
+
+# The assert driver: the token (stdin) goes back on fd 3 only if the test ran to its end.
+ASSERT_DRIVER = """\
+import os as _os, sys as _sys
+_write, _token = _os.write, _sys.stdin.buffer.read()
+_namespace = {{"__name__": "solution", "__builtins__": __builtins__}}
+exec(compile({prelude!r}, "prelude.py", "exec", dont_inherit=True, optimize=0), _namespace)
+exec(compile({source!r}, "solution.py", "exec"), _namespace)
+exec(compile({setup!r}, "setup.py", "exec", dont_inherit=True, optimize=0), _namespace)
+exec(compile({test!r}, "test.py", "exec", dont_inherit=True, optimize=0), _namespace)
+_write(3, _token)
 """
 
 
@@ -270,7 +304,20 @@ def values_match(actual: Any, expected: Any, tolerance: float = TOLERANCE) -> bo
     return type(actual) is type(expected) and actual == expected
 
 
+@dataclass(frozen=True)
+class ExpectedText:
+    """A call-based expected output given as text holding a JSON value other than a string:
+    a result equal to ``value``, or a returned string equal to ``text``, matches."""
+
+    text: str
+    value: Any
+
+
 def _result_matches(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, ExpectedText):
+        if isinstance(actual, str) and actual == expected.text:
+            return True
+        expected = expected.value
     if values_match(actual, expected):
         return True
     return isinstance(expected, list) and len(expected) == 1 and values_match(actual, expected[0])
@@ -331,6 +378,10 @@ class TestSuite:
     inputs: tuple[bytes, ...]
     expected: tuple[Any, ...]
     fn_name: str | None
+    #: assert-style tests: one statement per test, with the code run before and after the program
+    asserts: tuple[str, ...] = ()
+    prelude: str = ""
+    setup: str = ""
 
 
 def _text(value: Any, what: str) -> str:
@@ -355,10 +406,36 @@ def _call_arguments(value: Any, index: int) -> list:
 def _expected_value(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return _parse_json(value)
+            parsed = _parse_json(value)
         except ValueError:
             return value
+        return parsed if isinstance(parsed, str) else ExpectedText(value, parsed)
     return value
+
+
+def _python(code: Any, what: str) -> str:
+    if not isinstance(code, str):
+        raise ValueError(f"tests: {what} must be Python code (a string), got {code!r:.80}")
+    try:
+        with warnings.catch_warnings():  # e.g. invalid escape sequences in the tests' strings
+            warnings.simplefilter("ignore")
+            compile(code, what, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as error:
+        raise ValueError(f"tests: {what} is not valid Python ({type(error).__name__}: {error})") from None
+    return code
+
+
+def _assert_suite(tests: Mapping[str, Any]) -> TestSuite:
+    asserts = tests.get("asserts")
+    if not isinstance(asserts, list) or not asserts:
+        raise ValueError("tests: 'asserts' must be a non-empty list of Python statements")
+    if "inputs" in tests or "outputs" in tests:
+        raise ValueError("tests: give either 'asserts' or 'inputs' and 'outputs', not both")
+    statements = tuple(_python(code, f"assert {i}") for i, code in enumerate(asserts))
+    prelude = _python(tests.get("prelude") or "", "prelude")
+    setup = _python(tests.get("setup") or "", "setup")
+    count = len(statements)
+    return TestSuite((b"",) * count, (None,) * count, None, statements, prelude, setup)
 
 
 def parse_tests(tests: Mapping[str, Any] | str) -> TestSuite:
@@ -370,6 +447,8 @@ def parse_tests(tests: Mapping[str, Any] | str) -> TestSuite:
             raise ValueError(f"tests: not valid JSON ({error})") from None
     if not isinstance(tests, Mapping):
         raise ValueError(f"tests must be a mapping with 'inputs' and 'outputs', got {type(tests).__name__}")
+    if "asserts" in tests:
+        return _assert_suite(tests)
     inputs, outputs = tests.get("inputs"), tests.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
         raise ValueError("tests: 'inputs' and 'outputs' must both be lists")
@@ -425,6 +504,8 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         "recursion_limit": RECURSION_LIMIT,
         "int_max_str_digits": 0,
     }
+    if suite.asserts:
+        return _run_assert(runner, program, index, options)
     if suite.fn_name is None:
         run = runner.run_python(program.source, filename="solution.py", **options)
     else:
@@ -435,6 +516,30 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         return kind, run, run.error
     passed, problem = _compare(suite, index, run)
     return (None if passed else "wrong_answer"), run, problem
+
+
+def _run_assert(
+    runner: Any, program: _Program, index: int, options: dict[str, Any]
+) -> tuple[str | None, RunResult, str | None]:
+    """An assert-style test: passed when the token comes back on the result channel."""
+    suite, token = program.suite, secrets.token_hex(16).encode()
+    driver = ASSERT_DRIVER.format(
+        prelude=suite.prelude, source=program.source, setup=suite.setup, test=suite.asserts[index]
+    )
+    run = runner.run_python(driver, filename="driver.py", result_channel=True, **{**options, "stdin": token})
+    kind = _failure_kind(run)
+    if kind == "runtime_error" and _last_line(run.stderr).startswith(b"AssertionError"):
+        kind = "wrong_answer"
+    if kind is not None:
+        return kind, run, run.error
+    if run.result != token:
+        return "wrong_answer", run, "the test did not run to its end (the program exited early)"
+    return None, run, None
+
+
+def _last_line(stderr: bytes) -> bytes:
+    lines = stderr[-4096:].strip().splitlines()
+    return lines[-1].strip() if lines else b""
 
 
 def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | None]:
@@ -456,6 +561,7 @@ def _run_tests(runner: Any, program: _Program) -> Score:
     it 0 with the error, and the batch goes on."""
     total = len(program.suite.inputs)
     passed, seconds, first_failure, stderr, timed_out = 0, 0.0, None, "", False
+    results = ["not_run"] * total
     for index in range(total):
         try:
             kind, run, problem = _run_test(runner, program, index)
@@ -465,6 +571,7 @@ def _run_tests(runner: Any, program: _Program) -> Score:
             return Score(0.0, {**details, "error": f"{type(error).__name__}: {error}"})
         seconds += run.seconds
         timed_out = timed_out or kind == "timeout"
+        results[index] = kind or "pass"
         if kind is None:
             passed += 1
             continue
@@ -479,6 +586,7 @@ def _run_tests(runner: Any, program: _Program) -> Score:
         "passed": passed,
         "total": total,
         "first_failure": first_failure,
+        "results": results,
         "timeout": timed_out,
         "stderr": stderr,
         "test_seconds": round(seconds, 6),
@@ -501,10 +609,12 @@ def _prepare(
     memory_mb: int = DEFAULT_MEMORY_MB,
     output_bytes: int = DEFAULT_OUTPUT_BYTES,
     stop_on_failure: bool = True,
+    cpu_limit: str | float = "tree",
 ) -> Score | _Program:
     """A final Score when no test needs to run, else the program to run."""
     suite = parse_tests(tests)
-    limits = Limits(time_s=time_limit, memory_mb=memory_mb, output_bytes=output_bytes)
+    cpu_s = _cpu_seconds(cpu_limit, time_limit)
+    limits = Limits(time_s=time_limit, cpu_s=cpu_s, memory_mb=memory_mb, output_bytes=output_bytes)
     total = len(suite.inputs)
     split = split_thinking(response or "")
     if not split.finished:
@@ -515,6 +625,22 @@ def _prepare(
     if source is None:
         return _no_run(0.0, total, "no_code")
     return _Program(source, suite, limits, stop_on_failure)
+
+
+def _cpu_seconds(cpu_limit: Any, time_limit: float) -> float | None:
+    """CPU-seconds of a test's whole process tree (every process of the program together):
+    ``"tree"`` (default) the time limit, so forking workers buys no CPU a single process would
+    not get; a positive number, that many times the time limit (e.g. 4: four cores for the
+    whole time); ``"off"``, None: the sandbox's default (time limit + 1 s). The wall limit
+    (``time_limit``) holds in every case; the sandbox counts CPU in whole seconds, rounded up.
+    ``False`` means ``"off"`` too (YAML reads an unquoted ``off`` as false)."""
+    if cpu_limit == "tree":
+        return float(time_limit)
+    if cpu_limit == "off" or cpu_limit is False:
+        return None
+    if isinstance(cpu_limit, (int, float)) and not isinstance(cpu_limit, bool) and cpu_limit > 0:
+        return float(cpu_limit) * float(time_limit)
+    raise ValueError(f"code reward: cpu_limit must be 'tree', 'off' or a positive factor, got {cpu_limit!r}")
 
 
 def _no_run(reward: float, total: int, kind: str | None, **flags: bool) -> Score:
@@ -532,6 +658,7 @@ def score(
     memory_mb: int = DEFAULT_MEMORY_MB,
     output_bytes: int = DEFAULT_OUTPUT_BYTES,
     stop_on_failure: bool = True,
+    cpu_limit: str | float = "tree",
     pool: SandboxPool | None = None,
 ) -> Score:
     """Reward of one response: 1 if its program passes every test, else 0 (module docstring).
@@ -539,6 +666,8 @@ def score(
     ``details``: ``passed``, ``total``, ``first_failure`` (``index``, ``kind``: wrong_answer,
     runtime_error, timeout, memory, output_limit or no_code), ``timeout``, ``stderr`` (tail of
     the failing test's), ``language_mixed`` / ``unfinished`` when they decided the reward.
+    ``time_limit`` is each test's wall time and, with ``cpu_limit="tree"`` (default), also the
+    CPU time of its whole process tree (see :func:`_cpu_seconds` for the other settings).
     """
     prepared = _prepare(
         response,
@@ -549,6 +678,7 @@ def score(
         memory_mb=memory_mb,
         output_bytes=output_bytes,
         stop_on_failure=stop_on_failure,
+        cpu_limit=cpu_limit,
     )
     if isinstance(prepared, Score):
         return prepared

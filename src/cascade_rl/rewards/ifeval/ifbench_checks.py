@@ -1,17 +1,26 @@
 """The IFBench constraints (allenai/IFBench ``instructions.py``), SPEC section 6.
 
-Stage 2 of IF-RL moves to the harder IFBench taxonomy. These checkers re-implement IFBench's
-``check_following`` with the kwargs names of its data; sentences and word tokens come from
-:mod:`.text` (NLTK-free). Not implemented: ``words:start_verb`` (needs a part-of-speech
-tagger). ``words:odd_even_syllables`` uses a heuristic syllable counter instead of ``syllapy``.
-Where IFBench's code contradicts its own instruction text, the instruction text wins (marked
-"intent" below).
+Stage 2 of IF-RL moves to the harder IFBench taxonomy, and IFBench is a benchmark of the
+evaluation. These checkers re-implement the ``check_following`` of the official evaluator
+(allenai/IFBench, ``instructions.py`` as of its word-index fix of ``repeat:repeat_span``, with
+``instructions_util.py`` splitting sentences with NLTK's Punkt), with the kwargs names of its
+data: all 58 ids of its registry, the 57 of ``IFBench_test.jsonl`` among them. Where the official
+code does not do what its instruction text says, the official behaviour is followed, so that
+accuracies compare with published ones; each such quirk is named in the checker's docstring and
+in docs/evaluation.md ("IFBench: official quirks followed").
+
+Sentences and word tokens come from :mod:`.text` (NLTK-free; it documents how it differs from
+Punkt and the Treebank tokenizer). Three official dependencies are approximated offline:
+``words:start_verb`` (NLTK's perceptron POS tagger, whose model cannot be downloaded here) reads
+the first token with a verb lexicon and verb morphology; ``words:odd_even_syllables`` counts
+syllables with ``syllapy``'s rules (``syllapy`` itself when installed); ``format:emoji`` uses
+Unicode's single-code-point emoji (the ``emoji`` package's ``is_emoji``).
 
 | id | kwargs | holds when |
 |---|---|---|
 | count:word_count_range | min_words, max_words | min_words <= ``\\w+`` count <= max_words |
-| count:unique_word_count | N | at least N distinct words (lower-cased, punctuation stripped) |
-| count:conjunctions | small_n | at least small_n distinct coordinating conjunctions (and but for nor or so yet) |
+| count:unique_word_count | N | at least N distinct words (lower-cased, punctuation stripped; a punctuation-only token counts once as the empty word) |
+| count:conjunctions | small_n | at least small_n distinct raw tokens that are coordinating conjunctions (and but for nor or so yet) once stripped (``and`` and ``And,`` are two) |
 | count:person_names | N | at least N distinct names from IFBench's list of 50 |
 | count:numbers | N | exactly N digit runs (punctuation removed first) |
 | count:punctuation | - | uses . , ! ? ; : and an interrobang (?! !? ‽) |
@@ -28,8 +37,9 @@ Where IFBench's code contradicts its own instruction text, the instruction text 
 | words:consonants | - | every word has two adjacent consonants |
 | words:palindrome | - | at least 10 palindromic words of 5+ letters |
 | words:prime_lengths | - | every word (punctuation removed) has a prime length |
+| words:start_verb | - | the first word token is a verb (lexicon and morphology for NLTK's POS tagger) |
 | words:repeats | small_n | no word occurs more than small_n times |
-| words:odd_even_syllables | - | words alternate odd / even syllable counts (heuristic counter) |
+| words:odd_even_syllables | - | words alternate odd / even syllable counts (``syllapy``'s rules) |
 | words:last_first | - | each sentence starts with the previous sentence's last word |
 | words:paragraph_last_first | - | every line starts and ends with the same word |
 | words:no_consecutive | - | no two consecutive words share a first letter |
@@ -43,28 +53,28 @@ Where IFBench's code contradicts its own instruction text, the instruction text 
 | format:options | options | the answer is exactly one of the options ("a/b/c", "x or y", "a), b)") |
 | format:newline | - | one word per line |
 | format:emoji | - | every sentence ends with an emoji |
-| format:line_indent | - | every non-blank line is indented more than the one before |
-| format:quote_unquote | - | no two quotations back to back, the text does not end with a quotation |
-| format:list | sep | at least two lines start with sep (intent; IFBench counts sep anywhere) |
-| format:thesis | - | an ``<i>``/``<em>`` thesis followed by plain text |
-| format:sub-bullets | - | at least one ``*`` bullet line, each followed by a ``-`` sub-bullet line (intent) |
-| format:no_bullets_bullets | - | at least two sentences, then at least two ``*`` bullets, nothing after |
+| format:line_indent | - | every line is indented more than the one before (blank lines dropped as IFBench does) |
+| format:quote_unquote | - | no two ASCII ``"`` back to back (whitespace removed), the text does not end with one |
+| format:list | sep | sep occurs at least twice anywhere in the text |
+| format:thesis | - | an ``<i>``/``<em>`` thesis followed by text (IFBench's offsets) |
+| format:sub-bullets | - | every piece of the text after a ``*`` contains a ``-`` (no ``*`` at all passes) |
+| format:no_bullets_bullets | - | lines of at least two sentences (a blank line ends them), then at least two ``*`` lines, nothing after |
 | format:title_case | - | every word token is capitalised |
 | format:output_template | - | contains "My Answer:", "My Conclusion:" and "Future Outlook:" |
 | format:no_whitespace | - | no whitespace at all |
-| repeat:repeat_change | prompt_to_repeat (default: from the prompt) | the request repeated with only its first word changed |
+| repeat:repeat_change | prompt_to_repeat (default: from the prompt) | the request's words after the first, and not the request verbatim |
 | repeat:repeat_simple | - | exactly the sentence "Only output this sentence here, ignore all other requests." |
 | repeat:repeat_span | prompt_to_repeat, n_start, n_end | exactly words n_start..n_end (inclusive, whitespace split) of the request |
 | custom:multiples | - | the numbers are exactly 14 21 28 35 42 49 |
 | custom:mcq_count_length | - | 4 "Question N" blocks with 5 options each, growing in length |
 | custom:reverse_newline | - | from "Zimbabwe" on, >= 52 lines in reverse alphabetical order |
-| custom:word_reverse | - | words in reverse order containing "bald eagle" reversed |
+| custom:word_reverse | - | the words reversed contain "bald eagle" and are one sentence |
 | custom:character_reverse | - | contains "elgae dlab" |
 | custom:sentence_alphabet | - | 26 sentences starting with a..z |
 | custom:european_capitals_sort | - | IFBench's 27 capitals, comma separated, north to south |
-| custom:csv_city | - | CSV with header ID,Country,City,Year,Count and 7 rows of 5 fields |
-| custom:csv_special_character | - | CSV header ProductID,Category,Brand,Price,Stock, 14 rows, a quoted field with a special character |
-| custom:csv_quotes | - | tab-separated header StudentID..Score and 3 rows, every field in double quotes |
+| custom:csv_city | - | CSV (unstripped) with header ID,Country,City,Year,Count and 7 rows of 5 fields |
+| custom:csv_special_character | - | CSV header ProductID,Category,Brand,Price,Stock, 14 rows, a quoted field with a special character (IFBench's reading) |
+| custom:csv_quotes | - | tab-separated header StudentID..Score and 3 rows, every field in double quotes (IFBench's reading) |
 | custom:date_format_list | - | comma-separated valid YYYY-MM-DD dates between 1769 and 1821 |
 """
 
@@ -73,6 +83,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import string
 import unicodedata
 from collections import Counter
 from collections.abc import Mapping
@@ -200,12 +211,13 @@ def word_count_range(text: str, *, min_words: Count, max_words: Count) -> bool:
 
 
 def unique_word_count(text: str, *, N: Count) -> bool:
-    words = {strip_punctuation(word) for word in text.lower().split()}
-    return len(words - {""}) >= N
+    """Quirk: a token made only of punctuation (``-``, ``...``) counts as the empty word."""
+    return len({strip_punctuation(word) for word in text.lower().split()}) >= N
 
 
 def conjunction_count(text: str, *, small_n: Count) -> bool:
-    used = {strip_punctuation(word).lower() for word in text.split()} & CONJUNCTIONS
+    """Quirk: distinct *raw* tokens are counted, so ``and`` and ``And,`` are two conjunctions."""
+    used = {word for word in text.split() if strip_punctuation(word).lower() in CONJUNCTIONS}
     return len(used) >= small_n
 
 
@@ -373,6 +385,73 @@ def words_position(text: str, *, keyword: str) -> bool:
     return len(words) >= 2 and words[1] == words[-2] == keyword.strip().lower()
 
 
+# IFBench asks NLTK's averaged-perceptron tagger for the tag of the first word token and wants a
+# verb tag (VB, VBD, VBG, VBN, VBP, VBZ; a modal is MD, not a verb). The tagger's model cannot be
+# downloaded here, so the first token is read with a lexicon: the forms of be / have / do, common
+# verbs in their base form (how an imperative answer starts), then verb morphology.
+_AUXILIARY_VERBS = frozenset(
+    """
+be is are was were am been being have has had having do does did done doing get gets got let lets
+""".split()
+)
+_BASE_VERBS = frozenset(
+    """
+accept achieve act add address adjust adopt aim allow analyse analyze answer apply appreciate
+approach arrange ask assess assume attach avoid bake be bear beat become begin believe boil boost
+borrow break breathe bring build buy calculate call carry catch celebrate change check choose
+cite clarify clean clear click close collect combine come compare compile complete compose
+compute conceive concentrate conclude conduct confirm connect consider construct consult continue
+convert cook copy count craft create cultivate cut dance decide define delete deliver demonstrate
+describe design determine develop discover discuss dive divide do document draft draw dream drink
+drive drop eat elevate embark embrace emphasize enable encourage engage enhance enjoy ensure enter
+envision establish estimate evaluate examine exercise expand expect experience experiment explain
+explore express extend face fall feed feel fight fill find finish fix fly focus fold follow forget
+forgive form gather generate give go grab grasp greet grow guide handle hang hear help highlight
+hold hope identify ignore illustrate imagine implement improve include increase indulge inspire
+install integrate interpret introduce invent invest investigate invite join jump keep kick kill
+know label launch lay lead learn leave lend let lift limit list listen live locate look lose love
+maintain make manage map mark master measure meet memorize merge mind mix modify monitor move name
+navigate need note notice observe obtain offer open order organize outline own paint pair pass pause
+pay perform pick picture place plan plant play pour practice practise prepare present preserve
+press prevent print prioritize proceed produce protect prove provide pull purchase push put raise
+reach read realize rebuild recall receive recognize recommend record reduce refer reflect refuse
+relax release rely remember remind remove repeat replace reply report request research reset
+resolve respect respond rest restore retain return reveal review rewrite ride rinse rise run save
+say schedule search see seek select sell send serve set settle share shift show shut sign simplify
+sing sit sketch skip sleep slice solve sort speak spend split spread stand start state stay step
+stick stir stop store strengthen stretch strive study submit suggest summarize supply support
+suppose surround swim take talk taste teach tell test thank think throw track train transform
+translate travel treat try turn type uncover understand unite unleash unlock update upgrade use
+validate value verify view visit visualize wait wake walk want warm wash watch wear welcome win
+wish withdraw wonder work worry wrap write yield
+""".split()
+)
+# -ing / -ed words that are not verb forms (the tagger reads them as nouns, adjectives, ...)
+_NOT_VERB_FORMS = frozenset(
+    """
+anything bed ceiling during everything evening hundred king morning nothing offspring red ring
+seed shed sibling something speed spring string thing wedding wing
+""".split()
+)
+_VERB_SUFFIXES = ("ize", "ise", "ify")
+
+
+def starts_with_verb(text: str) -> bool:
+    """Whether the first word token of ``text`` reads as a verb (see the lexicon above). A text
+    starting with punctuation (``**``, ``#``, a quote) does not: its first token is a symbol."""
+    tokens = word_tokenize(text)
+    if not tokens or not tokens[0][:1].isalpha():
+        return False
+    word = tokens[0].lower()
+    if word in _AUXILIARY_VERBS or word in _BASE_VERBS:
+        return True
+    if word in _NOT_VERB_FORMS or len(word) < 5:
+        return False
+    if word.endswith("ing") or word.endswith("ied") or word.endswith("ed") and word[-3] not in "e":
+        return True
+    return word.endswith(_VERB_SUFFIXES) and word not in {"size", "prize", "wise", "otherwise", "noise"}
+
+
 # --- sentences -------------------------------------------------------------------------------
 
 
@@ -480,14 +559,31 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
+def _drop_blank_lines_like_ifbench(lines: list[str]) -> list[str]:
+    """IFBench removes blank lines from the list it is iterating over, so the blank line right
+    after a removed one is skipped and stays: of two consecutive blank lines, one remains."""
+    kept, skip_next = [], False
+    for line in lines:
+        if skip_next:
+            kept.append(line)
+            skip_next = False
+        elif line.strip():
+            kept.append(line)
+        else:
+            skip_next = True
+    return kept
+
+
 def indent_stairs(text: str) -> bool:
-    lines = [line for line in text.split("\n") if line.strip()]
+    """Quirk: two consecutive blank lines leave one blank (indent 0) line, which breaks the stairs."""
+    lines = _drop_blank_lines_like_ifbench(text.split("\n"))
     return all(_indent(b) > _indent(a) for a, b in zip(lines, lines[1:]))
 
 
 def quote_unquote(text: str) -> bool:
-    text = text.replace("“", '"').replace("”", '"').replace("'\"'", "")
-    compact = "".join(text.split())
+    """Quirk: typographic quotes (U+201C / U+201D) are not quotes here; IFBench's replacement of
+    them with ``"`` became a no-op upstream, so only ASCII ``"`` counts."""
+    compact = "".join(text.replace("'\"'", "").split())
     if '""' in compact:
         return False
     stripped = compact.strip("0123456789" + PUNCTUATION.replace('"', ""))
@@ -495,35 +591,51 @@ def quote_unquote(text: str) -> bool:
 
 
 def special_bullets(text: str, *, sep: str) -> bool:
-    marker = sep.strip()
-    return sum(1 for line in text.split("\n") if line.strip().startswith(marker)) >= 2
+    """Quirk: ``sep`` must occur at least twice anywhere, not necessarily starting a line."""
+    return len(re.findall(re.escape(sep), text)) >= 2
 
 
 def italics_thesis(text: str) -> bool:
-    match = re.search(r"<(i|em)>(.*?)</\1>(.*)", text, flags=re.DOTALL)
-    return bool(match and match.group(2).strip() and match.group(3).strip())
+    """IFBench's reading: from the first ``<i>`` (else ``<em>``), the first ``</i>`` (else
+    ``</em>``) closes the thesis. Quirk: the offsets are those of ``<i>``/``</i>``, so with
+    ``<em>`` the thesis keeps a ``>`` and the text after it starts with ``>`` (never empty)."""
+    start = text.find("<i>")
+    if start == -1:
+        start = text.find("<em>")
+        if start == -1:
+            return False
+    rest = text[start:]
+    end = rest.find("</i>")
+    if end == -1:
+        end = rest.find("</em>")
+        if end == -1:
+            return False
+    return bool(rest[3:end].strip()) and bool(rest[end + 4 :].strip())
 
 
 def sub_bullets(text: str) -> bool:
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
-    bullets = [i for i, line in enumerate(lines) if line.startswith("*")]
-    if not bullets:
-        return False
-    for start, end in zip(bullets, bullets[1:] + [len(lines)]):
-        if not any(line.startswith("-") for line in lines[start + 1 : end]):
-            return False
-    return True
+    """IFBench's reading of ``*``: the text is split at every ``*`` and each piece after the
+    first must contain a ``-``. Quirks: a text without any ``*`` passes; a ``**bold**`` marker
+    or a ``*`` inside a sentence counts as a bullet; the ``-`` may be anywhere (``well-known``)."""
+    return all("-" in piece for piece in text.split("*")[1:])
 
 
 def sentences_then_bullets(text: str) -> bool:
+    """IFBench's line-by-line reading. Quirk: a blank line before the bullets ends the sentence
+    part (IFBench reuses its flag for the sentence list, which is empty for a blank line), so a
+    further sentence line fails; any line after the bullets, blank ones included, fails."""
+    reading_sentences: bool = True
     sentences = bullets = 0
     for line in text.split("\n"):
         if line.strip().startswith("*"):
+            reading_sentences = False
             if sentences < 2:
                 return False
             bullets += 1
-        elif bullets == 0:
-            sentences += len(split_sentences(line.strip()))
+        elif reading_sentences:
+            found = len(split_sentences(line.strip()))
+            sentences += found
+            reading_sentences = found > 0
         else:
             return False
     return bullets >= 2
@@ -555,10 +667,12 @@ def no_whitespace(text: str) -> bool:
 
 
 def repeat_change(text: str, *, prompt_to_repeat: str) -> bool:
-    request, answer = prompt_to_repeat.split(), text.split()
-    if not request or not answer or answer[0].lower() == request[0].lower():
+    """IFBench's test: the words after the first are the request's and the text is not the
+    request verbatim. Quirk: the first word itself need not change (a repeat that differs from
+    the request only in spacing passes)."""
+    if text == prompt_to_repeat:
         return False
-    return request[1:] == answer[1:]
+    return prompt_to_repeat.split()[1:] == text.split()[1:]
 
 
 def repeat_simple(text: str) -> bool:
@@ -617,8 +731,9 @@ def reverse_alphabetical_lines(text: str) -> bool:
 
 
 def word_reverse(text: str) -> bool:
-    words = remove_punctuation(text.lower().strip()).split()
-    return "bald eagle" in " ".join(reversed(words))
+    """The words reversed contain "bald eagle" and (IFBench) read as one single sentence."""
+    reversed_text = " ".join(reversed(remove_punctuation(text.lower().strip()).split()))
+    return "bald eagle" in reversed_text and reversed_text in split_sentences(reversed_text)
 
 
 def character_reverse(text: str) -> bool:
@@ -629,7 +744,7 @@ def sentence_alphabet(text: str) -> bool:
     sentences = split_sentences(text)
     if len(sentences) != 26:
         return False
-    starts = [sentence.lstrip(PUNCTUATION + " \t\n")[:1].lower() for sentence in sentences]
+    starts = [sentence.lstrip(PUNCTUATION + string.whitespace)[:1].lower() for sentence in sentences]
     return starts == [chr(ord("a") + i) for i in range(26)]
 
 
@@ -639,10 +754,13 @@ def european_capitals(text: str) -> bool:
 
 
 def _csv_rows(text: str, delimiter: str = ",") -> list[list[str]]:
-    return list(csv.reader(io.StringIO(text.strip()), delimiter=delimiter))
+    """Rows of ``text`` as Python's csv module reads them; the text is not stripped, so a
+    trailing blank line is an (empty) row, as in IFBench."""
+    return list(csv.reader(io.StringIO(text), delimiter=delimiter))
 
 
 def csv_city(text: str) -> bool:
+    """Quirk: read unstripped, so a blank line after the data makes a 9th row (strict fails)."""
     rows = _csv_rows(text)
     return (
         len(rows) == 8
@@ -652,39 +770,49 @@ def csv_city(text: str) -> bool:
 
 
 _PRODUCT_HEADER = re.compile(
-    r'^"?ProductID"?,[ \t]*"?Category"?,[ \t]*"?Brand"?,[ \t]*"?Price"?,'
-    r'[ \t]*"?Stock"?$'
+    r'^(ProductID|"ProductID"),[ \t]*(Category|"Category"),[ \t]*(Brand|"Brand"),'
+    r'[ \t]*(Price|"Price"),[ \t]*(Stock|"Stock")$'
 )
-_QUOTED_FIELD = re.compile(r'(?:^|,)\s*"([^"]*)"\s*(?=,|$)')
-
-
-def _has_special_quoted_field(line: str) -> bool:
-    return any(any(not (ch.isalnum() or ch.isspace()) for ch in field) for field in _QUOTED_FIELD.findall(line))
+_SPECIAL_QUOTED = re.compile(r'".*[^\d\w\s].*"')
 
 
 def csv_special_character(text: str) -> bool:
-    lines = text.strip().split("\n")
-    if not _PRODUCT_HEADER.match(lines[0].strip()):
+    """IFBench's reading: the first line is the header; every ``"`` is tripled before csv
+    parsing, so a quoted field keeps its quotes; 14 rows of 5 fields. Quirk: rows are checked in
+    order and the first row with a quoted field holding a special character decides (True), so
+    later rows are not checked for 5 fields."""
+    if not _PRODUCT_HEADER.match(text.split("\n")[0].strip()):
         return False
-    rows = _csv_rows(text)
-    return (
-        len(rows) == 15
-        and all(len(row) == 5 for row in rows)
-        and any(_has_special_quoted_field(line.strip()) for line in lines[1:])
-    )
+    rows = _csv_rows(text.replace('"', '"""'))
+    if len(rows) != 15:
+        return False
+    for row in rows[1:]:
+        if len(row) != 5:
+            return False
+        if any(_SPECIAL_QUOTED.match(field) for field in row):
+            return True
+    return False
 
 
-_STUDENT_HEADER = ("StudentID", "Subject", "Grade", "Semester", "Score")
+_STUDENT_HEADER = re.compile(
+    r'^(StudentID|"StudentID")\t *(Subject|"Subject")\t *(Grade|"Grade")\t *(Semester|"Semester")\t *(Score|"Score")$'
+)
 
 
 def csv_quotes(text: str) -> bool:
-    lines = text.strip().split("\n")
-    if len(lines) != 4:
+    """IFBench's reading: header line (fields quoted or not), then the text with every ``"``
+    tripled read as tab-separated csv: exactly 4 rows of 5 fields, each field (stripped) starting
+    and ending with ``"``. An empty field fails (IFBench raises there)."""
+    if not _STUDENT_HEADER.match(text.split("\n")[0].strip()):
         return False
-    rows = [[field.strip() for field in line.split("\t")] for line in lines]
-    if not all(len(row) == 5 and all(len(f) >= 2 and f[0] == f[-1] == '"' for f in row) for row in rows):
+    rows = _csv_rows(text.replace('"', '"""'), delimiter="\t")
+    if len(rows) != 4:
         return False
-    return tuple(field[1:-1] for field in rows[0]) == _STUDENT_HEADER
+    for row in rows:
+        fields = [field.strip() for field in row]
+        if len(fields) != 5 or not all(field and field[0] == field[-1] == '"' for field in fields):
+            return False
+    return True
 
 
 _MONTH_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
@@ -780,6 +908,7 @@ IFBENCH: tuple[Instruction, ...] = (
         "words:palindrome", palindromes, "Include at least 10 single-word palindromes, each at least 5 characters long."
     ),
     Instruction("words:prime_lengths", prime_lengths, "Use only words with lengths that are prime numbers."),
+    Instruction("words:start_verb", starts_with_verb, "The response must start with a verb."),
     Instruction("words:repeats", limited_repeats, "The response should not repeat any word more than {small_n} times."),
     Instruction(
         "words:odd_even_syllables",

@@ -1,8 +1,9 @@
 """The IF-RL reward: all instructions of a row must hold (SPEC section 6, IF-RL).
 
 The unified model's IF-RL reward is rule-based and binary: 1.0 only if the *answer* (text after
-``</think>``; an unfinished thinking response has no answer and scores 0) follows every
-instruction of the row, else 0.0. Modes follow IFEval's evaluation:
+``</think>``, stripped; an unfinished thinking response has no answer and scores 0; a response
+without thinking tags is read as it is, unstripped, as IFEval's and IFBench's evaluators read it)
+follows every instruction of the row, else 0.0. Modes follow IFEval's evaluation:
 
 * ``strict`` (default, IFEval's "strict" accuracy): the answer itself must follow.
 * ``loose``: an instruction also counts as followed when any of these variants follows it: the
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cascade_rl.chat import split_thinking
+from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, split_thinking
 from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.ifeval.instructions import get_instruction
 from cascade_rl.rewards.ifeval.spec import Instruction
@@ -73,14 +74,24 @@ def score(
     if not split.finished:
         unfollowed = [False] * len(bound)
         return Score(0.0, _details(ids, mode, unfollowed, unfollowed, unfinished_thinking=True))
-    strict = [instruction.follows(split.answer, arguments) for instruction, arguments in bound]
-    variants = loose_variants(split.answer) if not all(strict) else []
+    answer = _answer(response or "", split.answer)
+    strict = [instruction.follows(answer, arguments) for instruction, arguments in bound]
+    variants = loose_variants(answer) if not all(strict) else []
     loose = [
         followed or _follows_loosely(instruction, arguments, variants)
         for followed, (instruction, arguments) in zip(strict, bound)
     ]
     details = _details(ids, mode, strict, loose)
     return Score(1.0 if all(details["follow_list"]) else 0.0, details)
+
+
+def _answer(response: str, stripped_answer: str) -> str:
+    """The text the instructions are checked on: a response without thinking tags as it is (the
+    official evaluators read it unstripped: a trailing blank line is a CSV row, a first line's
+    indent counts), else the answer after ``</think>``, stripped."""
+    if THINK_OPEN in response or THINK_CLOSE in response:
+        return stripped_answer
+    return response
 
 
 def _details(ids: list[str], mode: str, strict: list[bool], loose: list[bool], **extra: Any) -> dict[str, Any]:

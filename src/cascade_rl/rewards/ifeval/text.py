@@ -15,12 +15,16 @@ project downloads nothing at run time, so this module re-implements them:
 * :func:`word_tokenize` - a Treebank-like tokenizer: punctuation becomes separate tokens,
   contractions split (``don't`` -> ``do`` ``n't``, ``Tom's`` -> ``Tom`` ``'s``, ``cannot`` ->
   ``can`` ``not``), hyphenated words, numbers with separators (``1,000.5``) and dotted acronyms
-  (``U.S.``) stay whole. Differences from NLTK: quotes are kept as ``"`` (NLTK writes `````` and
-  ``''``) and a period after an abbreviation inside a sentence is its own token.
+  (``U.S.``) stay whole; as in NLTK (sentences first, then the Treebank rules), only a
+  sentence's final period is a token of its own, one inside a sentence stays on its word
+  (``etc.``, the ``I.`` of an outline). Difference from NLTK: quotes are kept as ``"`` (NLTK
+  writes `````` and ``''``).
 * :func:`detect_language` - ``langdetect`` with ``DetectorFactory.seed = 0`` (deterministic),
   cached per text.
-* :func:`is_emoji`, :func:`count_syllables`, :data:`STOP_WORDS` (NLTK's English stop-word list,
-  179 words) - small stand-ins for the ``emoji`` package, ``syllapy`` and NLTK's corpus.
+* :func:`is_emoji` (Unicode's single-code-point emoji, as the ``emoji`` package sees them),
+  :func:`count_syllables` (``syllapy``'s rules; ``syllapy`` itself when installed),
+  :data:`STOP_WORDS` (NLTK's English stop-word list, 179 words) - stand-ins for the ``emoji``
+  package, ``syllapy`` and NLTK's corpus.
 """
 
 from __future__ import annotations
@@ -145,9 +149,30 @@ def word_tokenize(text: str) -> list[str]:
     return list(_word_tokenize(text))
 
 
+_CLOSERS = frozenset("])}>\"'")
+
+
+def _sentence_tokens(sentence: str) -> list[str]:
+    """Tokens of one sentence. As in the Treebank tokenizer, only the sentence's final period
+    (before closing quotes / brackets) is a token of its own; a period inside the sentence stays
+    on the word it ends (``I.`` of an outline, ``etc.``, ``Mr.``)."""
+    matches = list(_TOKEN.finditer(sentence))
+    tokens: list[str] = []
+    for index, match in enumerate(matches):
+        token = match.group()
+        if token == "." and tokens and index and matches[index - 1].end() == match.start():
+            final = all(later.group() in _CLOSERS for later in matches[index + 1 :])
+            if not final and any(ch.isalnum() for ch in tokens[-1]):
+                tokens[-1] += "."
+                continue
+        tokens.append(token)
+    return tokens
+
+
 @lru_cache(maxsize=256)
 def _word_tokenize(text: str) -> tuple[str, ...]:
-    tokens = _TOKEN.findall(text)
+    pieces = split_sentences(text) if "." in text else [text]
+    tokens = [token for piece in pieces for token in _sentence_tokens(piece)]
     if "'" not in text and "’" not in text and "annot" not in text.lower():
         return tuple(tokens)  # nothing to split: skip the per-token pass
     return tuple(piece for token in tokens for piece in _split_clitic(token))
@@ -191,37 +216,78 @@ def detect_language(text: str) -> str | None:
 
 # --- emoji, syllables, stop words ------------------------------------------------------------
 
-_EMOJI_RANGES = (
-    (0x1F000, 0x1FAFF),  # mahjong, cards, enclosed alphanumerics, pictographs, emoticons, ...
-    (0x2600, 0x27BF),  # miscellaneous symbols, dingbats
-    (0x2B00, 0x2BFF),  # arrows and shapes such as ⭐ ⬛
-    (0x2190, 0x21FF),  # arrows that have emoji presentation
-    (0x2300, 0x23FF),  # ⌚ ⌛ ⏰ ...
-    (0x1F1E6, 0x1F1FF),  # regional indicators (flags)
-)
-_EMOJI_SINGLES = frozenset("\u00a9\u00ae\u203c\u2049\u2122\u2139\u24c2\u3030\u303d\u3297\u3299")
+# Single-code-point emoji of Unicode's emoji list (emoji 16.0: the characters that are an emoji
+# on their own, as the ``emoji`` package's ``is_emoji`` reports them; keycap bases such as ``#``
+# and ``1`` and plain arrows such as U+2190 are not). Written as inclusive code point ranges.
+_EMOJI_TABLE = """
+A9 AE 203C 2049 2122 2139 2194-2199 21A9-21AA 231A-231B 2328 23CF 23E9-23F3 23F8-23FA 24C2
+25AA-25AB 25B6 25C0 25FB-25FE 2600-2604 260E 2611 2614-2615 2618 261D 2620 2622-2623 2626 262A
+262E-262F 2638-263A 2640 2642 2648-2653 265F-2660 2663 2665-2666 2668 267B 267E-267F 2692-2697
+2699 269B-269C 26A0-26A1 26A7 26AA-26AB 26B0-26B1 26BD-26BE 26C4-26C5 26C8 26CE-26CF 26D1
+26D3-26D4 26E9-26EA 26F0-26F5 26F7-26FA 26FD 2702 2705 2708-270D 270F 2712 2714 2716 271D 2721
+2728 2733-2734 2744 2747 274C 274E 2753-2755 2757 2763-2764 2795-2797 27A1 27B0 27BF 2934-2935
+2B05-2B07 2B1B-2B1C 2B50 2B55 3030 303D 3297 3299 1F004 1F0CF 1F170-1F171 1F17E-1F17F 1F18E
+1F191-1F19A 1F201-1F202 1F21A 1F22F 1F232-1F23A 1F250-1F251 1F300-1F321 1F324-1F393 1F396-1F397
+1F399-1F39B 1F39E-1F3F0 1F3F3-1F3F5 1F3F7-1F4FD 1F4FF-1F53D 1F549-1F54E 1F550-1F567 1F56F-1F570
+1F573-1F57A 1F587 1F58A-1F58D 1F590 1F595-1F596 1F5A4-1F5A5 1F5A8 1F5B1-1F5B2 1F5BC 1F5C2-1F5C4
+1F5D1-1F5D3 1F5DC-1F5DE 1F5E1 1F5E3 1F5E8 1F5EF 1F5F3 1F5FA-1F64F 1F680-1F6C5 1F6CB-1F6D2
+1F6D5-1F6D9 1F6DC-1F6E5 1F6E9 1F6EB-1F6EC 1F6F0 1F6F3-1F6FC 1F7E0-1F7EB 1F7F0 1F90C-1F93A
+1F93C-1F945 1F947-1F9FF 1FA70-1FA7C 1FA80-1FAC6 1FAC8 1FACC-1FADD 1FADF-1FAEB 1FAEF-1FAFA
+"""
+
+
+def _code_points(table: str) -> frozenset[int]:
+    points: set[int] = set()
+    for item in table.split():
+        low, _, high = item.partition("-")
+        points.update(range(int(low, 16), int(high or low, 16) + 1))
+    return frozenset(points)
+
+
+_EMOJI = _code_points(_EMOJI_TABLE)
 
 
 def is_emoji(char: str) -> bool:
-    """Whether the single character ``char`` is an emoji (Unicode emoji blocks)."""
-    if len(char) != 1:
-        return False
-    code = ord(char)
-    return char in _EMOJI_SINGLES or any(low <= code <= high for low, high in _EMOJI_RANGES)
+    """Whether the single character ``char`` is an emoji on its own (the ``emoji`` package's
+    ``is_emoji`` for one code point; a variation selector or a skin tone alone is not)."""
+    return len(char) == 1 and ord(char) in _EMOJI
 
 
-_VOWEL_GROUP = re.compile(r"[aeiouy]+")
+_VOWELS = "aeiouy"
 
 
 def count_syllables(word: str) -> int:
-    """Heuristic English syllable count (vowel groups, silent final ``e``); 0 for no letters."""
-    word = "".join(ch for ch in word.lower() if ch.isalpha())
-    if not word:
+    """Syllables of ``word`` by ``syllapy``'s rules (IFBench's counter): 0 for a word that is
+    empty after stripping punctuation or that contains a digit; ``syllapy``'s own count when that
+    package is installed (it knows ~6,400 words by heart); otherwise a compound ``a-b`` is the sum
+    of its parts (0 if one part is 0) and a word is counted by its vowel groups (``y`` a vowel),
+    less a final ``e``, plus one for a final consonant + ``le``, at least 1."""
+    word = word.strip().lower().strip(PUNCTUATION)
+    if not word or any(ch.isdigit() for ch in word):
         return 0
-    count = len(_VOWEL_GROUP.findall(word))
-    if word.endswith("e") and not word.endswith(("le", "ee", "ye")) and count > 1:
+    known = _syllapy_count()
+    if known is not None:
+        return known(word)
+    first, dash, rest = word.partition("-")
+    if dash and first and rest:
+        left, right = count_syllables(first), count_syllables(rest)
+        return 0 if left == 0 or right == 0 else left + right
+    count = 1 if word[0] in _VOWELS else 0
+    count += sum(1 for a, b in zip(word, word[1:]) if b in _VOWELS and a not in _VOWELS)
+    if word.endswith("e"):
         count -= 1
+    if word.endswith("le") and len(word) > 2 and word[-3] not in _VOWELS:
+        count += 1
     return max(count, 1)
+
+
+@lru_cache(maxsize=1)
+def _syllapy_count():
+    try:
+        import syllapy
+    except ImportError:
+        return None
+    return syllapy.count
 
 
 STOP_WORDS = frozenset(
