@@ -119,6 +119,21 @@ class Runtime(Strict):
     )
 
 
+class LoRA(Strict):
+    """LoRA adapters (peft) instead of full fine-tuning: the base weights stay frozen (and may be
+    bfloat16, see model.dtype), the adapters train in float32, and at the end of every sub-stage
+    they are merged into float32 weights, so the next stage and the evaluation get a plain
+    checkpoint. Not in the paper (full fine-tuning): a choice for small machines."""
+
+    r: int = Field(16, gt=0, description="Adapter rank.")
+    alpha: float = Field(32.0, gt=0, description="Scaling numerator: the update is (alpha / r) * B @ A.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapters' input.")
+    target_modules: str | list[str] = Field(
+        "all-linear",
+        description="Modules that get adapters: all-linear (every linear layer but the LM head) or a list of names.",
+    )
+
+
 # ----------------------------------------------------------------------------- data
 class DataSource(Strict):
     path: str = Field(
@@ -137,6 +152,13 @@ class DataSource(Strict):
         None,
         description="RL prompt rows: the reward domain of this source's rows, over their `domain` column and the "
         "stage's (e.g. if_rm for the IF prompts of a joint stage over several domains).",
+    )
+    format: str | None = Field(
+        None,
+        description="Public format converted on read, as `cascade data convert -f` (gsm8k, mbpp, constrain, ...).",
+    )
+    format_options: dict[str, Any] = Field(
+        default_factory=dict, description="Converter options, e.g. {split: train} for mbpp (see docs/data-formats.md)."
     )
 
 
@@ -269,6 +291,7 @@ class SFTStage(Strict):
     substages: list[SFTSubstage] = Field(
         ..., min_length=1, description="Run in order, each from the previous checkpoint."
     )
+    lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
 
@@ -406,6 +429,7 @@ class GRPOStage(Strict):
         None, description="Keep only prompts that are hard but not hopeless for the starting policy (None = off)."
     )
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
+    lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
     @model_validator(mode="before")
@@ -483,6 +507,7 @@ class DistillStage(Strict):
     )
     teacher_concurrency: int = Field(16, gt=0, description="Served teachers: requests in flight per process.")
     teacher_timeout_s: float = Field(600.0, gt=0, description="Served teachers: seconds per request (then retried).")
+    lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
     @model_validator(mode="before")
@@ -881,6 +906,7 @@ def field_help() -> dict[str, dict[str, str]]:
         "grpo dynamic_filter": DynamicFilter,
         "grpo prompt_filter": PromptFilter,
         "grpo stabilisers": Stabilisers,
+        "lora (sft, grpo, distill stages)": LoRA,
         "distill stage": DistillStage,
         "eval stage": EvalStage,
     }

@@ -120,7 +120,10 @@ def _cache_argument(model: Any) -> str:
     """``cache`` in newer ``transformers`` (``past_key_values`` is deprecated there), else the old name."""
     import inspect
 
-    # the class's forward: trainers wrap the instance's in functions of their own signature
+    # the class's forward: trainers wrap the instance's in functions of their own signature; a
+    # PEFT model's forward takes **kwargs and passes them to the model it wraps
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
     return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
 
 

@@ -98,6 +98,21 @@ def model_init_kwargs(dtype: str) -> dict[str, Any]:
     return {"dtype": getattr(torch, dtype)}
 
 
+def peft_config(lora: Any) -> Any:
+    """The ``peft.LoraConfig`` of a stage's ``lora`` field (None: full fine-tuning)."""
+    if lora is None:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
 def set_threads(runtime: Runtime) -> None:
     if runtime.torch_threads:
         import torch
@@ -244,20 +259,42 @@ def prune_checkpoints(output_dir: Path) -> None:
 def save_checkpoint(trainer: Any, tokenizer: Any, target: Path) -> Path:
     """Save the trained model and its tokenizer to ``target`` atomically (write beside, then
     rename), so a crash never leaves a half-written checkpoint under the final name. Every
-    process takes part (sharded models gather their weights); the main process writes."""
+    process takes part (sharded models gather their weights); the main process writes. A model
+    trained with LoRA is saved with its adapters merged (:func:`merged_adapters`)."""
     target = Path(target)
     partial = target.with_name(target.name + ".partial")
     if trainer.accelerator.is_main_process:
         shutil.rmtree(partial, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
-    with _full_state_dict(trainer):
-        trainer.save_model(str(partial))
+    merged = merged_adapters(trainer)
+    if merged is not None:
+        if trainer.accelerator.is_main_process:
+            merged.save_pretrained(str(partial), safe_serialization=True)
+    else:
+        with _full_state_dict(trainer):
+            trainer.save_model(str(partial))
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(str(partial))
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)
     trainer.accelerator.wait_for_everyone()
     return target
+
+
+def merged_adapters(trainer: Any) -> Any:
+    """The trained model with its LoRA adapters merged into float32 weights (None without
+    adapters). The merge is done in float32: added to bfloat16 weights, an update smaller than
+    half a bfloat16 step would round away. The trainer's model is consumed."""
+    from accelerate.utils import is_peft_model
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    if not is_peft_model(model):
+        return None
+    import torch
+
+    merged = model.to(torch.float32).merge_and_unload()
+    merged.config.dtype = torch.float32
+    return merged
 
 
 @contextmanager

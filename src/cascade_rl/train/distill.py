@@ -64,6 +64,7 @@ from cascade_rl.train.common import (
     CheckpointMarker,
     MetricsWriter,
     compact_progress,
+    peft_config,
     prune_checkpoints,
     resume_point,
     save_checkpoint,
@@ -609,6 +610,7 @@ def _train(
         teacher_batch_size=stage.teacher_batch_size,
         teacher_concurrency=stage.teacher_concurrency,
         teacher_timeout_s=stage.teacher_timeout_s,
+        peft_config=peft_config(stage.lora),
     )
     recorder.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

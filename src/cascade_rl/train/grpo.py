@@ -58,6 +58,7 @@ from cascade_rl.train.common import (
     base_args,
     compact_progress,
     model_init_kwargs,
+    peft_config,
     prune_checkpoints,
     read_metrics,
     resume_point,
@@ -484,6 +485,7 @@ def _run_substage(
         steps=step.max_steps - done_steps,
         draws_log=substage_dir / "draws.jsonl",
         lm_head=runtime.lm_head,
+        peft_config=peft_config(stage.lora),
     )
     reward.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

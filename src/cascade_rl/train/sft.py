@@ -25,6 +25,7 @@ from cascade_rl.train.common import (
     base_args,
     compact_progress,
     model_init_kwargs,
+    peft_config,
     prune_checkpoints,
     resume_or_start,
     save_checkpoint,
@@ -101,6 +102,7 @@ def run_sft_stage(
             train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
             callbacks=[MetricsWriter(substage_dir / "metrics.jsonl", substage=sub.name), CheckpointMarker()],
+            peft_config=peft_config(stage.lora),
         )
         install_lm_head(trainer.model, runtime.lm_head, outputs=("log_probs", "entropy", "is_top1"))
         resume = resume_or_start(substage_dir / "trainer", substage_dir / "metrics.jsonl")
