@@ -1128,6 +1128,48 @@ def id_prefix(path: str) -> str:
     return stem if not parent or parent == stem else f"{parent}-{stem}"
 
 
+def constrained_row(
+    text: str, pool: Sequence[str], counts: tuple[int, int], *, seed: int, rejected: Counter | None = None
+) -> dict | None:
+    """The ``ifeval`` RL row for one base text (its constraints drawn from ``(seed, text)``
+    alone), or None when no satisfiable combination was drawn."""
+    drawn = draw_row(text, random.Random(f"{seed}:{text}"), pool, counts, rejected)
+    if drawn is None:
+        return None
+    return {
+        "prompt": [{"role": "user", "content": drawn.prompt}],
+        "domain": "ifeval",
+        "instruction_id_list": drawn.ids,
+        "kwargs": drawn.kwargs,
+        "base_text": text,
+    }
+
+
+def constrain(
+    row: Mapping[str, Any],
+    suffix: str = "",
+    text_field: str | None = None,
+    constraints: str = "1-3",
+    families: str | Sequence[str] = "ifeval",
+    exclude_ids: str | Sequence[str] = (),
+    seed: int = 0,
+) -> dict | Drop:
+    """The converter view of ``cascade data constrain`` (``format: constrain`` on a recipe's data
+    source): one row in, its IF-RL row out, the same row the command writes for it."""
+    del suffix  # the constraints are the row's instruction
+    pool = instruction_pool(_names(families), _names(exclude_ids))
+    data = constrained_row(base_text(row, text_field), pool, parse_counts(constraints), seed=seed)
+    if data is None:
+        return Drop("no satisfiable combination drawn")
+    source = next((row[k] for k in ("id", "task_id", "key") if isinstance(row.get(k), (str, int))), None)
+    return {"id": f"{source}-if", **data} if source is not None else data
+
+
+def _names(value: str | Sequence[str]) -> list[str]:
+    """``"a,b"`` or ``["a", "b"]`` -> ``["a", "b"]``."""
+    return [v for v in value.split(",") if v] if isinstance(value, str) else list(value)
+
+
 def constrain_files(
     inputs: Sequence[Path],
     output: Path,
@@ -1176,20 +1218,11 @@ def constrain_files(
                 outcomes.append(error)
                 continue
             path, source = _source(row, row.data)
-            rng = random.Random(f"{seed}:{text}")
-            drawn = draw_row(text, rng, pool, counts, rejected)
-            if drawn is None:
+            data = constrained_row(text, pool, counts, seed=seed, rejected=rejected)
+            if data is None:
                 outcomes.append(Drop("no satisfiable combination drawn"))
                 continue
-            data = {
-                "id": f"{prefix or id_prefix(path)}-{source}-if",
-                "prompt": [{"role": "user", "content": drawn.prompt}],
-                "domain": "ifeval",
-                "instruction_id_list": drawn.ids,
-                "kwargs": drawn.kwargs,
-                "base_text": text,
-                "base_id": f"{Path(path).name}:{source}",
-            }
+            data = {"id": f"{prefix or id_prefix(path)}-{source}-if", **data, "base_id": f"{Path(path).name}:{source}"}
             count(data)
             outcomes.append(Keep([data]))
         return outcomes

@@ -48,9 +48,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cascade_rl.data.constrain import constrain
 from cascade_rl.data.job import Drop
-from cascade_rl.data.loading import as_messages, normalise_preference, normalise_sft
 from cascade_rl.data.rows import RowError, message_text, pluck
+from cascade_rl.data.shapes import as_messages, normalise_preference, normalise_sft
 
 MATH_SUFFIX = "Please reason step by step, and put your final answer within \\boxed{}."
 CHOICE_SUFFIX = 'Answer with the letter of the correct option, as in "Answer: B".'
@@ -614,10 +615,51 @@ FORMATS: dict[str, Format] = {
         Format("mcq", mcq, "multiple_choice RL rows (MMLU, MMLU-Pro, GPQA)", CHOICE_SUFFIX),
         Format("bfcl", bfcl, "tool_call RL rows with their tools"),
         Format("swebench", swebench, "SWE instances for cascade swe"),
+        Format("constrain", constrain, "ifeval RL rows: the text plus drawn constraints (cascade data constrain)"),
     )
 }
 FORMATS["ifbench"] = FORMATS["ifeval"]
 FORMATS["apps"] = FORMATS["taco"]
+
+
+def converted(
+    name: str | None,
+    options: Mapping[str, Any],
+    normalise: Callable[[dict], dict],
+    *,
+    where: str,
+    resolve: Callable[[str], Any] = str,
+) -> Callable[[dict], dict]:
+    """``normalise`` applied to each row after the public format ``name``'s converter (the
+    converters of ``cascade data convert``; ``None``: no conversion), for a recipe's data source
+    or benchmark named ``where``. A row the converter drops or finds malformed raises ValueError
+    with the converter's reason (the loaders count and skip it). Unknown formats and options
+    fail at once, naming ``where``; ``answers`` (BFCL) is read through ``resolve``."""
+    if name is None:
+        return normalise
+    import inspect
+
+    if name not in FORMATS:
+        raise ValueError(f"{where}: unknown format {name!r}; known: {', '.join(FORMATS)}")
+    spec = FORMATS[name]
+    options = {"suffix": spec.suffix, **options}
+    accepted = set(inspect.signature(spec.convert).parameters) - {"row"}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ValueError(f"{where}: format {spec.name} takes no option {unknown[0]!r}; options: {sorted(accepted)}")
+    if "answers" in options:
+        path = resolve(str(options["answers"]))
+        if not path.is_file():
+            raise FileNotFoundError(f"{where}: answers file not found: {path}")
+        options["answers"] = load_answers(path)
+
+    def normalise_converted(row: dict) -> dict:
+        result = spec.convert(row, **options)  # a RowError is a ValueError: the row is skipped
+        if isinstance(result, Drop):
+            raise ValueError(result.reason)
+        return normalise(result)
+
+    return normalise_converted
 
 
 def load_answers(path: Any) -> dict[str, Any]:

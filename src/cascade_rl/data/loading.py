@@ -23,11 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import with_tools
+from cascade_rl.data.convert import converted
 from cascade_rl.data.rows import rename_fields
+from cascade_rl.data.shapes import ROLES, as_messages, normalise_preference, normalise_sft
 from cascade_rl.recipe import DataSource, expand
 from cascade_rl.rewards.registry import get_domain, missing_fields
 
-ROLES = ("system", "user", "assistant", "tool")
+__all__ = [
+    "ROLES",
+    "LoadReport",
+    "as_messages",
+    "load_source",
+    "load_sources",
+    "normalise_preference",
+    "normalise_sft",
+    "read_rows",
+    "resolve_path",
+    "rl_normaliser",
+    "upsample",
+]
 
 
 @dataclass
@@ -90,10 +104,18 @@ def read_rows(path: Path, report: LoadReport) -> Iterator[tuple[str, Any]]:
 def load_source(
     source: DataSource, normalise: Callable[[dict], dict], *, seed: int = 0, variables: dict[str, str] | None = None
 ) -> tuple[list[dict], LoadReport]:
-    """Read one source, rename its fields, normalise each row (a ``ValueError`` from
-    ``normalise`` skips the row with that reason), then apply ``limit`` and ``upsample``."""
+    """Read one source, rename its fields, convert each row from the source's public ``format``
+    (if any), normalise it (a ``ValueError`` skips the row with that reason), then apply
+    ``limit`` and ``upsample``."""
     report = LoadReport()
     rows = []
+    normalise = converted(
+        source.format,
+        source.format_options,
+        normalise,
+        where=f"data source {source.path}",
+        resolve=lambda path: resolve_path(path, variables),
+    )
     for where, row in read_rows(resolve_path(source.path, variables), report):
         if not isinstance(row, dict):
             report.skip("row is not a JSON object", where)
@@ -137,94 +159,6 @@ def upsample(rows: list[dict], factor: float, seed: int) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- normalisers
-def as_messages(value: Any, what: str = "prompt") -> list[dict]:
-    """A chat given as a string (one user turn) or a list of ``{role, content}`` dicts."""
-    if isinstance(value, str):
-        if not value.strip():
-            raise ValueError(f"empty {what}")
-        return [{"role": "user", "content": value}]
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"{what} is not a string or a list of messages")
-    messages = []
-    for message in value:
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise ValueError(f"{what} has a message without a valid role ({'/'.join(ROLES)})")
-        content = message.get("content")
-        if content is None and not message.get("tool_calls"):
-            raise ValueError(f"{what} has a message without content")
-        messages.append(_clean_message(message))
-    return messages
-
-
-def _clean_message(message: dict) -> dict:
-    """Keep the keys the template reads; tool-call arguments become JSON text so that rows
-    with different tools share one Arrow schema without null-filled argument fields."""
-    out = {"role": message["role"], "content": message.get("content") or ""}
-    if message.get("mode") in ("think", "no_think"):
-        out["mode"] = message["mode"]
-    if isinstance(message.get("reasoning_content"), str) and message["reasoning_content"]:
-        out["content"] = f"<think>{message['reasoning_content']}</think>{out['content']}"
-    if message.get("tool_calls"):
-        calls = []
-        for call in message["tool_calls"]:
-            function = call.get("function", call)
-            arguments = function.get("arguments", {})
-            calls.append(
-                {
-                    "function": {
-                        "name": str(function.get("name", "")),
-                        "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                    }
-                }
-            )
-        out["tool_calls"] = calls
-    return out
-
-
-def normalise_sft(row: dict) -> dict:
-    messages = as_messages(row.get("messages"), "messages")
-    if not any(m["role"] == "assistant" for m in messages):
-        raise ValueError("messages have no assistant turn to learn")
-    out = {"messages": messages, "source": str(row.get("source") or "general")}
-    tools = row.get("tools")
-    if tools:
-        if not isinstance(tools, list):
-            raise ValueError("tools is not a list")
-        # One JSON text per row (TRL's SFTTrainer reads it back): rows with different tools would
-        # otherwise be merged into one Arrow schema with null-filled fields.
-        out["tools"] = json.dumps([json.loads(t) if isinstance(t, str) else t for t in tools])
-    return out
-
-
-def normalise_preference(row: dict) -> dict:
-    """TRL's (prompt, chosen, rejected) or HelpSteer3's (context, response1, response2,
-    overall_preference; ties dropped as in the paper)."""
-    if "overall_preference" in row:
-        preference = row["overall_preference"]
-        if not isinstance(preference, (int, float)):
-            raise ValueError("overall_preference is not a number")
-        if preference == 0:
-            raise ValueError("tie (overall_preference 0)")
-        first, second = row.get("response1"), row.get("response2")
-        chosen, rejected = (second, first) if preference > 0 else (first, second)
-        prompt = row.get("context")
-    else:
-        prompt, chosen, rejected = row.get("prompt"), row.get("chosen"), row.get("rejected")
-    prompt_messages = as_messages(prompt, "prompt")
-    return {"prompt": prompt_messages, "chosen": _answer(chosen, "chosen"), "rejected": _answer(rejected, "rejected")}
-
-
-def _answer(value: Any, what: str) -> list[dict]:
-    if isinstance(value, str):
-        if not value.strip():
-            raise ValueError(f"empty {what}")
-        return [{"role": "assistant", "content": value}]
-    messages = as_messages(value, what)
-    if messages[-1]["role"] != "assistant":
-        raise ValueError(f"{what} does not end with an assistant message")
-    return messages
-
-
 def rl_normaliser(default_domain: str | None) -> Callable[[dict], dict]:
     """Normaliser for RL prompt rows: prompt messages, a known reward domain and the
     reference fields that domain needs (DESIGN convention 3)."""

@@ -81,38 +81,16 @@ def _after(first, then):
 
 
 def _converted(bench: Benchmark, normalise, variables: dict[str, str]):
-    """``normalise`` applied to each row after its public format's converter; a row the
-    converter drops or finds malformed is skipped with the converter's reason."""
-    if bench.format is None:
-        return normalise
-    import inspect
+    """``normalise`` after the benchmark's public ``format`` converter (none without one)."""
+    from cascade_rl.data.convert import converted
 
-    from cascade_rl.data.convert import FORMATS, load_answers
-    from cascade_rl.data.job import Drop
-
-    if bench.format not in FORMATS:
-        raise ValueError(f"benchmark {bench.name}: unknown format {bench.format!r}; known: {', '.join(FORMATS)}")
-    spec = FORMATS[bench.format]
-    options = {"suffix": spec.suffix, **bench.format_options}
-    accepted = set(inspect.signature(spec.convert).parameters) - {"row"}
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise ValueError(
-            f"benchmark {bench.name}: format {spec.name} takes no option {unknown[0]!r}; options: {sorted(accepted)}"
-        )
-    if "answers" in options:
-        path = resolve_path(str(options["answers"]), variables)
-        if not path.is_file():
-            raise FileNotFoundError(f"benchmark {bench.name}: answers file not found: {path}")
-        options["answers"] = load_answers(path)
-
-    def normalise_converted(row: dict) -> dict:
-        result = spec.convert(row, **options)
-        if isinstance(result, Drop):
-            raise ValueError(result.reason)
-        return normalise(result)
-
-    return normalise_converted
+    return converted(
+        bench.format,
+        bench.format_options,
+        normalise,
+        where=f"benchmark {bench.name}",
+        resolve=lambda path: resolve_path(path, variables),
+    )
 
 
 def _windowed(bench: Benchmark, normalise):
