@@ -90,7 +90,7 @@ def synthetic_repository(root: Path, tests: int) -> Repository:
 
 
 def candidate_patches(count: int) -> list[str]:
-    from cascade_rl.swe.edits import unified_diff
+    from cascade_rl.rewards.swe_edits import unified_diff
 
     patches = []
     for i in range(count):  # distinct patches; every other one breaks the tests

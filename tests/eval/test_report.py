@@ -334,7 +334,7 @@ def test_bad_targets_in_recipe_json_are_named(run_dir):
 def write_samples(stage_dir: Path, benchmark: str, per_prompt: list[list[float]], details=None, responses=None):
     """A benchmark evaluated on these per-sample rewards (and their details): eval-samples as
     `cascade eval` writes them, eval.json's value and standard error from the same samples."""
-    from cascade_rl.eval.metrics import standard_error
+    from cascade_rl.metrics import standard_error
 
     lines = []
     for index, rewards in enumerate(per_prompt):

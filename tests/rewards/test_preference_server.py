@@ -11,9 +11,9 @@ import time
 import pytest
 from reward_model_assets import ProxyServer, build_reward_model, free_port, serve_reward_model
 
+from cascade_rl.llm.pooling import RewardModelClient
 from cascade_rl.rewards.combine import combine
 from cascade_rl.rewards.registry import PreflightError, preflight, score_batch
-from cascade_rl.serve.protocol import RewardModelClient
 
 SERVER_MAX = 1024
 

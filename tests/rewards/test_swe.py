@@ -6,7 +6,7 @@ import pytest
 
 from cascade_rl.rewards.registry import get_domain, score_batch
 from cascade_rl.rewards.swe import lexical_similarity, patch_key, score
-from cascade_rl.swe.edits import unified_diff
+from cascade_rl.rewards.swe_edits import unified_diff
 
 FILES = {
     "pkg/calc.py": ("import math\n\n\ndef add(a, b):\n    return a - b\n\n\ndef area(r):\n    return 3.14 * r * r\n"),

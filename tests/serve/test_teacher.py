@@ -7,7 +7,7 @@ import torch
 from fastapi.testclient import TestClient
 from transformers import AutoModelForCausalLM
 
-from cascade_rl.serve.protocol import ProtocolError
+from cascade_rl.llm.pooling import ProtocolError
 from cascade_rl.serve.teacher import ScoringJob, TokenScorer, completion_logprobs, create_app
 
 

@@ -5,7 +5,7 @@ import time
 import pytest
 from conftest import ScriptedGenerator
 
-from cascade_rl.swe.edits import parse_patch, patched_path
+from cascade_rl.rewards.swe_edits import parse_patch, patched_path
 from cascade_rl.swe.localize import (
     BM25Retriever,
     EmbeddingRetriever,

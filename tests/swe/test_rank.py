@@ -2,7 +2,7 @@
 
 import pytest
 
-from cascade_rl.swe.edits import unified_diff
+from cascade_rl.rewards.swe_edits import unified_diff
 from cascade_rl.swe.rank import RankedCandidate as C
 from cascade_rl.swe.rank import curves, default_ks, select_best, select_majority
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cascade_rl.swe.edits import apply_patch
+from cascade_rl.rewards.swe_edits import apply_patch
 from cascade_rl.world import swe
 from tests.world.conftest import draw
 

@@ -3,7 +3,7 @@ and 6): ``cascade data difficulty`` and ``cascade data verify``.
 
 **Pass rates.** For every prompt, ``k`` responses of a model (local checkpoint or
 OpenAI-compatible server, :func:`cascade_rl.llm.load_generator`) are scored with the row's own
-reward (the registry, as in evaluation: :func:`cascade_rl.eval.benchmarks.score_samples`); a
+reward (the registry, as in evaluation: :func:`cascade_rl.rewards.registry.score_samples`); a
 response passes when its reward reaches ``pass_threshold`` (1). The pass rate is written into
 the row (``pass_rate``; ``strong_pass_rate`` for the second model) and drives two filters:
 
@@ -96,8 +96,8 @@ def pass_rates(
 ) -> list[float]:
     """The share of ``k`` sampled responses per normalised RL row whose reward reaches
     ``pass_threshold``."""
-    from cascade_rl.eval.benchmarks import score_samples
     from cascade_rl.llm import generate_many
+    from cascade_rl.rewards.registry import score_samples
 
     prompts = [with_mode(row["prompt"], mode) for row in rows]
     samples = generate_many(generator, prompts, n=k, **(sampling or {}))
@@ -184,7 +184,7 @@ def verify_responses(
     inputs: Sequence[Path], output: Path, *, pass_threshold: float = 1.0, workers: int = 4, **job: Any
 ) -> Summary:
     """``cascade data verify``: drop SFT responses that disagree with their row's ground truth."""
-    from cascade_rl.eval.benchmarks import score_samples
+    from cascade_rl.rewards.registry import score_samples
 
     unchecked = {"no ground truth (kept)": 0}
 

@@ -8,7 +8,8 @@ case-folded: the default, and what ``check-disjoint`` compares); ``whitespace-ca
 ``2/3`` meets ``2-3``: for prose more than for maths).
 
 For decontamination, text is compared after lower-casing and splitting on non-alphanumeric
-characters, so formatting differences do not hide an overlap.
+characters (:func:`words`, the project's word: :mod:`cascade_rl.text`), so formatting
+differences do not hide an overlap.
 
 :class:`NgramIndex` is the decontamination index of ``cascade data decontaminate``: the
 n-grams of several named benchmarks, each word mapped to an integer id and each n-gram to a
@@ -23,7 +24,6 @@ n-gram hash collision never drops a row. A benchmark text shorter than
 
 from __future__ import annotations
 
-import re
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -32,12 +32,9 @@ from typing import TypeVar
 
 import numpy as np
 
+from cascade_rl.text import words  # the project's word; importable from here as before
+
 Row = TypeVar("Row")
-_WORD = re.compile(r"[0-9a-z\u00c0-\uffff]+")
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
 
 
 def ngrams(text: str, n: int = 9) -> Iterator[tuple[str, ...]]:

@@ -1,11 +1,12 @@
 """Evaluation (SPEC section 9): sampling metrics, the Codeforces Elo estimate, the run report.
 
-``metrics`` and ``elo`` are pure Python; ``report`` (matplotlib plots) is imported on use:
+The sampling metrics (:mod:`cascade_rl.metrics`, re-exported here) and ``elo`` are pure Python;
+``report`` (matplotlib plots) is imported on use:
 ``from cascade_rl.eval.report import build_report, print_summary``.
 """
 
 from cascade_rl.eval.elo import Contest, Contestant, ContestResult, Problem, Standing, codeforces_elo
-from cascade_rl.eval.metrics import avg_at_k, best_at_k, majority_at_k, pass_at_k, pass_at_k_estimate
+from cascade_rl.metrics import avg_at_k, best_at_k, majority_at_k, pass_at_k, pass_at_k_estimate
 
 __all__ = [
     "Contest",

@@ -144,7 +144,7 @@ def judged_outcome(
     style_control: bool = True,
 ) -> ArenaOutcome:
     """The win rate from each sample's two judgements (baseline as A, then answer as A)."""
-    from cascade_rl.eval.metrics import standard_error
+    from cascade_rl.metrics import standard_error
 
     total = weight_sum = 0.0
     per_prompt, per_sample, styled = [], [], []
@@ -248,7 +248,7 @@ def reward_model_outcome(
     prompts: Sequence[Sequence[dict]], samples: Sequence[Sequence[str]], baselines: Sequence[str], reward_model: str
 ) -> ArenaOutcome:
     """Win rate of the samples against the baselines, as scored by a reward model."""
-    from cascade_rl.eval.metrics import standard_error
+    from cascade_rl.metrics import standard_error
     from cascade_rl.rewards.preference import rm_scores
 
     sample_scores = rm_scores(

@@ -30,18 +30,9 @@ from typing import Any
 
 import typer
 
-from cascade_rl.eval.report import (
-    Change,
-    RunSummary,
-    StageRecord,
-    change,
-    evaluations,
-    format_duration,
-    format_table,
-    paired_stderr,
-    summarize_run,
-    value_text,
-)
+from cascade_rl.eval.forgetting import Change, change, paired_stderr
+from cascade_rl.eval.runs import RunSummary, StageRecord, evaluations, summarize_run
+from cascade_rl.eval.tables import format_duration, format_table, value_text
 
 
 class CompareError(ValueError):

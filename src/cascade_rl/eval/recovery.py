@@ -12,7 +12,7 @@ the section to ``report.md`` (with a plot of the per-domain reverse KL) and a ``
 ``report.json``; :func:`print_recovery` prints the table after a run.
 
 Every stage is evaluated on the same prompts, so each difference has the *paired* standard error
-of the report (:func:`cascade_rl.eval.report.change`; the two errors combined as if independent
+of the report (:func:`cascade_rl.eval.forgetting.change`; the two errors combined as if independent
 where the samples are missing). A difference is **significant** when it exceeds twice its error,
 the report's rule for forgetting. Verdicts:
 
@@ -32,16 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.eval.report import (
-    Change,
-    StageRecord,
-    change,
-    format_duration,
-    format_table,
-    load_stages,
-    read_metrics,
-    recipe_targets,
-)
+from cascade_rl.eval.forgetting import Change, change
+from cascade_rl.eval.runs import StageRecord, load_stages, read_metrics, recipe_targets
+from cascade_rl.eval.tables import format_duration, format_table
 
 
 @dataclass

@@ -1,6 +1,9 @@
 """Generation backends (DESIGN: ``llm/``): one interface, :class:`Generator`, with a local
 ``transformers`` backend and an OpenAI-compatible server backend, plus a YES/NO LLM judge
-(SPEC appendix C.2). See :mod:`cascade_rl.llm.base` for the contract."""
+(SPEC appendix C.2). See :mod:`cascade_rl.llm.base` for the contract and
+:mod:`cascade_rl.llm.factory` for building a backend from a spec. Also the clients of served
+models that are not generators: the reward-model service (:mod:`cascade_rl.llm.pooling`) and
+the fail-fast guard every client shares (:mod:`cascade_rl.llm.guard`)."""
 
 from cascade_rl.llm.base import (
     DEFAULT_MAX_TOKENS,
@@ -11,8 +14,8 @@ from cascade_rl.llm.base import (
     agenerate_many,
     apply_modes,
     generate_many,
-    load_generator,
 )
+from cascade_rl.llm.factory import load_generator
 from cascade_rl.llm.judge import YesNoJudge
 from cascade_rl.llm.local import LocalGenerator
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator, join_reasoning

@@ -10,9 +10,10 @@ allows 64K) because pipelines set it per task.
 
 Backends: :class:`~cascade_rl.llm.local.LocalGenerator` (``transformers`` on a local checkpoint)
 and :class:`~cascade_rl.llm.openai_compat.OpenAICompatGenerator` (any OpenAI-compatible
-chat-completions server: vLLM, SGLang, ``transformers serve``). :func:`load_generator` builds one
-from a spec string or dict; :func:`generate_many` / :func:`agenerate_many` run many
-conversations at once (batched locally, concurrently against a server).
+chat-completions server: vLLM, SGLang, ``transformers serve``); this module knows neither (the
+backends import it). :func:`cascade_rl.llm.factory.load_generator` builds one from a spec string
+or dict; :func:`generate_many` / :func:`agenerate_many` run many conversations at once (batched
+locally, concurrently against a server).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from cascade_rl.chat import MODES
@@ -126,45 +126,3 @@ async def agenerate_many(generator: Generator, conversations: Sequence[Messages]
     if callable(batch):
         return await batch(conversations, **sampling)
     return list(await asyncio.gather(*(generator.agenerate(list(m), **sampling) for m in conversations)))
-
-
-SPEC_FORMS = (
-    '"local:/path/to/model"',
-    "an existing model directory",
-    '"openai:http://host:8000/v1#MODEL"',
-    '"http://host:8000/v1#MODEL"',
-    '{"base_url": ..., "model": ..., **options}',
-    '{"model_path": ..., **options}',
-)
-
-
-def load_generator(spec: str | Mapping[str, Any]) -> Generator:
-    """Build a backend from a spec (one of :data:`SPEC_FORMS`). Dict options are passed to the
-    backend's constructor (e.g. ``max_concurrency``, ``timeout``, ``device``, ``default_mode``)."""
-    from cascade_rl.llm.local import LocalGenerator
-    from cascade_rl.llm.openai_compat import OpenAICompatGenerator
-
-    if isinstance(spec, Mapping):
-        options = dict(spec)
-        if "base_url" in options:
-            if not options.get("model"):
-                raise ValueError(f"an OpenAI-compatible spec needs a 'model' name: {dict(spec)}")
-            return OpenAICompatGenerator(options.pop("base_url"), options.pop("model"), **options)
-        path = options.pop("model_path", None) or options.pop("local", None)
-        if path:
-            return LocalGenerator(path, **options)
-        raise ValueError(f"generator spec dict needs 'base_url' + 'model' or 'model_path', got keys {sorted(spec)}")
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"generator spec must be a string or a dict, got {spec!r}")
-    spec = spec.strip()
-    if spec.startswith("local:"):
-        return LocalGenerator(spec.removeprefix("local:"))
-    url = spec.removeprefix("openai:")
-    if url.startswith(("http://", "https://")):
-        base_url, _, model = url.partition("#")
-        if not model:
-            raise ValueError(f"server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
-        return OpenAICompatGenerator(base_url, model)
-    if Path(spec).is_dir():
-        return LocalGenerator(spec)
-    raise ValueError(f"cannot read generator spec {spec!r}; expected one of: {', '.join(SPEC_FORMS)}")

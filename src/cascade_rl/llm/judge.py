@@ -29,9 +29,9 @@ judge defaults: at most :data:`JUDGE_SERVER_DEFAULTS` ``max_concurrency`` reques
 errors, timeouts, HTTP 429 and 5xx. A request that still fails raises
 :class:`~cascade_rl.llm.base.GenerationError`; the SWE reward scores that rollout 0 with
 ``details["error"]`` (counted as ``reward/errors`` in training). After a server failure, calls
-fail at once for ``cooldown`` seconds (:class:`~cascade_rl.serve.guard.ServiceGuard`), so a dead
-judge costs one timeout per cooldown, not one per rollout. :func:`preflight` checks the judge
-before a stage trains.
+fail at once for ``cooldown`` seconds (:class:`~cascade_rl.llm.guard.ServiceGuard`), so a dead
+judge costs one timeout per cooldown, not one per rollout. :func:`check_judge` checks a served
+judge before a stage trains (the SWE reward's preflight calls it).
 """
 
 from __future__ import annotations
@@ -47,10 +47,11 @@ from functools import lru_cache
 from typing import Any
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, split_thinking
-from cascade_rl.llm.base import Generator, Messages, check_request, load_generator
+from cascade_rl.llm.base import Generator, Messages, check_request
+from cascade_rl.llm.factory import load_generator
+from cascade_rl.llm.guard import ServiceGuard, wait_for_url
 from cascade_rl.llm.local import LocalGenerator
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator
-from cascade_rl.serve.guard import ServiceGuard, wait_for_url
 
 JUDGEMENT_OPEN = "<judgement>"
 #: client settings of a judge named by a server spec (module docstring); a dict spec overrides them
@@ -94,7 +95,7 @@ class YesNoJudge:
     """P(YES) of a YES/NO judge at its judgement position (module docstring).
 
     ``backend_or_model``: a :class:`LocalGenerator`, an :class:`OpenAICompatGenerator`, or a
-    spec for :func:`~cascade_rl.llm.base.load_generator`. ``samples`` and ``max_tokens`` apply
+    spec for :func:`~cascade_rl.llm.factory.load_generator`. ``samples`` and ``max_tokens`` apply
     to server requests (the fallback's sample count; the room for the judge to reach its
     judgement)."""
 
@@ -225,21 +226,10 @@ PROBE = [
 ]
 
 
-def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0) -> None:
-    """Check the SWE judge before a stage trains: with ``similarity: semantic`` and a judge on a
-    server, the server answers ``GET /models`` and one tiny judgement within ``timeout``
-    seconds. Raises :class:`~cascade_rl.rewards.registry.PreflightError` naming the option and
-    the URL. Local judges and lexical similarity pass at once."""
-    from cascade_rl.rewards.registry import PreflightError
-
-    spec = options.get("judge")
-    if options.get("similarity") != "semantic" or spec is None:
-        return
-    where = f"reward_options.{domain}.judge"
-    try:
-        judge = spec if isinstance(spec, YesNoJudge) else load_judge(spec)
-    except (ValueError, TypeError, OSError) as error:
-        raise PreflightError(f"{where}: {error}") from None
+def check_judge(judge: YesNoJudge, *, timeout: float = 300.0) -> None:
+    """Raise ``RuntimeError`` (one line, naming the URL) unless a served judge answers
+    ``GET /models`` and one tiny judgement within ``timeout`` seconds; a local judge passes at
+    once. The SWE reward's preflight (:func:`cascade_rl.rewards.swe.preflight`) names the option."""
     if judge.guard is None:
         return
     backend = judge.backend
@@ -249,8 +239,8 @@ def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0
         remaining = max(1.0, deadline - time.monotonic())
         backend.run_sync(asyncio.wait_for(judge.aprobability_yes(PROBE), remaining))
     except (TimeoutError, asyncio.TimeoutError) as error:
-        raise PreflightError(
-            f"{where}: no judge server answers at {backend.base_url} within {timeout:g} s ({error or 'timed out'})"
+        raise RuntimeError(
+            f"no judge server answers at {backend.base_url} within {timeout:g} s ({error or 'timed out'})"
         ) from None
     except Exception as error:  # noqa: BLE001 - any failure of the probe is the message
-        raise PreflightError(f"{where}: the judge at {backend.base_url} cannot judge: {error}") from None
+        raise RuntimeError(f"the judge at {backend.base_url} cannot judge: {error}") from None

@@ -74,6 +74,11 @@ in its buffer while ``sys.stdout.buffer.write`` bytes go first unless the progra
 back through a separate pipe (fd 3), never through stdout, so printed text cannot pose as a
 result; a program that writes to that pipe itself can only claim a value it could have
 returned, since the verdict is computed outside from expected values it never sees.
+
+**Why one file of about 740 lines** (DESIGN.md: files over ~500 lines say why): one module
+per reward domain (the registry's ``cascade_rl.rewards.code:score``); which code block counts,
+how outputs and returned values compare, the three test kinds and the harness run in the
+sandbox are together the definition of the reward, each section using the ones above it.
 """
 
 from __future__ import annotations

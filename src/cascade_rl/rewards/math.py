@@ -20,6 +20,13 @@ an answer that makes sympy hang (for example ``9^{9^{9^{9}}}``) scores 0 with
 ``details["timeout"] = True`` after ``timeout`` seconds, from any thread, and the worker is
 replaced. ``benchmarks/bench_math.py`` measures both the speed-up and the agreement with
 math-verify.
+
+**Why one file of about 820 lines** (DESIGN.md: files over ~500 lines say why): one module
+per reward domain (the registry's ``cascade_rl.rewards.math:score``). Most of it is the fast
+path's exact reader of arithmetic answers, which must never decide differently from
+math-verify; it is kept beside the extraction and the order of checks it serves so the whole
+verdict reads top to bottom (sections: extraction, fast path, arithmetic, math-verify, the
+reward).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
 * **Local or served.** The option ``reward_model`` is a local checkpoint (loaded once per path
   and cached for the process, on the GPU when there is one) or a server URL
   ``http://HOST:PORT[#MODEL]`` speaking vLLM's Pooling API -- ``cascade serve reward-model
-  PATH`` or ``vllm serve PATH --runner pooling``; see :mod:`cascade_rl.serve.protocol`. Server
+  PATH`` or ``vllm serve PATH --runner pooling``; see :mod:`cascade_rl.llm.pooling`. Server
   options: ``max_concurrency`` (16), ``timeout`` (120 s per request), ``max_retries`` (3),
   ``backoff_base`` (0.5 s), ``backoff_max`` (30 s), ``cooldown`` (60 s), ``api_key`` (the
   server's ``--api-key``). A conversation the server fails to score gets reward 0 with
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import split_thinking
+from cascade_rl.llm.pooling import RewardResult, check_server, is_server, reward_model_client
 from cascade_rl.rewards.base import Score
-from cascade_rl.serve.protocol import RewardResult, check_server, is_server, reward_model_client
 
 #: reward options that configure a reward-model server client (module docstring)
 SERVER_OPTIONS = ("max_concurrency", "timeout", "max_retries", "backoff_base", "backoff_max", "cooldown", "api_key")

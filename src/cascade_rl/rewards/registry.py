@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from cascade_rl.chat import last_user_text
 from cascade_rl.rewards.base import Score
 
 
@@ -101,7 +102,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "SEARCH/REPLACE repair: 1 identical to the golden patch, 0 no-op, -1 unparseable, "
             "else lexical (unidiff) or judged similarity",
             scorer="cascade_rl.rewards.swe:score",
-            preflight="cascade_rl.llm.judge:preflight",
+            preflight="cascade_rl.rewards.swe:preflight",
         ),
         RewardDomain(
             "tool_call",
@@ -205,6 +206,53 @@ def score_batch(
         return [one(r) for r in requests]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, requests))
+
+
+def score_samples(
+    rows: Sequence[Mapping[str, Any]],
+    samples: Sequence[Sequence[str]],
+    options: Mapping[str, Any],
+    workers: int = 4,
+) -> list[list[Score]]:
+    """Scores per row and sample: ``samples[i]`` are responses to ``rows[i]`` (a normalised RL row:
+    ``prompt`` messages, ``domain``, ``reference`` fields), each domain scored as one batch
+    (:func:`score_batch`) with ``options[domain]``. Used by evaluation, difficulty filters and
+    the prompt filter alike."""
+    requests = _sample_requests(rows, samples)
+    by_domain: dict[str, list[int]] = {}
+    for index, (domain, _) in enumerate(requests):
+        by_domain.setdefault(domain, []).append(index)
+    flat: list[Any] = [None] * len(requests)
+    for domain, members in by_domain.items():
+        scores = score_batch(
+            get_domain(domain), [requests[i][1] for i in members], options.get(domain), workers=workers
+        )
+        for i, score in zip(members, scores):
+            flat[i] = score
+    out, cursor = [], 0
+    for responses in samples:
+        out.append(flat[cursor : cursor + len(responses)])
+        cursor += len(responses)
+    return out
+
+
+def _sample_requests(rows: Sequence[Mapping[str, Any]], samples: Sequence[Sequence[str]]) -> list[tuple[str, dict]]:
+    out = []
+    for index, (row, responses) in enumerate(zip(rows, samples)):
+        for response in responses:
+            out.append(
+                (
+                    row["domain"],
+                    {
+                        **row["reference"],
+                        "response": response,
+                        "prompt": last_user_text(row["prompt"]),
+                        "messages": row["prompt"],
+                        "group": str(index),
+                    },
+                )
+            )
+    return out
 
 
 def score_one(scorer: Callable[..., Score], request: Mapping[str, Any], options: Mapping[str, Any]) -> Score:

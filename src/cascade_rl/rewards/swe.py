@@ -1,7 +1,7 @@
 """The execution-free SWE repair reward (SPEC section 6, "SWE RL"; seed equation 2).
 
 ``score(response, files=..., golden_patch=...)`` reads the SEARCH/REPLACE edits of the answer
-(the text after ``</think>``, see :mod:`cascade_rl.swe.edits` for the parsing and application
+(the text after ``</think>``, see :mod:`cascade_rl.rewards.swe_edits` for the parsing and application
 rules), applies them to the original ``files`` and compares the resulting patch with the golden
 patch:
 
@@ -47,11 +47,11 @@ import difflib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from cascade_rl.chat import last_user_text, split_thinking
 from cascade_rl.rewards.base import Score
-from cascade_rl.swe.edits import (
+from cascade_rl.rewards.swe_edits import (
     Ambiguity,
     EditApplyError,
     EditParseError,
@@ -62,7 +62,7 @@ from cascade_rl.swe.edits import (
     patched_path,
     unified_diff,
 )
-from cascade_rl.swe.prompts import format_files, judge_messages, repair_prompt
+from cascade_rl.rewards.swe_prompts import format_files, judge_messages, repair_prompt
 
 Similarity = Literal["lexical", "semantic"]
 SHAPING_THRESHOLD = 0.5
@@ -297,3 +297,26 @@ def _judge_unavailable(error: BaseException) -> bool:
     from cascade_rl.llm.base import GenerationError
 
     return isinstance(error, (GenerationError, TimeoutError, ConnectionError))
+
+
+def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0) -> None:
+    """Check the SWE judge before a stage trains: with ``similarity: semantic`` and a judge on a
+    server, the server answers ``GET /models`` and one tiny judgement within ``timeout``
+    seconds (:func:`cascade_rl.llm.judge.check_judge`). Raises
+    :class:`~cascade_rl.rewards.registry.PreflightError` naming the option and the URL. Local
+    judges and lexical similarity pass at once."""
+    from cascade_rl.llm.judge import YesNoJudge, check_judge, load_judge
+    from cascade_rl.rewards.registry import PreflightError
+
+    spec = options.get("judge")
+    if options.get("similarity") != "semantic" or spec is None:
+        return
+    where = f"reward_options.{domain}.judge"
+    try:
+        judge = spec if isinstance(spec, YesNoJudge) else load_judge(spec)
+    except (ValueError, TypeError, OSError) as error:
+        raise PreflightError(f"{where}: {error}") from None
+    try:
+        check_judge(judge, timeout=timeout)
+    except RuntimeError as error:
+        raise PreflightError(f"{where}: {error}") from None

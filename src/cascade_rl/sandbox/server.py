@@ -47,6 +47,12 @@ descendant and reaps them; a pooled server then removes whatever the run left in
 /dev/shm (any depth, without recursion; never the interpreter's own directories) and System V
 IPC objects, restores the permissions of /tmp, /dev/shm and the directories made for the
 interpreter, and checks that nothing is left.
+
+**Why one file of about 950 lines** (DESIGN.md: files over ~500 lines say why): the host
+hands this file's source to the sandboxed interpreter (``python -I -c``), which cannot import
+the project or anything outside the standard library; the supervisor has to be one
+self-contained file. Its sections (process table, cgroup, forgetting a run, limits, the child,
+the server loop, start-up) are marked by comment rules.
 """
 
 import array

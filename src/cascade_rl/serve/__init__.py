@@ -1,12 +1,15 @@
 """Models served apart from the training processes (issue: a 72B reward model and a 72B judge
 cannot sit in every training process).
 
-* :mod:`cascade_rl.serve.protocol` -- the reward-model service: vLLM's Pooling API, its client
-  (concurrency limit, timeouts, retries with backoff) and the preflight check;
 * :mod:`cascade_rl.serve.server` -- ``cascade serve reward-model PATH``: a transformers reward
-  model behind that API (CPU or GPU, requests batched together);
-* :mod:`cascade_rl.serve.guard` -- fail fast while a server is down, wait for one to come up;
+  model behind vLLM's Pooling API (CPU or GPU, requests batched together);
+* :mod:`cascade_rl.serve.teacher` -- ``cascade serve teacher``: a distillation teacher's token
+  log-probabilities behind vLLM's completions API, and its client;
 * :mod:`cascade_rl.serve.cli` -- the ``cascade serve`` commands.
 
+The servers sit above the rewards they serve (DESIGN.md, "Layers"). The clients that rewards
+use live below them, with the other model clients: the Pooling API's shapes, client and
+preflight in :mod:`cascade_rl.llm.pooling`, the fail-fast guard in :mod:`cascade_rl.llm.guard`
+(``cascade_rl.serve.protocol`` and ``cascade_rl.serve.guard`` are deprecated aliases of them).
 The SWE judge is served by any OpenAI-compatible server (:mod:`cascade_rl.llm.judge`).
 """

@@ -1,6 +1,6 @@
 """``cascade serve reward-model PATH``: a reward model behind vLLM's Pooling API, with
 transformers on CPU or GPU (SPEC section 4's scalar RM as a service; the protocol is in
-:mod:`cascade_rl.serve.protocol`).
+:mod:`cascade_rl.llm.pooling`).
 
 Endpoints:
 
@@ -36,8 +36,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from cascade_rl.llm.pooling import pooling_response
 from cascade_rl.rewards.preference import RewardModel
-from cascade_rl.serve.protocol import pooling_response
 
 
 class RequestError(ValueError):

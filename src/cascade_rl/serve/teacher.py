@@ -49,7 +49,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator
-from cascade_rl.serve.protocol import ProtocolError, parse_server
+from cascade_rl.llm.pooling import ProtocolError, parse_server
 
 
 # ---------------------------------------------------------------------------- the model side

@@ -1,7 +1,7 @@
-"""The Agentless-style SWE pipeline (SPEC section 7; issue 5) and the SEARCH/REPLACE machinery
-the SWE reward shares with it (SPEC section 6).
+"""The Agentless-style SWE pipeline (SPEC section 7; issue 5). The SEARCH/REPLACE machinery it
+shares with the SWE reward (SPEC section 6) is :mod:`cascade_rl.rewards.swe_edits`, below this
+package (DESIGN.md, "Layers"; ``cascade_rl.swe.edits`` is a deprecated alias of it).
 
-* :mod:`.edits`     parse SEARCH/REPLACE edits, apply them, render git-style unified diffs
 * :mod:`.prompts`   the appendix C.2 prompts (localisation, repair, reproduction test, judge)
 * :mod:`.localize`  file localisation: generation + frequency vote, BM25 / embedding retrieval,
   reciprocal-rank fusion, recall@k
@@ -12,5 +12,5 @@ the SWE reward shares with it (SPEC section 6).
 * :mod:`.pipeline`  instances, checkouts, traces and predictions: the whole pipeline
 * :mod:`.cli`       ``cascade swe localize | repair | evaluate | build-data``
 
-Nothing heavy is imported here: the reward imports :mod:`.edits` on every scoring call.
+Nothing heavy is imported here.
 """

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cascade_rl.swe.edits import PatchApplyError, parse_patch, patched_path
+from cascade_rl.rewards.swe_edits import PatchApplyError, parse_patch, patched_path
 from cascade_rl.swe.localize import RECALL_KS, IndexCache, Localization, localize, recall_at_k, recall_table
 from cascade_rl.swe.prompts import reproduction_test_messages
 from cascade_rl.swe.rank import RankedCandidate, curves, select_best, select_majority

@@ -10,7 +10,7 @@ patch take part:
   normalised patch, :func:`cascade_rl.rewards.swe.patch_key`), then by the smallest edit
   (fewest changed lines), then the shortest patch text, then the earliest sample.
 * **majority@k** -- the most frequent normalised patch (ties: the one seen first), as in
-  :func:`cascade_rl.eval.metrics.majority_vote`.
+  :func:`cascade_rl.metrics.majority_vote`.
 * **pass@k** -- the unbiased estimator over all n samples with c resolving the instance by its
   gold tests (FAIL_TO_PASS and PASS_TO_PASS); only where gold results exist.
 
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from cascade_rl.eval.metrics import majority_vote, pass_at_k_estimate
+from cascade_rl.metrics import majority_vote, pass_at_k_estimate
 from cascade_rl.rewards.swe import patch_key
 
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from cascade_rl.chat import split_thinking
-from cascade_rl.swe.edits import EditApplyError, EditParseError, apply_edits, parse_edits, unified_diff
+from cascade_rl.rewards.swe_edits import EditApplyError, EditParseError, apply_edits, parse_edits, unified_diff
 from cascade_rl.swe.localize import code_tokens
 from cascade_rl.swe.prompts import format_files, repair_messages
 

@@ -3,7 +3,7 @@ extending :func:`cascade_rl.data.hygiene.decontaminate` for a templated world.
 
 The paper drops any training sample that shares a 9-gram with a benchmark test sample. Here:
 
-* **Words**: the project's definition (:func:`cascade_rl.data.hygiene.words`): lower-cased
+* **Words**: the project's definition (:func:`cascade_rl.text.words`): lower-cased
   runs of letters and digits, so punctuation, spacing and ``snake_case`` do not hide a match.
 * **n-grams**: a training row is contaminated when one of its word n-grams (``n = 9``) occurs
   in a test row. A test text shorter than ``n`` words has no n-gram; it contaminates a
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from cascade_rl.data.hygiene import words
+from cascade_rl.text import words
 
 
 def _message_texts(value: Any) -> Iterator[str]:

@@ -281,7 +281,7 @@ def structure(files: dict[str, str]) -> str:
 
 
 def golden_patch(instance: Instance) -> str:
-    from cascade_rl.swe.edits import unified_diff
+    from cascade_rl.rewards.swe_edits import unified_diff
 
     return unified_diff(instance.files, instance.fixed_files)
 

@@ -4,6 +4,9 @@ Everything here is plain data: topics with a few facts each (general chat, instr
 following, reward-model pairs), people, items and places (math word problems, tool calls),
 and identifier parts (SWE repositories). Kept small on purpose: a model of a few million
 parameters trained for minutes has to be able to learn this world.
+
+**Why one file of about 690 lines** (DESIGN.md: files over ~500 lines say why): plain data
+(word lists and facts), no logic; one place to read and change everything the toy world says.
 """
 
 from __future__ import annotations

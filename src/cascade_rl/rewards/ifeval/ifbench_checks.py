@@ -76,6 +76,10 @@ Unicode's single-code-point emoji (the ``emoji`` package's ``is_emoji``).
 | custom:csv_special_character | - | CSV header ProductID,Category,Brand,Price,Stock, 14 rows, a quoted field with a special character (IFBench's reading) |
 | custom:csv_quotes | - | tab-separated header StudentID..Score and 3 rows, every field in double quotes (IFBench's reading) |
 | custom:date_format_list | - | comma-separated valid YYYY-MM-DD dates between 1769 and 1821 |
+
+**Why one file of about 1,080 lines** (DESIGN.md: files over ~500 lines say why): it mirrors
+one official file, IFBench's ``instructions.py``: one checker per instruction id, in the same
+order, so each can be compared with the official code side by side.
 """
 
 from __future__ import annotations

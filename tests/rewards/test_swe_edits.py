@@ -1,4 +1,4 @@
-"""SEARCH/REPLACE parsing, application and diff rendering (swe/edits.py)."""
+"""SEARCH/REPLACE parsing, application and diff rendering (rewards/swe_edits.py)."""
 
 import subprocess
 import time
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cascade_rl.swe.edits import (
+from cascade_rl.rewards.swe_edits import (
     EditApplyError,
     EditParseError,
     PatchApplyError,

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from cascade_rl.llm.base import GenerationError
-from cascade_rl.serve.guard import ServiceGuard, ServiceUnavailable, wait_for_url
+from cascade_rl.llm.guard import ServiceGuard, ServiceUnavailable, wait_for_url
 
 
 class Refused(GenerationError):

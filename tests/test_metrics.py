@@ -5,7 +5,7 @@ from math import comb
 
 import pytest
 
-from cascade_rl.eval.metrics import (
+from cascade_rl.metrics import (
     avg_at_k,
     best_at_k,
     majority_at_k,
@@ -125,7 +125,7 @@ def test_best_and_majority_reject_mismatched_lengths():
 
 
 def test_standard_error_over_prompts():
-    from cascade_rl.eval.metrics import standard_error
+    from cascade_rl.metrics import standard_error
 
     assert standard_error([1.0]) == 0.0 and standard_error([]) == 0.0
     assert standard_error([0.0, 1.0]) == pytest.approx(0.5)  # std 0.7071 / sqrt(2)

@@ -8,7 +8,7 @@ import pytest
 from reward_model_assets import build_reward_model
 from transformers import AutoTokenizer
 
-from cascade_rl.rewards.adapter import CascadeReward
+from cascade_rl.train.reward_adapter import CascadeReward
 
 
 @pytest.fixture(scope="module")
