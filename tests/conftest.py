@@ -24,3 +24,12 @@ def tiny_checkpoint(tmp_path_factory):
     from tiny_assets import build_checkpoint
 
     return build_checkpoint(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tiny(tmp_path_factory):
+    """SmolLM2-135M-Instruct's real tokenizer, chat template and architecture with tiny random
+    weights (tests/real_model_assets.py)."""
+    from real_model_assets import build_smollm2_tiny
+
+    return build_smollm2_tiny(tmp_path_factory.mktemp("smollm2") / "model")

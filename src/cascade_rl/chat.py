@@ -115,6 +115,25 @@ def with_mode(messages: Sequence[dict], mode: Mode) -> list[dict]:
     return out
 
 
+def template_reads_modes(template: str | None) -> bool:
+    """Whether a chat template knows thinking modes (the Cascade template, Qwen3's soft switch):
+    it mentions ``no_think`` or ``enable_thinking``. A template that does not (a plain
+    instruction model's, e.g. SmolLM2's) gets no mode flags: they would be stray text."""
+    return bool(template) and ("no_think" in template or "enable_thinking" in template)
+
+
+def without_modes(messages: Sequence[dict]) -> list[dict]:
+    """Copy of ``messages`` without ``mode`` keys and without trailing ` /think` / ` /no_think`
+    flags on user turns: the prompt as a model without thinking modes reads it."""
+    out = []
+    for message in messages:
+        message = {key: value for key, value in message.items() if key != "mode"}
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            message["content"] = _FLAG_RE.sub("", message["content"])
+        out.append(message)
+    return out
+
+
 def last_user_text(prompt: str | Sequence[dict] | None) -> str:
     """The text of the last user turn without its flag (used e.g. to detect the prompt's
     language). Plain strings are returned without a trailing flag."""

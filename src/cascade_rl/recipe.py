@@ -13,6 +13,12 @@ stage named ``rlhf``, ``ifrl``, ``math``, ``code`` or ``swe`` takes that stage's
 the paper (SPEC section 6 table and the seed's hyper-parameter sections) for every field the
 recipe leaves out; :func:`paper_defaults` lists them. Errors name the field path and the
 allowed values (:class:`RecipeError`).
+
+**Why one file of about 900 lines** (DESIGN.md: files over ~500 lines say why): the recipe
+is one schema, and the paper's defaults are declared beside the fields they fill, so a reader
+finds every field, its help and its default in one place; the sections (model and runtime, data,
+evaluation, stages, paper defaults, loading) depend on the ones above them and nothing else
+in the project but the toy world's own option classes.
 """
 
 from __future__ import annotations
@@ -62,7 +68,9 @@ class ModelSpec(Strict):
         description="Install the Cascade ChatML template with /think and /no_think flags, or keep the tokenizer's.",
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights dtype; auto = bfloat16 on GPUs, float32 on CPU."
+        "auto",
+        description="Weights dtype in training and local sampling (evaluation, prompt filter); auto = bfloat16 "
+        "on GPUs, float32 on CPU.",
     )
     attn_implementation: str | None = Field(
         None, description="e.g. flash_attention_2, sdpa; None lets transformers choose."
@@ -231,7 +239,9 @@ class Benchmark(Strict):
 class EvalSpec(Strict):
     benchmarks: list[Benchmark] = Field(default_factory=list, description="Benchmarks run after every stage.")
     after_every_stage: bool = Field(True, description="Evaluate after each stage (the report's rows).")
-    before_first_stage: bool = Field(False, description="Also evaluate the base model.")
+    before_first_stage: bool = Field(
+        False, description="Also evaluate the base model (the report's base-model row, 00-base/eval.json)."
+    )
     batch_size: int = Field(64, gt=0, description="Prompts generated together.")
     max_concurrency: int = Field(64, gt=0, description="Requests in flight to an OpenAI-compatible server.")
     targets: dict[str, str] = Field(

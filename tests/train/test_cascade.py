@@ -242,3 +242,56 @@ def test_a_step_that_cannot_split_over_the_processes_is_named_before_compute(rec
         RecipeError, match=r"stages \(rlhf\).per_device_batch_size: 3 does not divide the 2 completions"
     ):
         check_process_layout(recipe, 2)
+
+
+def test_a_missing_data_file_of_a_later_stage_fails_before_any_compute(recipe_file, tmp_path):
+    recipe = yaml.safe_load(recipe_file.read_text())
+    recipe["stages"][3]["data"] = str(tmp_path / "missing.jsonl")
+    path = tmp_path / "missing.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    result = cascade_cli("run", str(path), "--out", str(tmp_path / "run"))
+    assert result.returncode == 2
+    assert "stages[3] (toy).data[0].path: data file not found" in result.stderr and "missing.jsonl" in result.stderr
+    assert not (tmp_path / "run" / "01-sft").exists()  # no stage started
+
+
+def test_keep_chat_template_without_one_fails_before_any_compute(recipe_file, tmp_path, tiny_checkpoint):
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_checkpoint, bare)
+    config = json.loads((bare / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(config))
+    (bare / "chat_template.jinja").unlink(missing_ok=True)
+    recipe = yaml.safe_load(recipe_file.read_text())
+    recipe["model"] = {"path": str(bare), "chat_template": "keep"}
+    path = tmp_path / "keep.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    result = cascade_cli("run", str(path), "--out", str(tmp_path / "run"))
+    assert result.returncode == 2
+    assert "model.chat_template: keep" in result.stderr and str(bare) in result.stderr
+    assert not (tmp_path / "run" / "01-sft").exists()
+
+
+def test_before_first_stage_evaluates_the_base_model_once(recipe_file, tmp_path, monkeypatch):
+    """eval.before_first_stage: 00-base is evaluated before the first stage (the report's
+    base-model row, with paired changes to the first stage) and not again on --resume."""
+    monkeypatch.syspath_prepend(str(TESTS))
+    recipe = yaml.safe_load(recipe_file.read_text())
+    recipe["eval"]["before_first_stage"] = True
+    recipe["stages"] = recipe["stages"][3:]  # the toy GRPO stage only
+    recipe["stages"][0]["domain"] = "tiny_assets:contains_answer"
+    path = tmp_path / "base.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    run_dir = tmp_path / "run"
+    report = Cascade(load_recipe(path), run_dir, echo=lambda _: None).run()
+    base = json.loads((run_dir / "00-base" / "stage.json").read_text())
+    assert base["status"] == "done" and base["kind"] == "eval" and base["index"] == 0
+    assert "toy-sum" in json.loads((run_dir / "00-base" / "eval.json").read_text())
+    summary = json.loads(report.with_suffix(".json").read_text())
+    assert "toy-sum" in summary["baseline"]
+    assert "base model" in (run_dir / "report.md").read_text()
+    stamp = (run_dir / "00-base" / "eval.json").stat().st_mtime_ns
+    Cascade(load_recipe(path), run_dir, echo=lambda _: None).run(resume=True)
+    assert (run_dir / "00-base" / "eval.json").stat().st_mtime_ns == stamp

@@ -19,11 +19,10 @@ from cascade_rl.train.distill import (
     DistillTrainer,
     DomainModeSchedule,
     RolloutRecorder,
-    TeacherSpec,
     build_distill_data,
-    check_teachers,
     distill_config,
 )
+from cascade_rl.train.teachers import TeacherSpec, check_teachers
 
 ROWS = [{"prompt": f"what is {a} plus {a + 1}?", "domain": "alpha" if a % 2 else "beta"} for a in range(8)]
 

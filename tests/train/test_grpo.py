@@ -8,9 +8,10 @@ from datasets import Dataset
 from trl import GRPOTrainer
 
 from cascade_rl.recipe import parse_recipe
-from cascade_rl.rewards.adapter import CascadeReward
 from cascade_rl.train.common import read_metrics
-from cascade_rl.train.grpo import CascadeGRPOTrainer, build_rl_data, grpo_config, run_grpo_stage
+from cascade_rl.train.grpo import CascadeGRPOTrainer, grpo_config, run_grpo_stage
+from cascade_rl.train.reward_adapter import CascadeReward
+from cascade_rl.train.rl_data import build_rl_data
 from cascade_rl.train.schedule import PromptSchedule
 
 SCORER = "tiny_assets:contains_answer"

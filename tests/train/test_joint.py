@@ -9,8 +9,9 @@ import pytest
 
 from cascade_rl.recipe import RecipeError, parse_recipe
 from cascade_rl.train.cascade import Cascade
-from cascade_rl.train.grpo import _batch_split, build_rl_data
+from cascade_rl.train.grpo import _batch_split
 from cascade_rl.train.reuse import check_source, link_stages
+from cascade_rl.train.rl_data import build_rl_data
 from cascade_rl.train.schedule import PromptSchedule
 
 MATH = {"domain": "math", "prompt": "What is 2 + 3?", "answer": "5"}

@@ -73,7 +73,12 @@ def test_grpo_stage_with_lora_hands_over_a_plain_merged_checkpoint(tiny_checkpoi
     recipe = parse_recipe(grpo_recipe(rl_rows(tmp_path / "rl.jsonl"), tiny_checkpoint))
     stage = recipe.stages[0]
     model = run_grpo_stage(
-        stage, model_in=tiny_checkpoint, stage_dir=tmp_path / "01-toy", runtime=recipe.runtime, seed=0, reward_options={}
+        stage,
+        model_in=tiny_checkpoint,
+        stage_dir=tmp_path / "01-toy",
+        runtime=recipe.runtime,
+        seed=0,
+        reward_options={},
     )
     check_merged(tiny_checkpoint, model)
     metrics = [json.loads(line) for line in (tmp_path / "01-toy" / "metrics.jsonl").read_text().splitlines()]
@@ -105,7 +110,12 @@ def test_sft_stage_with_lora_trains_and_merges(tiny_checkpoint, tmp_path):
     from cascade_rl.train.sft import run_sft_stage
 
     rows = [
-        {"messages": [{"role": "user", "content": f"what is {a} plus 1?"}, {"role": "assistant", "content": f"{a + 1}"}]}
+        {
+            "messages": [
+                {"role": "user", "content": f"what is {a} plus 1?"},
+                {"role": "assistant", "content": f"{a + 1}"},
+            ]
+        }
         for a in range(8)
     ]
     data = tmp_path / "sft.jsonl"

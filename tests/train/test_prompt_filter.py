@@ -130,8 +130,8 @@ def test_a_filter_that_keeps_nothing_stops_before_training_and_names_the_field(t
 def test_an_interrupted_filter_resumes_without_sampling_again(tiny_checkpoint, tmp_path):
     """A run killed after sampling (the verdicts not yet written) measures from the samples it kept."""
     from cascade_rl.recipe import load_recipe
-    from cascade_rl.train.grpo import load_rl_prompts
     from cascade_rl.train.prompt_filter import PROGRESS_FILE, RESULT_FILE, kept_prompts
+    from cascade_rl.train.rl_data import load_rl_prompts
 
     stage = load_recipe(stage_recipe(tmp_path, tiny_checkpoint)).stages[0]
     prompts, _ = load_rl_prompts(stage, seed=0)

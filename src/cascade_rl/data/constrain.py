@@ -41,6 +41,12 @@ quote them word for word ("Your entire response should be in English, and in all
 letters..."): a 9-gram check of the whole prompt flags rows for sharing the template, not a
 test instance. Decontaminate IF rows on their request: ``cascade data decontaminate OUT.jsonl
 -b ifeval=input_data.jsonl --text base_text`` (docs/data-formats.md has the measured figures).
+
+**Why one file of about 1,270 lines** (DESIGN.md: files over ~500 lines say why): the
+instruction table (:data:`SPECS`: weights, kwargs ranges, companions), its conflict rules and
+the witness that proves each drawn combination can be followed (:func:`satisfying_response`)
+are one declaration: an instruction's entries in each of them must agree, and the tests check
+the whole table at once.
 """
 
 from __future__ import annotations
@@ -1153,10 +1159,15 @@ def constrain(
     families: str | Sequence[str] = "ifeval",
     exclude_ids: str | Sequence[str] = (),
     seed: int = 0,
+    where: str | None = None,
 ) -> dict | Drop:
     """The converter view of ``cascade data constrain`` (``format: constrain`` on a recipe's data
-    source): one row in, its IF-RL row out, the same row the command writes for it."""
+    source): one row in, its IF-RL row out, the same row the command writes for it; ``where``
+    (``FIELD=LOW..HIGH`` or ``FIELD=VALUE``) keeps only the rows it selects."""
     del suffix  # the constraints are the row's instruction
+    select = parse_where(where)
+    if select is not None and not select(row):
+        return Drop(f"not selected by where {where}")
     pool = instruction_pool(_names(families), _names(exclude_ids))
     data = constrained_row(base_text(row, text_field), pool, parse_counts(constraints), seed=seed)
     if data is None:

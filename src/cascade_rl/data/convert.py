@@ -31,6 +31,10 @@ Formats (the fields read are listed in docs/data-formats.md):
 * ``bfcl``: BFCL rows with ``ground_truth`` or a ``--answers`` file -> ``tool_call`` RL rows
   with their tools, several acceptable values per argument;
 * ``swebench``: SWE-bench instances, test lists decoded -> instances for ``cascade swe``.
+
+**Why one file of about 670 lines** (DESIGN.md: files over ~500 lines say why): one
+converter function per public format listed above (plus :data:`FORMATS`, their registry), each
+independent of the others; one file is one table of formats to read and to extend.
 """
 
 from __future__ import annotations

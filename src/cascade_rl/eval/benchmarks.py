@@ -33,14 +33,14 @@ from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.chat import last_user_text, with_mode
+from cascade_rl.chat import with_mode
 from cascade_rl.data.loading import load_sources, resolve_path, rl_normaliser
 from cascade_rl.eval import arena
 from cascade_rl.eval.breakdown import breakdown
 from cascade_rl.eval.sampling import open_generator, sample, token_budget
 from cascade_rl.llm.base import Generator
 from cascade_rl.recipe import Benchmark, DataSource, expand
-from cascade_rl.rewards.registry import get_domain, score_batch
+from cascade_rl.rewards.registry import score_samples
 
 log = logging.getLogger(__name__)
 
@@ -136,49 +136,8 @@ def in_window(when: datetime, since: date | None, until: date | None) -> bool:
 # ---------------------------------------------------------------------------------- scoring
 
 
-def _requests(rows: Sequence[dict], samples: Sequence[Sequence[str]]) -> list[tuple[str, dict]]:
-    out = []
-    for index, (row, responses) in enumerate(zip(rows, samples)):
-        for response in responses:
-            out.append(
-                (
-                    row["domain"],
-                    {
-                        **row["reference"],
-                        "response": response,
-                        "prompt": last_user_text(row["prompt"]),
-                        "messages": row["prompt"],
-                        "group": str(index),
-                    },
-                )
-            )
-    return out
-
-
-def score_samples(
-    rows: Sequence[dict], samples: Sequence[Sequence[str]], options: Mapping[str, Any], workers: int = 4
-) -> list[list[Any]]:
-    """Scores per prompt and sample, each domain scored as one batch through the registry."""
-    requests = _requests(rows, samples)
-    by_domain: dict[str, list[int]] = {}
-    for index, (domain, _) in enumerate(requests):
-        by_domain.setdefault(domain, []).append(index)
-    flat: list[Any] = [None] * len(requests)
-    for domain, members in by_domain.items():
-        scores = score_batch(
-            get_domain(domain), [requests[i][1] for i in members], options.get(domain), workers=workers
-        )
-        for i, score in zip(members, scores):
-            flat[i] = score
-    out, cursor = [], 0
-    for responses in samples:
-        out.append(flat[cursor : cursor + len(responses)])
-        cursor += len(responses)
-    return out
-
-
 def verify_result(bench: Benchmark, scores: Sequence[Sequence[Any]]) -> BenchmarkResult:
-    from cascade_rl.eval import metrics
+    from cascade_rl import metrics
 
     correct = [[s.reward >= bench.pass_threshold for s in row] for row in scores]
     rewards = [s.reward for row in scores for s in row]
@@ -229,16 +188,20 @@ def evaluate(
     timeout: float = 3600.0,
     workers: int = 4,
     seed: int = 0,
+    dtype: str | None = None,
 ) -> dict[str, dict]:
     """Evaluate ``model`` (a checkpoint directory, ``http://host/v1#MODEL`` or a generator) on
     ``benchmarks``; write ``out_dir/eval.json`` and the samples; return the results by name.
 
     ``judge`` overrides every arena benchmark's own judge; an arena benchmark with neither a
-    judge nor a ``reward_model`` is skipped."""
+    judge nor a ``reward_model`` is skipped. ``dtype``: a local checkpoint's weights (None =
+    float32 on a CPU)."""
     variables = dict(variables or {})
     plans = [_plan(bench, variables, judge, reward_model) for bench in benchmarks]
     plans = [plan for plan in plans if plan is not None]
-    generator = open_generator(model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout)
+    generator = open_generator(
+        model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout, dtype=dtype
+    )
     judges: dict[str, Generator] = {}
     samples_dir = out_dir / "eval-samples"
     samples_dir.mkdir(parents=True, exist_ok=True)

@@ -43,10 +43,16 @@ def is_server_spec(model: Any) -> bool:
 
 
 def open_generator(
-    model: str | Path | Generator, *, batch_size: int = 32, max_concurrency: int = 64, timeout: float = 3600.0
+    model: str | Path | Generator,
+    *,
+    batch_size: int = 32,
+    max_concurrency: int = 64,
+    timeout: float = 3600.0,
+    dtype: str | None = None,
 ) -> Generator:
-    """A generator for a checkpoint directory, a server spec ``http://host/v1#MODEL`` or an
-    existing generator (returned unchanged)."""
+    """A generator for a checkpoint directory (weights in ``dtype``: None = float32 on a CPU, the
+    checkpoint's own elsewhere), a server spec ``http://host/v1#MODEL`` or an existing generator
+    (returned unchanged)."""
     if not isinstance(model, (str, Path)):
         return model
     spec = str(model)
@@ -60,7 +66,7 @@ def open_generator(
         raise FileNotFoundError(
             f"model {spec!r} is neither a checkpoint directory nor a server spec (http://host:port/v1#MODEL)"
         )
-    return LocalGenerator(path, batch_size=batch_size)
+    return LocalGenerator(path, batch_size=batch_size, dtype=None if dtype in (None, "auto") else dtype)
 
 
 def describe(generator: Generator) -> str:
@@ -72,7 +78,8 @@ def describe(generator: Generator) -> str:
     if isinstance(generator, LocalGenerator):
         path = Path(generator.model_path).resolve()
         changed = max((item.stat().st_mtime_ns for item in path.iterdir() if item.is_file()), default=0)
-        return f"{path}@{changed}"
+        dtype = str(generator.model.dtype).removeprefix("torch.")
+        return f"{path}@{changed}" + ("" if dtype == "float32" else f"#{dtype}")
     return f"{type(generator).__module__}.{type(generator).__qualname__}"
 
 

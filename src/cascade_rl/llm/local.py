@@ -6,7 +6,9 @@ small-model path of the SWE pipeline, SPEC section 7, and of data building, SPEC
 * Prompts are rendered with the tokenizer's own chat template; a tokenizer without one gets the
   project's Cascade template (:mod:`cascade_rl.chat`), and ``use_cascade_template=True`` forces
   it. ``mode`` keys on user messages become ` /think` / ` /no_think` flags
-  (:func:`~cascade_rl.llm.base.apply_modes`).
+  (:func:`~cascade_rl.llm.base.apply_modes`) when the template knows thinking modes; a plain
+  instruction model's template (one that mentions neither ``no_think`` nor ``enable_thinking``)
+  gets the messages without modes or flags, as the trainers render them for it.
 * Sampling follows the request exactly: temperature and top-p, no hidden top-k;
   ``temperature=0`` is greedy decoding (one decode, repeated ``n`` times). The tokens come from
   :func:`~cascade_rl.llm.decode.decode`, which drops finished sequences from the batch.
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.chat import IM_END, install_chat_template
+from cascade_rl.chat import IM_END, install_chat_template, template_reads_modes, without_modes
 from cascade_rl.llm.base import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TEMPERATURE,
@@ -100,6 +102,7 @@ class LocalGenerator:
             .to(self.device)
             .eval()
         )
+        self.reads_modes = template_reads_modes(self.tokenizer.chat_template)
         self.stop_ids = self._stop_token_ids()
         self._lock = threading.Lock()
 
@@ -120,9 +123,8 @@ class LocalGenerator:
     def render_prompt(self, messages: Messages, assistant_prefix: str = "") -> str:
         """The exact prompt text the model reads: the chat template with the generation prompt,
         followed by ``assistant_prefix`` (text the assistant turn starts with)."""
-        rendered = self.tokenizer.apply_chat_template(
-            apply_modes(messages, self.default_mode), tokenize=False, add_generation_prompt=True
-        )
+        flagged = apply_modes(messages, self.default_mode) if self.reads_modes else without_modes(messages)
+        rendered = self.tokenizer.apply_chat_template(flagged, tokenize=False, add_generation_prompt=True)
         return rendered + assistant_prefix
 
     def generate(

@@ -46,7 +46,7 @@ from cascade_rl.recipe import (
     expand,
     run_variables,
 )
-from cascade_rl.train import distributed
+from cascade_rl.train import distributed, preflight
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +109,12 @@ class Cascade:
         set_threads(self.recipe.runtime)
         distributed.on_main("build the toy world", self._build_world)
         policy = distributed.on_main("base model", self._base_model)
+        distributed.on_main("data files", partial(preflight.check_inputs, self.recipe, self.variables))
         distributed.on_main("distill inputs", partial(check_distill_inputs, self.recipe, self.run_dir, policy))
         reward_models: dict[str, Path] = {}
         started = time.perf_counter()
+        if self._evaluates_base(only, start_from):
+            self._run_stage(StagePlan(0, EvalStage(name="base")), len(stages), policy, reward_models)
         for p in stages:
             status = distributed.on_main("stage status", partial(read_status, self.run_dir / p.dirname))
             if only and p.stage.name != only:
@@ -126,6 +129,17 @@ class Cascade:
             policy, reward_models = self._run_stage(p, len(stages), policy, reward_models)
         self.echo(f"stages finished in {time.perf_counter() - started:.0f} s")
         return distributed.on_main("report", self._report)
+
+    def _evaluates_base(self, only: str | None, start_from: str | None) -> bool:
+        """``eval.before_first_stage``: the base model is evaluated once, as an evaluation stage
+        ``00-base`` before the first (the report's base-model row); not again on --resume,
+        --only or --from, and not when the recipe starts with an evaluation stage of its own."""
+        if not self.recipe.eval.before_first_stage or only or start_from:
+            return False
+        if isinstance(self.recipe.stages[0], EvalStage):
+            return False
+        status = distributed.on_main("base evaluation status", partial(read_status, self.run_dir / "00-base"))
+        return status.get("status") != "done"
 
     # ----------------------------------------------------------------- set-up
     def _prepare(self, *, resume: bool, only: str | None, start_from: str | None) -> None:
@@ -183,6 +197,7 @@ class Cascade:
                 raise RecipeError(f"model.path: {path} does not exist (models are loaded from local disk)")
             if spec.chat_template == "cascade":
                 return self._with_cascade_template(path)
+            preflight.check_chat_template(path, self.recipe)
             return path
         target = self.run_dir / "00-base" / "model"
         if not (target / "config.json").exists():
@@ -304,6 +319,7 @@ class Cascade:
             batch_size=self.recipe.eval.batch_size,
             workers=self.recipe.runtime.reward_workers,
             seed=self.recipe.seed,
+            dtype=self.recipe.model.dtype,
         )
 
     def _benchmarks_after(self, stage: Any) -> list:
@@ -389,8 +405,9 @@ def check_distill_inputs(recipe: Recipe, run_dir: Path, base_model: Path) -> Non
     """Before the first stage: every distill stage's rows have a teacher, and its teachers that
     are checkpoints from outside this run exist and share the base model's tokenizer (stages of
     this run are checked when they have run, servers when the stage starts)."""
-    from cascade_rl.serve.protocol import is_server
-    from cascade_rl.train.distill import check_domains, check_teachers
+    from cascade_rl.llm.pooling import is_server
+    from cascade_rl.train.distill import check_domains
+    from cascade_rl.train.teachers import check_teachers
 
     names = {stage.name for stage in recipe.stages}
     for stage in recipe.stages:
@@ -405,8 +422,8 @@ def resolve_teachers(stage: DistillStage, recipe: Recipe, run_dir: Path) -> dict
     """Each domain's teacher of a distill stage: a stage of this run becomes that stage's
     checkpoint (a one-line error if it has not finished), a server URL stays, anything else is
     a local checkpoint directory (``${VAR}`` expanded)."""
-    from cascade_rl.serve.protocol import is_server
-    from cascade_rl.train.distill import TeacherSpec, teacher_from_path
+    from cascade_rl.llm.pooling import is_server
+    from cascade_rl.train.teachers import TeacherSpec, teacher_from_path
 
     stages = {p.stage.name: p for p in plan(recipe)}
     teachers = {}

@@ -38,7 +38,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +45,9 @@ from torch.utils.data import Sampler
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from cascade_rl.chat import token_count, with_mode
-from cascade_rl.data.loading import LoadReport, load_sources, rl_normaliser
+from cascade_rl.data.loading import LoadReport
 from cascade_rl.llm.decode import install_decoder
 from cascade_rl.recipe import CurriculumStep, GRPOStage, RecipeError, Runtime
-from cascade_rl.rewards.adapter import CascadeReward, ScoredBatch
 from cascade_rl.train import distributed
 from cascade_rl.train.common import (
     CheckpointMarker,
@@ -66,9 +63,10 @@ from cascade_rl.train.common import (
     truncate_jsonl,
 )
 from cascade_rl.train.curriculum import TruncationStopRule, merge_substage_metrics, run_substages
-from cascade_rl.train.filtering import MODES
 from cascade_rl.train.lm_head import install_lm_head
 from cascade_rl.train.prompt_filter import kept_prompts
+from cascade_rl.train.reward_adapter import CascadeReward, ScoredBatch
+from cascade_rl.train.rl_data import RLData, drop_long_prompts, load_rl_prompts, rl_data_from
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
 
 log = logging.getLogger(__name__)
@@ -83,91 +81,6 @@ class _SkippedRolloutNotice(logging.Filter):
 
 
 logging.getLogger("trl.trainer.grpo_trainer").addFilter(_SkippedRolloutNotice())
-
-
-# ----------------------------------------------------------------------------- data
-@dataclass
-class RLData:
-    """The stage's prompts as TRL rows (one per prompt and thinking mode) and how they loaded.
-    ``prompts`` are the prompt indices a sub-stage may draw (all of them, unless an
-    input-context budget leaves some out)."""
-
-    rows: list[dict]
-    num_prompts: int
-    report: LoadReport
-    prompts: list[int] = field(default_factory=list)
-    #: prompts whose thinking mode their reward domain fixes (a stage with per-domain modes)
-    modes: dict[int, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.prompts:
-            self.prompts = list(range(self.num_prompts))
-
-    def row_index(self) -> dict[tuple[int, str], int]:
-        return {(row["_pidx"], row["_mode"]): i for i, row in enumerate(self.rows)}
-
-
-def build_rl_data(stage: GRPOStage, *, seed: int, variables: Mapping[str, str] | None = None) -> RLData:
-    """The stage's prompts, each row routed to its reward domain (a source's ``domain``, else the
-    stage's, else the row's column) and put in its thinking mode (``half``: a row per mode)."""
-    prompts, report = load_rl_prompts(stage, seed=seed, variables=variables)
-    return rl_data_from(stage, prompts, report)
-
-
-def load_rl_prompts(
-    stage: GRPOStage, *, seed: int, variables: Mapping[str, str] | None = None
-) -> tuple[list[dict], LoadReport]:
-    """The stage's normalised prompts from all its data sources, and what loading skipped."""
-    prompts, report = [], LoadReport()
-    for source in stage.data:
-        normalise = rl_normaliser(source.domain or stage.domain)
-        part, part_report = load_sources([source], normalise, seed=seed, variables=dict(variables or {}))
-        prompts += part
-        report.merge(part_report)
-    return prompts, report
-
-
-def rl_data_from(stage: GRPOStage, prompts: Sequence[dict], report: LoadReport) -> RLData:
-    """Training rows of ``prompts``: one per thinking mode the prompt's domain takes."""
-    rows, fixed = [], {}
-    for index, prompt in enumerate(prompts):
-        domain_mode = stage.mode_of(prompt["domain"])
-        if domain_mode != "half" and isinstance(stage.thinking, dict):
-            fixed[index] = domain_mode
-        for mode in MODES if domain_mode == "half" else (domain_mode,):
-            rows.append(
-                {
-                    "prompt": with_mode(prompt["prompt"], mode),
-                    "_ref": json.dumps(prompt["reference"]),
-                    "_pidx": index,
-                    "_mode": mode,
-                    "_domain": prompt["domain"],
-                }
-            )
-    return RLData(rows, len(prompts), report, modes=fixed)
-
-
-def drop_long_prompts(data: RLData, tokenizer: Any, limit: int | None) -> RLData:
-    """Keep prompts whose rendered length fits the input-context budget (SWE curriculum). The
-    rows and prompt numbers stay: the schedule just stops drawing the prompts left out."""
-    if limit is None:
-        return data
-    too_long = {
-        row["_pidx"] for row in data.rows if token_count(tokenizer, row["prompt"], add_generation_prompt=True) > limit
-    }
-    if not too_long:
-        return data
-    report = LoadReport(
-        read=data.report.read,
-        kept=data.num_prompts - len(too_long),
-        skipped=data.report.skipped.copy(),
-        examples=dict(data.report.examples),
-    )
-    report.skipped[f"prompt longer than {limit} tokens"] += len(too_long)
-    kept = [p for p in range(data.num_prompts) if p not in too_long]
-    if not kept:
-        raise ValueError(f"every prompt is longer than max_prompt_length {limit} tokens")
-    return RLData(data.rows, data.num_prompts, report, kept, data.modes)
 
 
 # ----------------------------------------------------------------------------- TRL configuration
@@ -414,6 +327,7 @@ def run_grpo_stage(
         seed=seed,
         reward_options=reward_options,
         workers=runtime.reward_workers,
+        dtype=model_dtype,
     )
     data = rl_data_from(stage, [prompts[i] for i in kept], report)
     log.info("%s: %s", stage.name, data.report.summary())

@@ -1,0 +1,82 @@
+"""Checks a run makes before any stage computes (DESIGN convention 5: a bad recipe fails before
+compute, naming the field): every input file exists, and a checkpoint that keeps its own chat
+template has one that the stages can use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cascade_rl.recipe import Recipe, RecipeError, SFTStage, expand
+
+
+def check_chat_template(path: Path, recipe: Recipe) -> None:
+    """``model.chat_template: keep`` needs a tokenizer that has one, and an SFT stage (loss on
+    assistant tokens only) a template TRL can mark them in: one-line errors naming the checkpoint
+    and the field otherwise (before any compute)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise RecipeError(f"model.path: {path} has no readable tokenizer ({error})") from None
+    if not tokenizer.chat_template:
+        raise RecipeError(
+            f"model.chat_template: keep, but the tokenizer in {path} has no chat template; "
+            "use chat_template: cascade or import a model that carries one (cascade model import)"
+        )
+    sft = [(index, stage) for index, stage in enumerate(recipe.stages) if isinstance(stage, SFTStage)]
+    if sft and not _template_trains_assistant_only(tokenizer):
+        index, stage = sft[0]
+        raise RecipeError(
+            f"stages[{index}] ({stage.name}): SFT trains on assistant tokens only, but the chat template of {path} "
+            "has no {% generation %} markers and TRL cannot add them; use model.chat_template: cascade or add the "
+            "markers to the template"
+        )
+
+
+def _template_trains_assistant_only(tokenizer: Any) -> bool:
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    if has_generation_markers(tokenizer.chat_template):
+        return True
+    try:
+        return get_training_chat_template(tokenizer) is not None
+    except ValueError:
+        return False
+
+
+def check_inputs(recipe: Recipe, variables: dict[str, str]) -> None:
+    """Every data file the recipe reads (stage data, benchmarks, converter answer files) exists,
+    before any stage runs: a missing one is a one-line error naming the field and the file.
+    Files of the toy world (``${world}``) are built by then; other run outputs are not checked."""
+    for field, text in input_paths(recipe):
+        try:
+            path = Path(expand(text, variables)).expanduser()
+        except RecipeError as error:
+            raise RecipeError(f"{field}: {error}") from None
+        if not path.exists():
+            raise RecipeError(f"{field}: data file not found: {path}")
+
+
+def input_paths(recipe: Recipe) -> list[tuple[str, str]]:
+    """(field path, file) of every input file a recipe names."""
+    found: list[tuple[str, str]] = []
+    for index, stage in enumerate(recipe.stages):
+        sources = [(f"stages[{index}] ({stage.name}).data[{i}]", s) for i, s in enumerate(getattr(stage, "data", []))]
+        for sub_index, sub in enumerate(getattr(stage, "substages", [])):
+            sources += [
+                (f"stages[{index}] ({stage.name}).substages[{sub_index}].data[{i}]", s) for i, s in enumerate(sub.data)
+            ]
+        for field, source in sources:
+            found.append((f"{field}.path", source.path))
+            if "answers" in source.format_options:
+                found.append((f"{field}.format_options.answers", str(source.format_options["answers"])))
+    for index, bench in enumerate(recipe.eval.benchmarks):
+        field = f"eval.benchmarks[{index}] ({bench.name})"
+        found.append((f"{field}.data", bench.data))
+        if "answers" in bench.format_options:
+            found.append((f"{field}.format_options.answers", str(bench.format_options["answers"])))
+        if bench.baseline:
+            found.append((f"{field}.baseline", bench.baseline))
+    return [(field, path) for field, path in found if "${run}" not in path]
