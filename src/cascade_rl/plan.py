@@ -80,7 +80,10 @@ def stage_summary(stage: Any, variables: dict[str, str]) -> tuple[str, str, str]
         settings = (
             f"domain {stage.domain or 'per row'}, {stage.thinking}, {stage.prompts_per_batch}x"
             f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
-            f"lengths {curriculum}" + (", dynamic filtering" if stage.dynamic_filter.enabled else "")
+            f"lengths {curriculum}"
+            + (", dynamic filtering" if stage.dynamic_filter.enabled else "")
+            + (", prompt filter" if stage.prompt_filter else "")
+            + _lora_text(stage)
         )
         return count_rows(stage.data, variables), f"<= {sum(c.max_steps for c in stage.curriculum)}", settings
     if isinstance(stage, DistillStage):
@@ -97,6 +100,11 @@ def stage_summary(stage: Any, variables: dict[str, str]) -> tuple[str, str, str]
     return "?", "?", ""
 
 
+def _lora_text(stage: Any) -> str:
+    lora = getattr(stage, "lora", None)
+    return f", LoRA r{lora.r}" if lora is not None else ""
+
+
 def describe_plan(recipe: Recipe, out: Path | None = None) -> Table:
     run_dir = Path(out or recipe.run_dir)
     variables = {"world": str(run_dir / "world"), "run": str(run_dir)}
@@ -107,6 +115,8 @@ def describe_plan(recipe: Recipe, out: Path | None = None) -> Table:
     table = Table(title=f"{recipe.name}: {model} -> {run_dir}")
     for column in ("#", "kind", "stage", "rows", "steps", "settings"):
         table.add_column(column, overflow="fold")
+    if recipe.eval.before_first_stage and not isinstance(recipe.stages[0], EvalStage):
+        table.add_row("0", "eval", "base", "-", "-", "the base model, before any stage (eval.before_first_stage)")
     for index, stage in enumerate(recipe.stages, start=1):
         rows, steps, settings = stage_summary(stage, variables)
         table.add_row(str(index), stage.kind, stage.name, rows, steps, settings)

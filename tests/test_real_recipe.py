@@ -1,0 +1,102 @@
+"""The real-model recipe (recipes/smollm2-135m.yaml), shortened: SmolLM2's architecture,
+tokenizer and chat template with tiny random weights, the public file formats the recipe reads
+(GSM8K, IFEval, MBPP rows written here in their published schemas), a few prompts, one step per
+stage. It runs as a user runs it, `cascade run` with CASCADE_MODELS / CASCADE_REAL_DATA, so the
+real-model path (conversion on read, LoRA over bfloat16 weights, the base-model evaluation, no
+mode flags for a plain template) stays tested in CI without the 98 MB model."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def real_data(folder: Path) -> Path:
+    """A few rows of each public file in its published schema."""
+    gsm8k = [
+        {"question": f"Tom has {a} apples and buys {a + 2} more. How many apples does he have?",
+         "answer": f"Tom has {a} + {a + 2} = <<{a}+{a + 2}={2 * a + 2}>>{2 * a + 2} apples.\n#### {2 * a + 2}"}
+        for a in range(1, 10)
+    ]  # fmt: skip
+    write_jsonl(folder / "gsm8k" / "train.jsonl", gsm8k[:6])
+    write_jsonl(folder / "gsm8k" / "test.jsonl", gsm8k[6:])
+    ifeval = [
+        {"key": 1, "prompt": "Write a short note about the sea. Do not use any commas.",
+         "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]},
+        {"key": 2, "prompt": "Describe a cat in all lowercase letters.",
+         "instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]},
+        {"key": 3, "prompt": "Name a fruit. Answer with less than 20 words.",
+         "instruction_id_list": ["length_constraints:number_words"],
+         "kwargs": [{"relation": "less than", "num_words": 20}]},
+    ]  # fmt: skip
+    write_jsonl(folder / "ifeval" / "input_data.jsonl", ifeval)
+    mbpp = [
+        {"task_id": task, "text": f"Write a function to add {task} to a number.",
+         "code": f"def f(x): return x + {task}", "test_list": [f"assert f(1) == {task + 1}"],
+         "test_setup_code": "", "challenge_test_list": []}
+        for task in (11, 12, 13, 601, 602, 603, 604)
+    ]  # fmt: skip
+    write_jsonl(folder / "mbpp" / "mbpp.jsonl", mbpp)
+    return folder
+
+
+def shortened(recipe: dict) -> dict:
+    for bench in recipe["eval"]["benchmarks"]:
+        bench.update(limit=3, max_new_tokens=8)
+    recipe["eval"]["batch_size"] = 4
+    recipe["runtime"].update(torch_threads=1, reward_workers=1)
+    for stage in recipe["stages"]:
+        if stage["kind"] == "grpo":
+            stage.update(prompts_per_batch=2, rollouts_per_prompt=2, per_device_batch_size=2)  # 2 micro-batches
+            stage.pop("prompt_filter", None)
+            for source in stage["data"]:
+                source.pop("limit", None)
+            for step in stage["curriculum"]:
+                step.update(max_steps=1, max_response_length=8)
+    return recipe
+
+
+def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny, tmp_path):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "smollm2-135m-instruct").symlink_to(smollm2_tiny)
+    data = real_data(tmp_path / "real-data")
+    recipe = shortened(yaml.safe_load((ROOT / "recipes" / "smollm2-135m.yaml").read_text()))
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "run"
+    env = {**os.environ, "CASCADE_MODELS": str(models), "CASCADE_REAL_DATA": str(data), "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "cascade_rl.cli", "run", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    base = json.loads((out / "00-base" / "eval.json").read_text())
+    assert set(base) == {"ifeval", "gsm8k", "mbpp"} and all(r["prompts"] == 3 for r in base.values())
+    assert "prompt_strict" in base["ifeval"]["extra"]
+    names = [stage["name"] for stage in recipe["stages"]]
+    for index, name in enumerate(names, start=1):
+        status = json.loads((out / f"{index:02d}-{name}" / "stage.json").read_text())
+        assert status["status"] == "done"
+        model = out / f"{index:02d}-{name}" / "model"
+        assert (model / "config.json").exists() and not list(model.glob("adapter_*"))  # LoRA merged
+    samples = (out / "00-base" / "eval-samples" / "ifeval.jsonl").read_text()
+    assert samples.count("\n") == 3
+    report = json.loads((out / "report.json").read_text())
+    assert [s["stage"] for s in report["stages"]] == names and set(report["baseline"]) == {"ifeval", "gsm8k", "mbpp"}
+    # the rows reached the policy through their public formats: IF rows built from GSM8K questions
+    data_report = json.loads((out / "01-ifrl" / "data_report.json").read_text())
+    assert data_report["kept"] == 6 + 4  # GSM8K train rows + MBPP's train split (601-604)
