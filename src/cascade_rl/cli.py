@@ -236,7 +236,7 @@ def evaluate(
             timeout=timeout,
             workers=parsed.runtime.reward_workers,
             seed=parsed.seed,
-            dtype=parsed.model.dtype,
+            dtype=parsed.model.sampling_dtype,
         )
     except (ValueError, FileNotFoundError) as error:
         console.print(f"[red]error[/red] {error}")

@@ -72,9 +72,19 @@ class ModelSpec(Strict):
         description="Weights dtype in training and local sampling (evaluation, prompt filter); auto = bfloat16 "
         "on GPUs, float32 on CPU.",
     )
+    sample_dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(
+        None,
+        description="Weights dtype of local sampling outside the trainer (evaluation, prompt filter); None = "
+        "model.dtype. E.g. train float32 weights (updates of 1e-6 round away in bfloat16) and sample in bfloat16.",
+    )
     attn_implementation: str | None = Field(
         None, description="e.g. flash_attention_2, sdpa; None lets transformers choose."
     )
+
+    @property
+    def sampling_dtype(self) -> str:
+        """The dtype local sampling loads weights in (``sample_dtype``, else ``dtype``)."""
+        return self.sample_dtype or self.dtype
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:

@@ -295,3 +295,28 @@ def test_before_first_stage_evaluates_the_base_model_once(recipe_file, tmp_path,
     stamp = (run_dir / "00-base" / "eval.json").stat().st_mtime_ns
     Cascade(load_recipe(path), run_dir, echo=lambda _: None).run(resume=True)
     assert (run_dir / "00-base" / "eval.json").stat().st_mtime_ns == stamp
+
+
+def test_sample_dtype_loads_evaluation_weights_apart_from_training(recipe_file, tmp_path, monkeypatch):
+    """model.sample_dtype: training keeps model.dtype (float32 here, so small Adam steps survive)
+    while the evaluation loads the weights in bfloat16; without it both use model.dtype."""
+    import cascade_rl.eval.benchmarks as benchmarks
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    asked: list[str | None] = []
+    monkeypatch.setattr(benchmarks, "evaluate", lambda *args, **kwargs: asked.append(kwargs["dtype"]))
+    recipe = yaml.safe_load(recipe_file.read_text())
+    recipe["model"].update(dtype="float32", sample_dtype="bfloat16")
+    recipe["eval"]["before_first_stage"] = True
+    recipe["stages"] = recipe["stages"][3:]
+    recipe["stages"][0]["domain"] = "tiny_assets:contains_answer"
+    path = tmp_path / "dtypes.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    run_dir = tmp_path / "run"
+    Cascade(load_recipe(path), run_dir, echo=lambda _: None).run()
+    assert asked == ["bfloat16", "bfloat16"]  # the base model and the stage's model
+    trained = json.loads((run_dir / "01-toy" / "model" / "config.json").read_text())
+    assert trained.get("dtype", trained.get("torch_dtype")) == "float32"
+    recipe["model"].pop("sample_dtype")
+    path.write_text(yaml.safe_dump(recipe))
+    assert load_recipe(path).model.sampling_dtype == "float32"

@@ -290,7 +290,9 @@ class Cascade:
 
             options = resolve_reward_options(stage, reward_models)
             distributed.on_main("reward servers", partial(check_reward_servers, stage, options, self.recipe.runtime))
-            model = run_grpo_stage(stage, model_in=policy, reward_options=options, **common)
+            model = run_grpo_stage(
+                stage, model_in=policy, reward_options=options, sample_dtype=self.recipe.model.sampling_dtype, **common
+            )
             return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
         if isinstance(stage, DistillStage):
             from cascade_rl.train.distill import run_distill_stage
@@ -319,7 +321,7 @@ class Cascade:
             batch_size=self.recipe.eval.batch_size,
             workers=self.recipe.runtime.reward_workers,
             seed=self.recipe.seed,
-            dtype=self.recipe.model.dtype,
+            dtype=self.recipe.model.sampling_dtype,
         )
 
     def _benchmarks_after(self, stage: Any) -> list:

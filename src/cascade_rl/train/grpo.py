@@ -315,9 +315,11 @@ def run_grpo_stage(
     reward_options: Mapping[str, Mapping[str, Any]],
     variables: Mapping[str, str] | None = None,
     model_dtype: str = "auto",
+    sample_dtype: str | None = None,
 ) -> Path:
     """Run every curriculum sub-stage of ``stage``; write ``stage_dir/model``,
-    ``stage_dir/metrics.jsonl`` and ``draws.jsonl`` per sub-stage. Returns the model directory."""
+    ``stage_dir/metrics.jsonl`` and ``draws.jsonl`` per sub-stage. Returns the model directory.
+    ``sample_dtype``: the prompt filter's weights (None = ``model_dtype``)."""
     prompts, report = load_rl_prompts(stage, seed=seed, variables=variables)
     kept = kept_prompts(
         stage,
@@ -327,7 +329,7 @@ def run_grpo_stage(
         seed=seed,
         reward_options=reward_options,
         workers=runtime.reward_workers,
-        dtype=model_dtype,
+        dtype=sample_dtype or model_dtype,
     )
     data = rl_data_from(stage, [prompts[i] for i in kept], report)
     log.info("%s: %s", stage.name, data.report.summary())
