@@ -11,7 +11,7 @@ fine-tuning measured in the same run (issue 18, "fast enough on a CPU").
   weights (``model.dtype: bfloat16``), the last with one thread instead of two.
 * **Sampling**: the local sampling loop (evaluation, prompt filter) on ``--sample-prompts`` GSM8K
   test questions, T 0.6, top-p 0.95, up to ``--tokens`` new tokens: float32 vs bfloat16
-  weights, two threads vs one (samples per second and tokens per second).
+  weights, two threads vs one, 32 sequences per batch vs 96 (samples and tokens per second).
 
 Needs the imported model (``make real-model``). Measure with nothing else running: two threads
 collapse when another process competes for the cores (the figures print the load average).
@@ -110,11 +110,11 @@ def grpo_step_seconds(label, dtype, bf16, lora, threads, args, data: Path) -> di
     return {"label": label, "step": step, "generation": generation, "tokens_per_s": tokens / generation}
 
 
-def sampling_rate(dtype: str, threads: int, args) -> dict:
+def sampling_rate(dtype: str, threads: int, batch: int, args) -> dict:
     from cascade_rl.llm.local import LocalGenerator
 
     torch.set_num_threads(threads)
-    generator = LocalGenerator(MODEL, dtype=dtype, batch_size=args.sample_prompts)
+    generator = LocalGenerator(MODEL, dtype=dtype, batch_size=batch)
     questions = []
     with open(DATA / "gsm8k" / "test.jsonl") as handle:
         for line in handle:
@@ -126,8 +126,8 @@ def sampling_rate(dtype: str, threads: int, args) -> dict:
     responses = generator.generate_batch(questions, temperature=0.6, top_p=0.95, max_tokens=args.tokens)
     seconds = time.perf_counter() - started
     tokens = sum(len(generator.tokenizer(r[0], add_special_tokens=False)["input_ids"]) for r in responses)
-    return {"label": f"{dtype}, {threads} thread(s)", "seconds": seconds, "samples_per_s": len(questions) / seconds,
-            "tokens_per_s": tokens / seconds}  # fmt: skip
+    return {"label": f"{dtype}, {threads} thread(s), batch {batch}", "seconds": seconds,
+            "samples_per_s": len(questions) / seconds, "tokens_per_s": tokens / seconds}  # fmt: skip
 
 
 def main() -> None:
@@ -135,7 +135,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps per setting (the first is not timed)")
     parser.add_argument("--prompts", type=int, default=4, help="prompts per GRPO step (4 rollouts each)")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens at most per rollout / sample")
-    parser.add_argument("--sample-prompts", type=int, default=32, help="prompts sampled in the sampling benchmark")
+    parser.add_argument("--sample-prompts", type=int, default=96, help="prompts sampled in the sampling benchmark")
     parser.add_argument("--skip-grpo", action="store_true", help="only the sampling benchmark")
     args = parser.parse_args()
     if not (MODEL / "config.json").exists():
@@ -143,13 +143,14 @@ def main() -> None:
     if not (DATA / "gsm8k" / "train.jsonl").exists():
         sys.exit(f"{DATA}/gsm8k is missing: set CASCADE_REAL_DATA to the real-data folder")
     print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
-    print("== sampling (llm/decode.py), ratio against float32 with 2 threads", flush=True)
-    samples = [sampling_rate(dtype, threads, args) for dtype, threads in
-               (("float32", 2), ("bfloat16", 2), ("bfloat16", 1), ("float32", 1))]  # fmt: skip
+    print("== sampling (llm/decode.py), ratio against float32 with 2 threads, batch 32", flush=True)
+    samples = [sampling_rate(dtype, threads, batch, args) for dtype, threads, batch in
+               (("float32", 2, 32), ("bfloat16", 2, 32), ("bfloat16", 1, 32), ("float32", 1, 32),
+                ("bfloat16", 2, 96))]  # fmt: skip
     for row in samples:
         ratio = row["tokens_per_s"] / samples[0]["tokens_per_s"]
         print(
-            f"{row['label']:<28} {row['seconds']:7.1f} s  {row['samples_per_s']:5.2f} samples/s  "
+            f"{row['label']:<36} {row['seconds']:7.1f} s  {row['samples_per_s']:5.2f} samples/s  "
             f"{row['tokens_per_s']:6.1f} tokens/s  x{ratio:.2f}",
             flush=True,
         )

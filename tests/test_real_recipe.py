@@ -97,6 +97,10 @@ def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny, tmp_path):
     assert samples.count("\n") == 3
     report = json.loads((out / "report.json").read_text())
     assert [s["stage"] for s in report["stages"]] == names and set(report["baseline"]) == {"ifeval", "gsm8k", "mbpp"}
+    # IFEval's four levels, each with its error, and the paired change after every stage
+    levels = report["ifeval_levels"]["ifeval"]
+    assert [row["stage"] for row in levels] == ["base model", *names]
+    assert all("change_stderr" in row["levels"]["instruction_loose"] for row in levels[1:])
     # the rows reached the policy through their public formats: IF rows built from GSM8K questions
     data_report = json.loads((out / "01-ifrl" / "data_report.json").read_text())
     assert data_report["kept"] == 6 + 4  # GSM8K train rows + MBPP's train split (601-604)

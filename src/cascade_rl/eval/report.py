@@ -64,6 +64,7 @@ from cascade_rl.eval.forgetting import (
     paired_stderr,
     stage_changes,
 )
+from cascade_rl.eval.levels import levels_section
 from cascade_rl.eval.plots import PNG_SIGNATURE, plot_forgetting, plot_length_entropy, plot_training_curves
 from cascade_rl.eval.recovery import add_recovery, print_recovery
 from cascade_rl.eval.runs import (
@@ -319,6 +320,7 @@ def _markdown(
     forgetting_plot: str | None,
     length_plot: str | None = None,
     forgetting_limit: float = DEFAULT_FORGETTING_LIMIT,
+    level_lines: Sequence[str] = (),
 ) -> str:
     lines = [
         f"# Cascade RL report: {summary.run_dir.name}",
@@ -345,6 +347,7 @@ def _markdown(
     ]
     if forgetting_plot:
         lines += [f"![forgetting matrix]({forgetting_plot})", ""]
+    lines += list(level_lines)
     lines += ["## Targets", ""] + _targets_section(checks) + [""] + _noise_section(summary)
     lines += _sample_rates_section(summary) + _length_entropy_section(summary, length_plot)
     if plots:
@@ -374,6 +377,7 @@ def _report_json(
     plots: Mapping[str, str],
     forgetting_plot: str | None,
     length_plot: str | None = None,
+    levels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     names, changes = stage_changes(summary)
     report: dict[str, Any] = {
@@ -394,6 +398,8 @@ def _report_json(
     }
     if summary.baseline:
         report["baseline"] = dict(summary.baseline)
+    if levels:
+        report["ifeval_levels"] = dict(levels)
     if summary.unfinished:
         report["unfinished"] = summary.unfinished
     return report
@@ -431,12 +437,14 @@ def build_report(
     lengths = plot_length_entropy(summary, plot_dir / "length-entropy.png")
     length_plot = str(lengths.relative_to(run_dir)) if lengths else None
     checks = check_targets(summary, targets, min_gain, forgetting_limit)
+    level_lines, levels = levels_section(evaluations(summary), summary.benchmarks)  # IFEval's four levels
     report_path = run_dir / "report.md"
     report_path.write_text(
-        _markdown(summary, targets, checks, plots, forgetting_plot, length_plot, forgetting_limit), encoding="utf-8"
+        _markdown(summary, targets, checks, plots, forgetting_plot, length_plot, forgetting_limit, level_lines),
+        encoding="utf-8",
     )
     (run_dir / "report.json").write_text(
-        json.dumps(_report_json(summary, checks, plots, forgetting_plot, length_plot), indent=2) + "\n",
+        json.dumps(_report_json(summary, checks, plots, forgetting_plot, length_plot, levels), indent=2) + "\n",
         encoding="utf-8",
     )
     add_recovery(run_dir, report_path)  # distill stages: what they won back (docs/mopd.md)
