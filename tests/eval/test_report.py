@@ -442,3 +442,14 @@ def test_response_length_and_entropy_per_stage(tmp_path):
     stage = json.loads((run / "report.json").read_text())["stages"][1]
     assert stage["rl_trend"]["entropy"] == {"first": pytest.approx(0.8), "last": pytest.approx(0.3)}
     assert stage["response_length"]["toy-arena"] == pytest.approx(15.0)
+
+
+def test_a_gain_within_twice_its_paired_error_does_not_meet_the_target():
+    from cascade_rl.eval.report import TargetCheck
+
+    noisy = TargetCheck("code", "mbpp", 2.0, 7.2, 0.0, gain_stderr=3.0)  # +5.2, error 3.0
+    assert not noisy.gain_met
+    assert "not more than twice its paired standard error" in noisy.problems()[0]
+    clear = TargetCheck("code", "mbpp", 2.0, 7.2, 0.0, gain_stderr=1.5)
+    assert clear.gain_met and not clear.problems()
+    assert not TargetCheck("ifrl", "ifeval", 17.4, 19.6, 5.0, gain_stderr=1.3).gain_met  # short of +5

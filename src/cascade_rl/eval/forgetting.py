@@ -40,7 +40,15 @@ class TargetCheck:
 
     @property
     def gain_met(self) -> bool:
-        return self.delta is not None and self.delta >= self.min_gain - ROUNDING
+        """At least ``min_gain`` points and, where the change's paired standard error is known,
+        more than twice that error (a gain inside the sampling noise is not a gain)."""
+        if self.delta is None or self.delta < self.min_gain - ROUNDING:
+            return False
+        return not self.within_gain_noise
+
+    @property
+    def within_gain_noise(self) -> bool:
+        return self.delta is not None and self.gain_stderr is not None and self.delta <= 2.0 * self.gain_stderr
 
     @property
     def later_fall(self) -> float | None:
@@ -70,6 +78,11 @@ class TargetCheck:
         elif self.start is None:
             found.append(
                 f"`{self.stage}`: no {self.benchmark} value for the checkpoint it started from, so its gain is unknown"
+            )
+        elif self.delta >= self.min_gain - ROUNDING and self.within_gain_noise:
+            found.append(
+                f"`{self.stage}`: {self.benchmark} changed by {self.delta:+.1f} ± {self.gain_stderr:.1f} points "
+                f"({self.start:.1f} -> {self.end:.1f}), not more than twice its paired standard error"
             )
         elif not self.gain_met:
             found.append(
