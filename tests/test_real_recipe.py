@@ -2,8 +2,8 @@
 tokenizer and chat template with tiny random weights, the public file formats the recipe reads
 (GSM8K, IFEval, MBPP rows written here in their published schemas), a few prompts, one step per
 stage. It runs as a user runs it, `cascade run` with CASCADE_MODELS / CASCADE_REAL_DATA, so the
-real-model path (conversion on read, LoRA over bfloat16 weights, the base-model evaluation, no
-mode flags for a plain template) stays tested in CI without the 98 MB model."""
+real-model path (conversion on read, float32 training with bfloat16 evaluation, the base-model
+evaluation, no mode flags for a plain template) stays tested in CI without the 98 MB model."""
 
 import json
 import os
@@ -92,7 +92,7 @@ def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny, tmp_path):
         status = json.loads((out / f"{index:02d}-{name}" / "stage.json").read_text())
         assert status["status"] == "done"
         model = out / f"{index:02d}-{name}" / "model"
-        assert (model / "config.json").exists() and not list(model.glob("adapter_*"))  # LoRA merged
+        assert (model / "config.json").exists() and not list(model.glob("adapter_*"))  # a plain checkpoint
     samples = (out / "00-base" / "eval-samples" / "ifeval.jsonl").read_text()
     assert samples.count("\n") == 3
     report = json.loads((out / "report.json").read_text())

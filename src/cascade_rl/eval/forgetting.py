@@ -39,16 +39,18 @@ class TargetCheck:
         return None if self.start is None or self.end is None else self.end - self.start
 
     @property
-    def gain_met(self) -> bool:
-        """At least ``min_gain`` points and, where the change's paired standard error is known,
-        more than twice that error (a gain inside the sampling noise is not a gain)."""
-        if self.delta is None or self.delta < self.min_gain - ROUNDING:
-            return False
-        return not self.within_gain_noise
+    def gain_reached(self) -> bool:
+        return self.delta is not None and self.delta >= self.min_gain - ROUNDING
 
     @property
     def within_gain_noise(self) -> bool:
         return self.delta is not None and self.gain_stderr is not None and self.delta <= 2.0 * self.gain_stderr
+
+    @property
+    def gain_met(self) -> bool:
+        """At least ``min_gain`` points and, where the change's paired standard error is known,
+        more than twice that error (a gain inside the sampling noise is not a gain)."""
+        return self.gain_reached and not self.within_gain_noise
 
     @property
     def later_fall(self) -> float | None:
@@ -79,16 +81,16 @@ class TargetCheck:
             found.append(
                 f"`{self.stage}`: no {self.benchmark} value for the checkpoint it started from, so its gain is unknown"
             )
-        elif self.delta >= self.min_gain - ROUNDING and self.within_gain_noise:
-            found.append(
-                f"`{self.stage}`: {self.benchmark} changed by {self.delta:+.1f} ± {self.gain_stderr:.1f} points "
-                f"({self.start:.1f} -> {self.end:.1f}), not more than twice its paired standard error"
-            )
-        elif not self.gain_met:
+        elif not self.gain_reached:
             found.append(
                 f"`{self.stage}`: {self.benchmark} changed by {self.delta:+.1f} points "
                 f"({self.start:.1f} -> {self.end:.1f}); target +{self.min_gain:.1f}, "
                 f"short by {self.min_gain - self.delta:.1f}"
+            )
+        elif self.within_gain_noise:
+            found.append(
+                f"`{self.stage}`: {self.benchmark} changed by {self.delta:+.1f} ± {self.gain_stderr:.1f} points "
+                f"({self.start:.1f} -> {self.end:.1f}), not more than twice its paired standard error"
             )
         if not self.forgetting_met:
             noise = f"; more than twice its standard error ({2 * self.fall_stderr:.1f})" if self.fall_stderr else ""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.eval.breakdown import IFEVAL_LEVELS
-from cascade_rl.eval.forgetting import paired_stderr
+from cascade_rl.eval.forgetting import Change, paired_stderr
 from cascade_rl.eval.runs import StageRecord, read_metrics
 from cascade_rl.metrics import standard_error
 
@@ -99,6 +99,5 @@ def levels_section(records: Sequence[StageRecord], benchmarks: Sequence[str]) ->
 def _cell(entry: Mapping[str, Any]) -> str:
     text = f"{entry['value']:.1f} ± {entry['stderr']:.1f}"
     if "change" in entry:
-        error = entry.get("change_stderr")
-        text += f" ({entry['change']:+.1f}" + (f" ± {error:.1f})" if error is not None else ")")
+        text += f" ({Change(entry['change'], entry.get('change_stderr')).text()})"
     return text
