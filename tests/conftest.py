@@ -10,6 +10,9 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 # Tiny models run several times faster on one thread than on two on this 2-core machine, and
 # two-thread torch collapses when another process competes for the cores (OpenMP spinning).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Tests sample with the project's own loop unless they ask for vLLM (`use_vllm: true`, or the
+# vllm_* fixtures): vLLM's import and start-up cost 10-40 s per process on this machine.
+os.environ.setdefault("CASCADE_VLLM", "off")
 
 import torch  # noqa: E402
 
@@ -24,6 +27,14 @@ def tiny_checkpoint(tmp_path_factory):
     from tiny_assets import build_checkpoint
 
     return build_checkpoint(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def vllm_checkpoint(tmp_path_factory):
+    """A tiny Qwen3 whose head size (32) vLLM's CPU attention kernels take."""
+    from tiny_assets import build_checkpoint
+
+    return build_checkpoint(tmp_path_factory.mktemp("tiny-vllm") / "model", hidden=64, heads=2)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 from cascade_rl.recipe import GRPOStage, RecipeError, RewardModelStage, SFTStage, load_recipe
 from cascade_rl.train import distributed
 from cascade_rl.train.cascade import check_process_layout
-from cascade_rl.train.grpo import grpo_config
+from cascade_rl.train.grpo import cascade_serves_rollouts, grpo_config
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 1e9
@@ -120,7 +120,7 @@ def test_every_grpo_step_splits_over_the_recommended_processes(name, scale, proc
         assert config.num_iterations == 1 and config.beta == 0.0
         assert config.vllm_importance_sampling_correction is False
         assert config.loss_type == "dapo" and config.scale_rewards == "group"
-        assert config.use_vllm is True
+        assert config.use_vllm is False and cascade_serves_rollouts(recipe(name).runtime)  # the cascade's engine
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUT))

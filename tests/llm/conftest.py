@@ -29,8 +29,15 @@ def transformers_server(tmp_path_factory) -> Iterator[str]:
     Models are loaded on demand from the local path named in each request's ``model``."""
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
+    # transformers 5.19's GET /v1/models scans the hub cache and fails with HTTP 500 when it does not exist
+    cache = tmp_path_factory.mktemp("hub-cache")
     env = dict(
-        os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1"
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        HF_HUB_CACHE=str(cache),
     )
     cli = Path(sys.executable).with_name("transformers")
     with open(log, "w") as log_file:

@@ -90,9 +90,11 @@ def single_token_id(tokenizer, text: str) -> int:
 
 
 def build_chain_model(
-    path: Path, chain: Chain, plain_tokens: tuple[str, ...] = (), hidden: int = 32, seed: int = 0
+    path: Path, chain: Chain, plain_tokens: tuple[str, ...] = (), hidden: int = 32, seed: int = 0, head_dim: int = 8
 ) -> Path:
-    """Save a tiny Qwen3 model + tokenizer whose next token follows ``chain`` (module docstring)."""
+    """Save a tiny Qwen3 model + tokenizer whose next token follows ``chain`` (module docstring).
+    ``head_dim`` changes nothing the model writes (attention adds nothing to the residual stream);
+    vLLM's CPU kernels need 32 or more."""
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
@@ -106,7 +108,7 @@ def build_chain_model(
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=8,
+        head_dim=head_dim,
         max_position_embeddings=2048,
         tie_word_embeddings=False,
         eos_token_id=tokenizer.eos_token_id,

@@ -31,24 +31,30 @@ def server(transformers_server, chat_model_path):
 
 
 def client(base_url, model_path, **options):
-    return OpenAICompatGenerator(base_url, str(model_path), **{**FAST, **options})
+    """A client of transformers serve, which refuses skip_special_tokens (the first test shows the fallback)."""
+    return OpenAICompatGenerator(base_url, str(model_path), **{**FAST, "keep_special_tokens": False, **options})
 
 
 def test_server_text_equals_local_text_with_thinking_rejoined(server, chat_model_path):
     local = LocalGenerator(chat_model_path)
     with ProxyServer(server) as proxy:
-        generator = client(proxy.base_url, chat_model_path)
+        generator = client(proxy.base_url, chat_model_path, keep_special_tokens=True)
         texts = generator.generate([{"role": "user", "content": "hello", "mode": "no_think"}], n=3, temperature=1.0)
         assert texts == local.generate(HELLO, n=3, temperature=1.0) == [CHAT_RESPONSE] * 3
         # the server answers in two fields; the backend rejoined them
         assert generator.generate(HELLO, max_tokens=2) == local.generate(HELLO, max_tokens=2) == ["<think>r"]
-        first = proxy.bodies[0]
+        first, retried = proxy.bodies[0], proxy.bodies[1]
         assert first["n"] == 3 and first["messages"] == [{"role": "user", "content": "hello /no_think"}]
+        # transformers serve refuses vLLM's skip_special_tokens: asked again without it, and never again
+        assert first["skip_special_tokens"] is False
+        assert retried == {key: value for key, value in first.items() if key != "skip_special_tokens"}
+        assert generator.keeps_special_tokens is False
         # transformers serve ignores n: one choice came back, the other two were asked separately
-        assert len(proxy.bodies) == 4 and all("n" not in body for body in proxy.bodies[1:])
+        assert len(proxy.bodies) == 5 and all("n" not in body for body in proxy.bodies[2:])
+        assert all("skip_special_tokens" not in body for body in proxy.bodies[1:])
         assert generator.server_honours_n is False
         assert generator.generate(HELLO, n=2) == [CHAT_RESPONSE] * 2
-        assert len(proxy.bodies) == 6 and all("n" not in body for body in proxy.bodies[4:])
+        assert len(proxy.bodies) == 7 and all("n" not in body for body in proxy.bodies[5:])
 
 
 def test_join_reasoning_at_its_boundary():

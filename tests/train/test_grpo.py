@@ -9,7 +9,7 @@ from trl import GRPOTrainer
 
 from cascade_rl.recipe import parse_recipe
 from cascade_rl.train.common import read_metrics
-from cascade_rl.train.grpo import CascadeGRPOTrainer, grpo_config, run_grpo_stage
+from cascade_rl.train.grpo import CascadeGRPOTrainer, cascade_serves_rollouts, grpo_config, run_grpo_stage
 from cascade_rl.train.reward_adapter import CascadeReward
 from cascade_rl.train.rl_data import build_rl_data
 from cascade_rl.train.schedule import PromptSchedule
@@ -386,13 +386,14 @@ def test_paper_recipes_are_strictly_on_policy_even_with_vllm(recipe_file, tmp_pa
     from cascade_rl.recipe import load_recipe
 
     recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / recipe_file)
-    assert recipe.runtime.use_vllm and recipe.runtime.vllm_importance_sampling == "off"
+    assert recipe.runtime.use_vllm is True and recipe.runtime.vllm_importance_sampling == "off"
+    assert cascade_serves_rollouts(recipe.runtime)  # colocated: the cascade's engine, not TRL's client
     for stage in recipe.stages:
         if stage.kind != "grpo":
             continue
         for step in stage.curriculum:
             config = grpo_config(stage, step, recipe.runtime, tmp_path, 0)
-            assert config.use_vllm and config.vllm_importance_sampling_correction is False, stage.name
+            assert not config.use_vllm and config.vllm_importance_sampling_correction is False, stage.name
             assert config.num_iterations == 1 and config.beta == 0.0 and config.entropy_coef == 0.0
             assert config.steps_per_generation == config.gradient_accumulation_steps
 

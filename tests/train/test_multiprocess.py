@@ -22,15 +22,18 @@ STEPS = 6
 
 @pytest.fixture(scope="module")
 def stage_recipe(tmp_path_factory, tiny_checkpoint):
-    folder = tmp_path_factory.mktemp("mp")
+    return write_stage_recipe(tmp_path_factory.mktemp("mp"), tiny_checkpoint)
+
+
+def write_stage_recipe(folder: Path, checkpoint: Path, **runtime) -> Path:
     rows = [{"prompt": f"what is {a} plus {a + 1}?", "answer": str(2 * a + 1 + a % 2)} for a in range(12)]
     data = folder / "rl.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
     recipe = {
         "name": "mp",
         "seed": 0,
-        "model": {"path": str(tiny_checkpoint)},
-        "runtime": {"save_steps": 2, "torch_threads": 1, "reward_workers": 1},
+        "model": {"path": str(checkpoint)},
+        "runtime": {"save_steps": 2, "torch_threads": 1, "reward_workers": 1, **runtime},
         "stages": [
             {
                 "kind": "grpo",

@@ -139,3 +139,37 @@ def test_dense_and_fused_lm_heads_train_the_same_model(tiny_checkpoint, tmp_path
         weights[head] = list(AutoModelForCausalLM.from_pretrained(model).parameters())
     gaps = [(a - b).abs().max().item() for a, b in zip(weights["fused"], weights["dense"])]
     assert 0 < max(gaps) < 1e-3
+
+
+def test_a_template_without_generation_markers_trains_on_the_answer_only(smollm2_tiny, tmp_path, monkeypatch):
+    """SmolLM2's own template has no {% generation %} markers: each row becomes a prompt and a
+    completion, and only the completion's tokens (the answer and the end of its turn) are targets."""
+    from trl import SFTTrainer
+
+    seen = []
+    original = SFTTrainer.compute_loss
+
+    def spy(self, model, inputs, *args, **kwargs):
+        seen.append((inputs["input_ids"].clone(), inputs["labels"].clone()))
+        return original(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(SFTTrainer, "compute_loss", spy)
+    data = tmp_path / "sft.jsonl"
+    row = {
+        "messages": [
+            {"role": "user", "content": "what is 2 plus 2?"},
+            {"role": "assistant", "content": "4, of course."},
+        ]
+    }
+    data.write_text((json.dumps(row) + "\n") * 4)
+    sub = {"name": "s1", "data": str(data), "max_length": 256, "batch_size": 4, "per_device_batch_size": 4,
+           "learning_rate": 1e-3, "max_steps": 1}  # fmt: skip
+    recipe = parse_recipe(
+        {"name": "t", "model": {"path": str(smollm2_tiny), "chat_template": "keep"},
+         "stages": [{"kind": "sft", "substages": [sub]}]}
+    )  # fmt: skip
+    run_sft_stage(recipe.stages[0], model_in=smollm2_tiny, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_tiny)
+    ids, labels = seen[0]
+    assert tokenizer.decode(ids[0][labels[0] != -100]) == "4, of course.<|im_end|>\n"
+    assert "what is 2 plus 2?" in tokenizer.decode(ids[0])

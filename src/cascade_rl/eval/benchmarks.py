@@ -189,18 +189,20 @@ def evaluate(
     workers: int = 4,
     seed: int = 0,
     dtype: str | None = None,
+    engine: str = "transformers",
 ) -> dict[str, dict]:
     """Evaluate ``model`` (a checkpoint directory, ``http://host/v1#MODEL`` or a generator) on
     ``benchmarks``; write ``out_dir/eval.json`` and the samples; return the results by name.
 
     ``judge`` overrides every arena benchmark's own judge; an arena benchmark with neither a
     judge nor a ``reward_model`` is skipped. ``dtype``: a local checkpoint's weights (None =
-    float32 on a CPU)."""
+    float32 on a CPU); ``engine``: what samples a local checkpoint (``transformers``: the
+    project's loop; ``vllm``)."""
     variables = dict(variables or {})
     plans = [_plan(bench, variables, judge, reward_model) for bench in benchmarks]
     plans = [plan for plan in plans if plan is not None]
     generator = open_generator(
-        model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout, dtype=dtype
+        model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout, dtype=dtype, engine=engine
     )
     judges: dict[str, Generator] = {}
     samples_dir = out_dir / "eval-samples"

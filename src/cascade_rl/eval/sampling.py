@@ -36,6 +36,8 @@ from cascade_rl.llm.openai_compat import OpenAICompatGenerator
 
 Messages = Sequence[Mapping[str, Any]]
 SERVER_PREFIXES = ("http://", "https://", "openai:")
+#: sequences handed to the vLLM engine per call, in batches of the evaluation's batch size
+VLLM_CALL_FACTOR = 4
 
 
 def is_server_spec(model: Any) -> bool:
@@ -49,10 +51,11 @@ def open_generator(
     max_concurrency: int = 64,
     timeout: float = 3600.0,
     dtype: str | None = None,
+    engine: str = "transformers",
 ) -> Generator:
     """A generator for a checkpoint directory (weights in ``dtype``: None = float32 on a CPU, the
-    checkpoint's own elsewhere), a server spec ``http://host/v1#MODEL`` or an existing generator
-    (returned unchanged)."""
+    checkpoint's own elsewhere; sampled by ``engine``, ``transformers`` or ``vllm``), a server spec
+    ``http://host/v1#MODEL`` or an existing generator (returned unchanged)."""
     if not isinstance(model, (str, Path)):
         return model
     spec = str(model)
@@ -66,7 +69,7 @@ def open_generator(
         raise FileNotFoundError(
             f"model {spec!r} is neither a checkpoint directory nor a server spec (http://host:port/v1#MODEL)"
         )
-    return LocalGenerator(path, batch_size=batch_size, dtype=None if dtype in (None, "auto") else dtype)
+    return LocalGenerator(path, batch_size=batch_size, dtype=None if dtype in (None, "auto") else dtype, engine=engine)
 
 
 def describe(generator: Generator) -> str:
@@ -78,8 +81,9 @@ def describe(generator: Generator) -> str:
     if isinstance(generator, LocalGenerator):
         path = Path(generator.model_path).resolve()
         changed = max((item.stat().st_mtime_ns for item in path.iterdir() if item.is_file()), default=0)
-        dtype = str(generator.model.dtype).removeprefix("torch.")
-        return f"{path}@{changed}" + ("" if dtype == "float32" else f"#{dtype}")
+        dtype = generator.dtype_name
+        engine = "" if generator.engine == "transformers" else f"+{generator.engine}"
+        return f"{path}@{changed}" + ("" if dtype == "float32" else f"#{dtype}") + engine
     return f"{type(generator).__module__}.{type(generator).__qualname__}"
 
 
@@ -87,7 +91,7 @@ def token_budget(generator: Generator, prompts: Sequence[Messages], max_tokens: 
     """``max_tokens``, cut for a local model to the room its longest prompt leaves."""
     if not isinstance(generator, LocalGenerator) or not prompts:
         return max_tokens
-    limit = getattr(generator.model.config, "max_position_embeddings", None)
+    limit = getattr(generator.config, "max_position_embeddings", None)
     if limit is None:
         return max_tokens
     longest = max(
@@ -179,7 +183,9 @@ def sample(
         if isinstance(generator, OpenAICompatGenerator):
             generator.run_sync(_concurrently(generator, prompts, todo, settings, finished))
         else:
-            chunk = max(1, batch_size // k)
+            # the vLLM engine keeps batch_size sequences running; it gets more at once to refill from
+            sequences = batch_size * (VLLM_CALL_FACTOR if getattr(generator, "engine", None) == "vllm" else 1)
+            chunk = max(1, sequences // k)
             for start in range(0, len(todo), chunk):
                 indices = todo[start : start + chunk]
                 outputs = generate_many(generator, [list(prompts[i]) for i in indices], **settings)

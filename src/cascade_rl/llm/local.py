@@ -18,6 +18,12 @@ small-model path of the SWE pipeline, SPEC section 7, and of data building, SPEC
   model's generation-config EOS ids) and decoded with ``skip_special_tokens=False``, so
   scorers see ``<think>...</think>answer`` as the model wrote it, without end-of-turn or padding
   markers.
+* ``engine="vllm"`` samples the same requests through this process's vLLM engine
+  (:mod:`cascade_rl.llm.vllm_engine`): prompts go in as the same token ids, completions come back
+  as token ids cut and decoded the same way, and every batch of sequences is one engine call
+  (vLLM keeps ``batch_size`` sequences running, refilling as they finish). The ``transformers``
+  model is then loaded only if a caller needs it (``next_token_logprobs``). Sampling is seeded from
+  torch's global generator, so a seeded caller gets the same samples again.
 * One lock guards the model, so a generator can be shared between threads; ``agenerate`` runs
   the work in a thread.
 """
@@ -50,6 +56,9 @@ def _resolve_device(device: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+ENGINES = ("transformers", "vllm")
+
+
 def _resolve_dtype(dtype: Any, device: str) -> Any:
     """``None``: float32 on CPU, the checkpoint's own dtype elsewhere; names like "bfloat16"."""
     import torch
@@ -67,8 +76,9 @@ def _resolve_dtype(dtype: Any, device: str) -> Any:
 class LocalGenerator:
     """Samples completions from a local Hugging Face causal LM (see the module docstring).
 
-    ``batch_size`` bounds the sequences (prompts x ``n``) in one ``generate`` call;
-    ``default_mode`` ("think" / "no_think") flags user turns that carry no mode of their own.
+    ``batch_size`` bounds the sequences (prompts x ``n``) sampled at once;
+    ``default_mode`` ("think" / "no_think") flags user turns that carry no mode of their own;
+    ``engine``: ``transformers`` (:func:`~cascade_rl.llm.decode.decode`) or ``vllm``.
     """
 
     def __init__(
@@ -80,36 +90,57 @@ class LocalGenerator:
         default_mode: str | None = None,
         batch_size: int = 8,
         use_cascade_template: bool = False,
+        engine: str = "transformers",
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer
 
         path = Path(model_path).expanduser()
         if not path.is_dir():
             raise FileNotFoundError(f"model directory not found: {path}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         apply_modes([], default_mode)  # validates default_mode
-        self.model_path, self.default_mode, self.batch_size = path, default_mode, batch_size
+        self.model_path, self.default_mode, self.batch_size, self.engine = path, default_mode, batch_size, engine
         self.device = _resolve_device(device)
+        self.torch_dtype = _resolve_dtype(dtype, self.device)
+        self.config = AutoConfig.from_pretrained(path, local_files_only=True)
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         if use_cascade_template or not self.tokenizer.chat_template:
             install_chat_template(self.tokenizer)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.tokenizer.padding_side = "left"  # decoder-only batches are padded on the left
-        self.model = (
-            AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=_resolve_dtype(dtype, self.device))
-            .to(self.device)
-            .eval()
-        )
+        self._model: Any = None if engine == "vllm" else self._load_model()
         self.reads_modes = template_reads_modes(self.tokenizer.chat_template)
         self.stop_ids = self._stop_token_ids()
         self._lock = threading.Lock()
 
+    def _load_model(self) -> Any:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(self.model_path, local_files_only=True, dtype=self.torch_dtype)
+        return model.to(self.device).eval()
+
+    @property
+    def model(self) -> Any:
+        """The ``transformers`` model (loaded on first use with the vLLM engine)."""
+        if self._model is None:
+            self._model = self._load_model()
+        return self._model
+
+    @property
+    def dtype_name(self) -> str:
+        """The weights' dtype, e.g. ``float32`` (``auto``: the checkpoint's own)."""
+        if isinstance(self.torch_dtype, str):
+            return str(getattr(self.config, "dtype", None) or "auto").removeprefix("torch.")
+        return str(self.torch_dtype).removeprefix("torch.")
+
     def _stop_token_ids(self) -> list[int]:
         """Token ids that end a completion: the tokenizer's EOS, ``<|im_end|>`` when the
         vocabulary has it, and the EOS ids of the model's generation config."""
-        configured = self.model.generation_config.eos_token_id
+        configured = _generation_eos(self.model_path, self.config)
         ids = set(configured if isinstance(configured, list) else [configured])
         ids.add(self.tokenizer.eos_token_id)
         im_end = self.tokenizer.convert_tokens_to_ids(IM_END)
@@ -165,7 +196,7 @@ class LocalGenerator:
         for messages in conversations:
             check_request(messages, n, temperature, top_p, max_tokens)
         prompts = [self.render_prompt(messages) for messages in conversations]
-        prompts_per_call = max(1, self.batch_size // n)
+        prompts_per_call = len(prompts) if self.engine == "vllm" else max(1, self.batch_size // n)
         results: list[list[str]] = []
         with self._lock:
             for start in range(0, len(prompts), prompts_per_call):
@@ -176,6 +207,8 @@ class LocalGenerator:
         return await asyncio.to_thread(self.generate_batch, conversations, **sampling)
 
     def _sample(self, prompts: list[str], n: int, temperature: float, top_p: float, max_tokens: int) -> list[list[str]]:
+        if self.engine == "vllm":
+            return self._sample_vllm(prompts, n, temperature, top_p, max_tokens)
         inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         greedy = temperature == 0
         copies = 1 if greedy else n
@@ -192,6 +225,26 @@ class LocalGenerator:
         if greedy:  # greedy decoding gives the same text every time
             texts = [text for text in texts for _ in range(n)]
         return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def _sample_vllm(
+        self, prompts: list[str], n: int, temperature: float, top_p: float, max_tokens: int
+    ) -> list[list[str]]:
+        import torch
+
+        from cascade_rl.llm.vllm_engine import shared_engine
+
+        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        engine = shared_engine(
+            self.model_path,
+            dtype=self.dtype_name,
+            max_num_seqs=self.batch_size,
+            sequence_tokens=max(map(len, ids), default=0) + max_tokens,
+        )
+        seed = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seeded generator
+        outputs = engine.sample(
+            ids, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, stop_ids=self.stop_ids, seed=seed
+        )
+        return [[self._decode(c.token_ids) for c in completions] for completions in outputs]
 
     def _decode(self, token_ids: list[int]) -> str:
         """Text of a completion up to its first stop token, special tokens kept (module doc)."""
@@ -211,3 +264,13 @@ class LocalGenerator:
         with self._lock, torch.inference_mode():
             logits = self.model(**inputs).logits[0, -1].float()
         return torch.log_softmax(logits, dim=-1).cpu()
+
+
+def _generation_eos(path: Path, config: Any) -> Any:
+    """The EOS id(s) of a checkpoint's generation config (``generation_config.json``), else its config's."""
+    from transformers import GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(path, local_files_only=True).eos_token_id
+    except OSError:  # no generation_config.json
+        return getattr(config, "eos_token_id", None)

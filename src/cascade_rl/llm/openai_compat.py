@@ -9,6 +9,9 @@ large-model path of the SWE pipeline, SPEC section 7, and of data building, SPEC
   limit while still thinking (``finish_reason == "length"``, no content) stays *unfinished*
   (``<think>{reasoning}`` without the closing tag, SPEC section 2). Tool calls a server parsed
   out of the text go back in as ``<tool_call>`` blocks (:func:`tool_call_text`).
+* **Special tokens kept.** Requests carry ``skip_special_tokens: false`` (vLLM's and SGLang's
+  field), so markers that a tokenizer declares special (``<think>``) stay in the text, as local
+  decoding keeps them; a server that refuses the field is asked without it from then on.
 * **Modes.** ``mode`` keys on user messages become ` /think` / ` /no_think` flags in the
   content before sending (:func:`~cascade_rl.llm.base.apply_modes`): servers drop unknown keys.
 * **n > 1.** ``n`` is requested in one call; a server that ignores it (answers with fewer
@@ -51,6 +54,8 @@ T = TypeVar("T")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
 N_REJECTED_STATUS = frozenset({400, 422})
+#: vLLM / SGLang's request field; false keeps special tokens such as ``<think>`` in the text
+KEEP_SPECIAL_TOKENS = "skip_special_tokens"
 
 
 def join_reasoning(reasoning: str | None, content: str | None, *, finished: bool = True) -> str:
@@ -99,7 +104,8 @@ class OpenAICompatGenerator:
 
     ``base_url`` is the API root (e.g. ``http://localhost:8000/v1``); ``model`` the served
     model's name; ``extra_body`` is merged into every request (e.g. ``{"seed": 0}`` or
-    ``{"chat_template_kwargs": {...}}``)."""
+    ``{"chat_template_kwargs": {...}}``); ``keep_special_tokens=False`` never sends
+    ``skip_special_tokens`` (for servers known to refuse it)."""
 
     def __init__(
         self,
@@ -114,6 +120,7 @@ class OpenAICompatGenerator:
         backoff_max: float = 30.0,
         default_mode: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        keep_special_tokens: bool = True,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -132,6 +139,8 @@ class OpenAICompatGenerator:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._ssl_context = ssl.create_default_context()  # built once: clients are made per call
         self.server_honours_n: bool | None = None  # learnt from the first n > 1 request
+        # None: ask with skip_special_tokens false; False: not asked (refused once, or not wanted)
+        self.keeps_special_tokens: bool | None = None if keep_special_tokens else False
         self._semaphores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._state_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -252,7 +261,16 @@ class OpenAICompatGenerator:
 
     async def _chat(self, client: httpx.AsyncClient, messages: Messages, params: Mapping[str, Any]) -> dict:
         body = {**self.extra_body, **params, "model": self.model, "messages": apply_modes(messages, self.default_mode)}
-        response = await self._post_with_retries(client, "/chat/completions", body)
+        if self.keeps_special_tokens is not False:
+            body.setdefault(KEEP_SPECIAL_TOKENS, False)
+        try:
+            response = await self._post_with_retries(client, "/chat/completions", body)
+        except _HTTPStatusError as error:  # a server that refuses the extension: ask without it from now on
+            if error.status not in N_REJECTED_STATUS or KEEP_SPECIAL_TOKENS not in str(error):
+                raise
+            self.keeps_special_tokens = False
+            body.pop(KEEP_SPECIAL_TOKENS)
+            response = await self._post_with_retries(client, "/chat/completions", body)
         if not response.get("choices"):
             raise GenerationError(f"{self.base_url}: response without choices: {str(response)[:300]}")
         return response

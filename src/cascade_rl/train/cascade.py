@@ -46,7 +46,7 @@ from cascade_rl.recipe import (
     expand,
     run_variables,
 )
-from cascade_rl.train import distributed, preflight
+from cascade_rl.train import distributed, machine, preflight
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,8 @@ class Cascade:
         set_threads(self.recipe.runtime)
         distributed.on_main("build the toy world", self._build_world)
         policy = distributed.on_main("base model", self._base_model)
+        decided = distributed.on_main("machine", partial(self._settle_machine, policy))
+        self.recipe = machine.apply(self.recipe, decided)
         distributed.on_main("data files", partial(preflight.check_inputs, self.recipe, self.variables))
         distributed.on_main("distill inputs", partial(check_distill_inputs, self.recipe, self.run_dir, policy))
         reward_models: dict[str, Path] = {}
@@ -168,6 +170,13 @@ class Cascade:
         if recipe_file.exists() and json.loads(recipe_file.read_text()) != resolved:
             self.echo("note: the recipe changed since this run started; finished stages keep their results")
         recipe_file.write_text(json.dumps(resolved, indent=1))
+
+    def _settle_machine(self, policy: Path) -> dict:
+        """The engine and dtypes for this machine (``auto`` settings), recorded and said once."""
+        decided = machine.decide(self.recipe, policy)
+        machine.record(self.run_dir, decided)
+        self.echo(machine.summary(decided))
+        return decided
 
     def _build_world(self) -> None:
         if self.recipe.world is None:
@@ -298,7 +307,9 @@ class Cascade:
             from cascade_rl.train.distill import run_distill_stage
 
             teachers = distributed.on_main("teachers", partial(resolve_teachers, stage, self.recipe, self.run_dir))
-            model = run_distill_stage(stage, model_in=policy, teachers=teachers, **common)
+            model = run_distill_stage(
+                stage, model_in=policy, teachers=teachers, sample_dtype=self.recipe.model.sampling_dtype, **common
+            )
             return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
         if isinstance(stage, EvalStage):
             return policy, reward_models
@@ -322,6 +333,7 @@ class Cascade:
             workers=self.recipe.runtime.reward_workers,
             seed=self.recipe.seed,
             dtype=self.recipe.model.sampling_dtype,
+            engine=machine.local_engine(self.recipe.runtime),
         )
 
     def _benchmarks_after(self, stage: Any) -> list:

@@ -19,6 +19,7 @@ from typing import Any
 
 from transformers import ProgressCallback, TrainerCallback
 
+from cascade_rl import hardware
 from cascade_rl.recipe import Runtime
 from cascade_rl.train import distributed
 
@@ -27,12 +28,13 @@ CHECKPOINT_MARKER = "cascade.json"
 
 
 def has_gpu() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+    return hardware.has_gpu()
 
 
 def use_bf16(runtime: Runtime) -> bool:
+    """``runtime.bf16``: None = on a GPU; auto = where bfloat16 is fast (:mod:`cascade_rl.hardware`)."""
+    if runtime.bf16 == "auto":
+        return hardware.bf16_is_fast()
     return runtime.bf16 if runtime.bf16 is not None else has_gpu()
 
 

@@ -69,7 +69,7 @@ from cascade_rl.train.common import (
 )
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
 from cascade_rl.train.filtering import MODES
-from cascade_rl.train.grpo import CascadeGRPOTrainer, _rewind_logs, _write_data_report, grpo_config
+from cascade_rl.train.grpo import CascadeGRPOTrainer, _rewind_logs, _write_data_report, grpo_config, rollout_engine
 from cascade_rl.train.lm_head import install_lm_head
 from cascade_rl.train.reward_adapter import ScoredBatch
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
@@ -409,9 +409,11 @@ def run_distill_stage(
     teachers: Mapping[str, TeacherSpec],
     variables: Mapping[str, str] | None = None,
     model_dtype: str = "auto",
+    sample_dtype: str | None = None,
 ) -> Path:
     """Check the inputs, then distill into ``stage_dir/substage-1/model`` (resumable); write
-    ``distill.json`` (the student and its teachers, for the recovery report). Returns the model."""
+    ``distill.json`` (the student and its teachers, for the recovery report). Returns the model.
+    ``sample_dtype``: the weights of vLLM's student samples (None = ``model_dtype``)."""
     data = build_distill_data(stage, seed=seed, variables=variables)
     distributed.on_main(
         "check teachers", lambda: check_teachers(stage, teachers, Path(model_in), runtime.server_wait_s)
@@ -421,7 +423,8 @@ def run_distill_stage(
     distributed.on_main("stage records", lambda: _write_records(stage_dir, data, model_in, teachers))
 
     def train(index: int, step: CurriculumStep, model: Path, substage_dir: Path) -> dict:
-        return _train(stage, data, model, substage_dir, runtime, seed, teachers, model_dtype)
+        dtypes = (model_dtype, sample_dtype or model_dtype)
+        return _train(stage, data, model, substage_dir, runtime, seed, teachers, dtypes)
 
     model = run_substages([substage_step(stage)], stage_dir, Path(model_in), train)
     merge_substage_metrics(stage_dir, 1)
@@ -448,7 +451,7 @@ def _train(
     runtime: Runtime,
     seed: int,
     teachers: Mapping[str, TeacherSpec],
-    model_dtype: str,
+    dtypes: tuple[str, str],
 ) -> dict:
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -463,6 +466,7 @@ def _train(
         done = resume.global_step
     distributed.on_main("sub-stage logs", lambda: _rewind_logs(substage_dir, done, 0))
     recorder = RolloutRecorder(tokenizer)
+    model_dtype, sample_dtype = dtypes
     trainer = DistillTrainer(
         model=str(model),
         reward_funcs=[recorder],
@@ -483,6 +487,7 @@ def _train(
         teacher_concurrency=stage.teacher_concurrency,
         teacher_timeout_s=stage.teacher_timeout_s,
         peft_config=peft_config(stage.lora),
+        rollouts=rollout_engine(as_grpo_stage(stage), substage_step(stage), runtime, model, sample_dtype, seed),
     )
     recorder.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

@@ -62,6 +62,20 @@ def rank() -> int:
     return dist.get_rank()
 
 
+def local_rank() -> int:
+    """This process's index among the processes of its node."""
+    from accelerate import PartialState
+
+    return PartialState().local_process_index
+
+
+def local_world_size() -> int:
+    """How many processes of the run share this node (``LOCAL_WORLD_SIZE``, set by the launchers)."""
+    import os
+
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
 def is_main() -> bool:
     return rank() == 0
 

@@ -13,6 +13,13 @@ The paper's objective maps onto TRL's ``GRPOTrainer`` configuration:
   group statistics) and ``mask_truncated_completions`` leaves them out of the loss;
 * a constant learning rate with AdamW.
 
+**Rollouts** come from vLLM when the run's engine is vLLM (``runtime.use_vllm``, decided once per
+run for the machine: :mod:`cascade_rl.llm.vllm_engine`): in colocate mode the cascade drives an
+engine in each process itself (:mod:`cascade_rl.train.rollouts`: weights synced after every
+optimizer step, steps seeded, the vLLM / trainer importance ratio logged); in server mode TRL's
+own client talks to ``trl vllm-serve`` (GPU nodes, NCCL weight sync). Without vLLM the
+trainer's model samples through the project's loop (:mod:`cascade_rl.llm.decode`).
+
 **Which prompts a step trains** is decided by the engine-neutral
 :class:`~cascade_rl.train.schedule.PromptSchedule` (dynamic filter, thinking split). This
 module serves it to TRL through TRL's own sampler contract (the one ``RepeatSampler``
@@ -54,6 +61,7 @@ from cascade_rl.train.common import (
     MetricsWriter,
     base_args,
     compact_progress,
+    has_gpu,
     model_init_kwargs,
     peft_config,
     prune_checkpoints,
@@ -64,12 +72,17 @@ from cascade_rl.train.common import (
 )
 from cascade_rl.train.curriculum import TruncationStopRule, merge_substage_metrics, run_substages
 from cascade_rl.train.lm_head import install_lm_head
+from cascade_rl.train.machine import local_engine
 from cascade_rl.train.prompt_filter import kept_prompts
 from cascade_rl.train.reward_adapter import CascadeReward, ScoredBatch
 from cascade_rl.train.rl_data import RLData, drop_long_prompts, load_rl_prompts, rl_data_from
+from cascade_rl.train.rollouts import ImportanceRatio, VLLMRollouts
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
 
 log = logging.getLogger(__name__)
+
+#: prompt tokens a rollout's KV cache is sized for when the sub-stage sets no max_prompt_length
+TYPICAL_PROMPT_TOKENS = 1024
 
 
 class _SkippedRolloutNotice(logging.Filter):
@@ -142,15 +155,42 @@ def grpo_config(
         log_completions=False,
         ignore_data_skip=True,  # the prompt schedule resumes itself; the data loader must not skip
         model_init_kwargs=model_init_kwargs(model_dtype),
-        use_vllm=runtime.use_vllm,
+        use_vllm=trl_serves_rollouts(runtime),
         vllm_mode=runtime.vllm_mode,
         **importance_sampling_args(runtime),
     )
-    if runtime.use_vllm:
+    if trl_serves_rollouts(runtime):
         args.update(vllm_gpu_memory_utilization=runtime.vllm_gpu_memory_utilization)
         if runtime.vllm_server_base_url:
             args.update(vllm_server_base_url=runtime.vllm_server_base_url)
     return GRPOConfig(**args)
+
+
+def trl_serves_rollouts(runtime: Runtime) -> bool:
+    """TRL's vLLM client generates (server mode); in colocate mode the cascade drives vLLM itself."""
+    return runtime.use_vllm is True and runtime.vllm_mode == "server"
+
+
+def cascade_serves_rollouts(runtime: Runtime) -> bool:
+    """The cascade's own vLLM engine generates the rollouts (colocate mode, vLLM chosen for the run)."""
+    return runtime.use_vllm is True and runtime.vllm_mode == "colocate"
+
+
+def rollout_engine(
+    stage: Any, step: CurriculumStep, runtime: Runtime, model: Path, dtype: str, seed: int
+) -> VLLMRollouts | None:
+    """This process's vLLM rollouts for a sub-stage, or None when TRL or the trainer's model samples."""
+    if not cascade_serves_rollouts(runtime):
+        return None
+    per_process = stage.prompts_per_batch * stage.rollouts_per_prompt // distributed.world_size()
+    return VLLMRollouts(
+        model,
+        dtype=("bfloat16" if has_gpu() else "float32") if dtype in (None, "auto") else dtype,  # as model.dtype
+        sequences=per_process,
+        sequence_tokens=(step.max_prompt_length or TYPICAL_PROMPT_TOKENS) + step.max_response_length,
+        seed=seed,
+        runtime=runtime,
+    )
 
 
 def importance_sampling_args(runtime: Runtime) -> dict[str, Any]:
@@ -207,6 +247,7 @@ class CascadeGRPOTrainer(GRPOTrainer):
         steps: int,
         draws_log: Path | None = None,
         lm_head: str = "auto",
+        rollouts: VLLMRollouts | None = None,
         **kwargs: Any,
     ):
         self.schedule, self.row_of, self.schedule_steps, self.draws_log = schedule, row_of, steps, draws_log
@@ -216,6 +257,12 @@ class CascadeGRPOTrainer(GRPOTrainer):
         self.lm_head = lm_head
         super().__init__(*args, **kwargs)
         install_lm_head(self.model, lm_head, temperature=self.temperature, outputs=("log_probs", "entropy"))
+        self.rollouts, self.synced_step, self.ratio = rollouts, -1, ImportanceRatio()
+        self.captured_logps: list | None = None
+        if rollouts is not None:
+            # TRL's vLLM branches (sampling log-probabilities, the optional importance-sampling
+            # correction) apply to these rollouts; generation itself is _generate_single_turn below
+            self.use_vllm, self.vllm_mode = True, "colocate"
         if not self.use_vllm:
             install_decoder(self.model)  # rollouts without finished sequences in the batch (llm/decode.py)
         if self.ref_model is not None:
@@ -263,6 +310,48 @@ class CascadeGRPOTrainer(GRPOTrainer):
         result = super()._generate(prompts)
         self._log_metric("time/generation", time.perf_counter() - start)
         return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs):
+        if self.rollouts is None:
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs
+            )
+        if self.state.global_step != self.synced_step:  # new weights since the last rollouts
+            self._log_metric("time/weight_sync", self.rollouts.sync(self.accelerator.unwrap_model(self.model)))
+            self.synced_step = self.state.global_step
+        return self.rollouts.generate(
+            prompt_ids,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k or 0,
+            max_tokens=self.max_completion_length,
+            stop_ids=self.eos_token_ids,
+            step=self.state.global_step,
+        )
+
+    # ------------------------------------------------------------------ the vLLM / trainer ratio
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self.captured_logps is not None:
+            self.captured_logps.append(result[0])
+        return result
+
+    def _compute_loss(self, model, inputs):
+        sampled = inputs.get("sampling_per_token_logps")
+        if self.rollouts is None or sampled is None:
+            return super()._compute_loss(model, inputs)
+        self.captured_logps = []
+        try:
+            loss = super()._compute_loss(model, inputs)
+            self.ratio.add(self.captured_logps[0], sampled, inputs["completion_mask"])
+        finally:
+            self.captured_logps = None
+        return loss
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        if self.rollouts is not None and "loss" in logs:  # a training step's log (all processes)
+            logs.update(self.ratio.flush())
+        super().log(logs, *args, **kwargs)
 
     def record_scored(self, batch: ScoredBatch) -> None:
         """The reward function's report of the step (every process's rollouts)."""
@@ -319,7 +408,8 @@ def run_grpo_stage(
 ) -> Path:
     """Run every curriculum sub-stage of ``stage``; write ``stage_dir/model``,
     ``stage_dir/metrics.jsonl`` and ``draws.jsonl`` per sub-stage. Returns the model directory.
-    ``sample_dtype``: the prompt filter's weights (None = ``model_dtype``)."""
+    ``sample_dtype``: the weights of vLLM rollouts and the prompt filter (None = ``model_dtype``)."""
+    sample_dtype = sample_dtype or model_dtype
     prompts, report = load_rl_prompts(stage, seed=seed, variables=variables)
     kept = kept_prompts(
         stage,
@@ -329,14 +419,16 @@ def run_grpo_stage(
         seed=seed,
         reward_options=reward_options,
         workers=runtime.reward_workers,
-        dtype=sample_dtype or model_dtype,
+        dtype=sample_dtype,
+        engine=local_engine(runtime),
     )
     data = rl_data_from(stage, [prompts[i] for i in kept], report)
     log.info("%s: %s", stage.name, data.report.summary())
     distributed.on_main("stage data report", lambda: _write_data_report(stage_dir, data.report))
 
     def run_substage(index: int, step: CurriculumStep, model: Path, substage_dir: Path) -> dict:
-        return _run_substage(stage, step, index, data, model, substage_dir, runtime, seed, reward_options, model_dtype)
+        dtypes = (model_dtype, sample_dtype)
+        return _run_substage(stage, step, index, data, model, substage_dir, runtime, seed, reward_options, dtypes)
 
     model = run_substages(stage.curriculum, stage_dir, model_in, run_substage)
     merge_substage_metrics(stage_dir, len(stage.curriculum))
@@ -359,7 +451,7 @@ def _run_substage(
     runtime: Runtime,
     seed: int,
     reward_options: Mapping[str, Mapping[str, Any]],
-    model_dtype: str,
+    dtypes: tuple[str, str],
 ) -> dict:
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -383,6 +475,7 @@ def _run_substage(
         shaping=stage.stabilisers.reward_shaping,
         group_size=stage.rollouts_per_prompt,
     )
+    model_dtype, sample_dtype = dtypes
     trainer = CascadeGRPOTrainer(
         model=str(model),
         reward_funcs=[reward],
@@ -402,6 +495,7 @@ def _run_substage(
         draws_log=substage_dir / "draws.jsonl",
         lm_head=runtime.lm_head,
         peft_config=peft_config(stage.lora),
+        rollouts=rollout_engine(stage, step, runtime, model, sample_dtype, seed),
     )
     reward.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

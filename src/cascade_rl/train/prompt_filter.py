@@ -54,6 +54,7 @@ def kept_prompts(
     reward_options: Mapping[str, Mapping[str, Any]],
     workers: int = 4,
     dtype: str | None = None,
+    engine: str = "transformers",
 ) -> list[int]:
     """Indices of the prompts the stage's ``prompt_filter`` keeps (all of them without one), the
     same on every process. Raises :class:`RecipeError` when it keeps none."""
@@ -62,7 +63,10 @@ def kept_prompts(
     result = stage_dir / RESULT_FILE
     distributed.on_main(
         f"{stage.name}: prompt filter",
-        lambda: result.exists() or _measure(stage, prompts, model, stage_dir, seed, reward_options, workers, dtype),
+        lambda: (
+            result.exists()
+            or _measure(stage, prompts, model, stage_dir, seed, reward_options, workers, (dtype, engine))
+        ),
     )
     verdicts = json.loads(result.read_text())["verdicts"]
     kept = [index for index, v in enumerate(verdicts) if v == "keep"]
@@ -82,14 +86,15 @@ def _measure(
     seed: int,
     reward_options: Mapping[str, Mapping[str, Any]],
     workers: int,
-    dtype: str | None = None,
+    sampling: tuple[str | None, str] = (None, "transformers"),
 ) -> None:
     from cascade_rl.eval.benchmarks import score_samples
     from cascade_rl.eval.sampling import open_generator, sample
 
     rule = stage.prompt_filter
     conversations = [with_mode(p["prompt"], _sampling_mode(stage, p["domain"])) for p in prompts]
-    generator = open_generator(model, batch_size=max(rule.samples, 64), dtype=dtype)
+    dtype, engine = sampling
+    generator = open_generator(model, batch_size=max(rule.samples, 64), dtype=dtype, engine=engine)
     settings = {
         "k": rule.samples,
         "temperature": stage.temperature,

