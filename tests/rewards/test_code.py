@@ -493,7 +493,7 @@ def test_assert_tests_run_prelude_program_setup_then_the_statement(pool):
     box_only = fenced("class Box:\n    def __init__(self, items):\n        self.items = items")
     stub_only = score(box_only, tests=tests, pool=pool)
     assert stub_only.reward == 0 and stub_only.details["results"] == ["wrong_answer", "not_run"]
-    assert "AssertionError" in stub_only.details["stderr"]
+    assert stub_only.details["first_failure"]["error"] == "assert total(box.items) == 30: got None"
 
 
 @pytest.mark.parametrize(
@@ -513,7 +513,7 @@ def test_bad_assert_tests_name_the_problem(tests, problem):
 
 def test_assert_tests_may_arrive_as_a_json_string():
     assert parse_tests(json.dumps(ASSERTS)) == parse_tests(ASSERTS)
-    assert parse_tests(ASSERTS).asserts == tuple(ASSERTS["asserts"])
+    assert parse_tests(ASSERTS).asserts.statements == tuple(ASSERTS["asserts"])
 
 
 def test_call_based_expected_text_matches_a_returned_string(pool):

@@ -56,6 +56,7 @@ the server loop, start-up) are marked by comment rules.
 """
 
 import array
+import fcntl
 import json
 import os
 import resource
@@ -69,7 +70,6 @@ from os import _exit as hard_exit  # bound now: a program may replace os._exit
 
 CONFIG_KEYS = ("socket_fd", "isolated", "forget", "run_uid", "reset_pids", "tmp_roots", "cgroup", "seccomp")
 MiB = 1024 * 1024
-RESULT_FD = 3
 TICK_ISOLATED_S = 0.02  # process / memory watchdog period inside a pid namespace (cheap /proc)
 TICK_HOST_S = 0.1  # ... when /proc lists every process on the host (rlimits-only mode)
 MAX_FDS_PER_MESSAGE = 8
@@ -447,15 +447,14 @@ def apply_limits(limits, isolated):
         set_limit(resource.RLIMIT_NPROC, int(limits["processes"]))
 
 
-def place_fds(stdin_fd, stdout_fd, stderr_fd, result_fd):
-    os.dup2(stdin_fd, 0)
-    os.dup2(stdout_fd, 1)
-    os.dup2(stderr_fd, 2)
-    first_free = 3
-    if result_fd is not None:
-        os.dup2(result_fd, RESULT_FD)
-        first_free = RESULT_FD + 1
-    os.closerange(first_free, 1 << 20)
+def place_fds(*fds):
+    """Make ``fds[i]`` file descriptor ``i`` (0, 1, 2: the standard streams; 3: the result
+    channel; 4: a tester's socket to the program) and close every other one. Each is first
+    copied above the range, so that one placed earlier never overwrites one still to place."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(len(fds), 1 << 20)
 
 
 def exit_status(error):
@@ -641,8 +640,11 @@ def install_seccomp(prepared, syscall_number):
     check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0), "seccomp")
 
 
-def child_main(request, fds, server):
-    """Runs in the program's process; never returns. ``request`` None: a start-up probe."""
+def child_main(request, fds, server, tester=False):
+    """Runs in the program's process (or, with ``tester``, in the tester's: it keeps the result
+    channel, gets the socket to the program as fd 4 and is never dumpable, so the program
+    cannot open its memory or file descriptors through /proc); never returns. ``request``
+    None: a start-up probe."""
     try:
         os.setsid()
         if server.cgroup:  # the kernel's OOM killer picks the program's processes, never the server
@@ -657,16 +659,20 @@ def child_main(request, fds, server):
         if request.get("python") and fds.get("source") is not None:
             with os.fdopen(fds["source"], "rb") as handle:
                 source = handle.read().decode("utf-8", "surrogateescape")
-        place_fds(fds["stdin"], fds["stdout"], fds["stderr"], fds.get("result"))
+        extra = [fds[name] for name in ("result", "channel") if fds.get(name) is not None]
+        place_fds(fds["stdin"], fds["stdout"], fds["stderr"], *extra)
         os.chdir(request.get("cwd") or "/tmp")
         apply_limits(request["limits"], server.isolated)
         if server.run_uid is not None:
             become(server.run_uid)
-        prctl(PR_SET_DUMPABLE, 1)  # a normal process again (its own /proc files are its own)
+        # the program is a normal process again (its own /proc files are its own); the tester
+        # stays undumpable whatever the kernel's suid_dumpable made it after the uid change
+        prctl(PR_SET_DUMPABLE, 0 if tester else 1)
         if server.seccomp:
             install_seccomp(server.seccomp, server.seccomp_syscall)
         if source is not None:  # os.environ already holds the run's environment
-            run_python(source, request.get("python_options") or {})
+            options = request.get("python_options") or {}
+            run_python(source, {**options, "filename": "tests.py"} if tester else options)
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXCPU"):  # what subprocess's restore_signals does
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -775,6 +781,8 @@ class Server:
             names.append("result")
         if request.get("python"):
             names.append("source")
+        if options.get("tester"):
+            names.append("tester")
         if len(fds) != len(names):
             raise ValueError(f"expected {len(names)} file descriptors, got {len(fds)}")
         named = dict(zip(names, fds))
@@ -790,13 +798,44 @@ class Server:
         return self.supervise(pid, request["limits"], start, oom_kills)
 
     def spawn(self, request, fds):
-        """Fork the run's program (with reset_pids: as pid FIRST_PID, like every run)."""
+        """Fork the run's program (with reset_pids: as pid FIRST_PID, like every run), or the
+        program and its tester; return the pid the run waits for."""
         if self.reset_pids and not reset_pid_numbering(self.last_pid):
             raise OSError("cannot reset the pid numbering")
+        if request is not None and "tester" in fds:
+            return self.spawn_pair(request, fds)
         pid = os.fork()
         if pid == 0:
             child_main(request, fds, self)
         return pid
+
+    def spawn_pair(self, request, fds):
+        """The program and its tester, joined by a stream socket (the program's result channel,
+        the tester's fd 4). The tester gets the host's result channel and an empty stdin; the
+        run is the tester's: it ends when the tester exits, and the program with it."""
+        program_end, tester_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        empty, closed = os.pipe()
+        os.close(closed)
+        try:
+            program = {name: fd for name, fd in fds.items() if name != "tester"}
+            if os.fork() == 0:
+                child_main(request, {**program, "result": program_end.fileno()}, self)
+            tester = {
+                "stdin": empty,
+                "stdout": fds["stdout"],
+                "stderr": fds["stderr"],
+                "result": fds["result"],
+                "channel": tester_end.fileno(),
+                "source": fds["tester"],
+            }
+            pid = os.fork()
+            if pid == 0:
+                child_main(request, tester, self, tester=True)
+            return pid
+        finally:
+            program_end.close()
+            tester_end.close()
+            os.close(empty)
 
     def supervise(self, pid, limits, start, oom_kills):
         """Wait for the run within its limits; kill every process of the run at the end."""

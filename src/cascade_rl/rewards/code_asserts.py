@@ -1,0 +1,556 @@
+"""Assert-style code tests (MBPP, HumanEval: ``{"asserts", "setup", "prelude"}``) on the host:
+how each statement is judged without trusting the program's process (SPEC section 6; issue 24).
+
+**Threat model.** The program is written to pass, not to solve: it may patch anything in its
+own process (builtins, modules, ``sys.settrace``, frames, ``gc``, threads, ``atexit``, signal
+handlers, its file descriptors, /proc/self) and it may lie with its values (``__eq__`` always
+true, ``int`` / ``float`` / ``str`` subclasses). None of that may reach the verdict, so the
+program's process never decides one and never holds the tests:
+
+1. **Lifted statements**, compared here. ``assert CALL OP VALUE`` (any comparison, either
+   order), ``assert CALL`` and ``assert not CALL``, where ``VALUE`` is a constant this module
+   evaluates itself (a literal, ``set()``, ``float('inf')``, ...) and ``CALL`` is a call of a
+   name the program defines, possibly wrapped in one built-in of one argument (``int(...)``,
+   ``sorted(...)``, ``round(..., 2)``). Only ``CALL`` goes to the program, as source text; it
+   is evaluated there and its result comes back as a plain value
+   (:mod:`cascade_rl.rewards.code_harness`: exact built-in types, rebuilt by type, so a
+   subclass's ``__eq__`` stays behind), then ``value OP VALUE`` is computed here on those
+   types. The program sees the arguments (as any function does), never ``VALUE``. Its
+   arguments may use constants, displays, operators, built-in names and the program's own
+   names (``max_chain_length([Pair(5, 24)], 1)``, MBPP's trees built by ``setup`` from the
+   program's ``Node``); anything that calls trusted code to make an input (a prompt helper
+   such as ``encode(...)``, a library) is not lifted, since the program could replace it.
+2. **Every other statement** (loops, helpers, tolerance checks: HumanEval's ``check``) runs in
+   a *tester*, a second sandboxed process with trusted code only: the prompt's code (its
+   helper functions are the prompt's, whatever the program defines), the setup and the
+   statement, in a namespace where each name the tests take from the program is a stand-in
+   that sends plain arguments to the program over a socket and returns the plain value it
+   answers. The tester reports each statement's verdict on the result channel, which the
+   program cannot reach: the tester is never dumpable (no /proc access to its memory or file
+   descriptors), ptrace and process_vm_readv are refused by the seccomp filter, and the
+   program's own result channel is the socket, whose lines the tester reads as replies only.
+3. **Named errors** (``ValueError`` from :func:`parse`, so a converter counts the row and a
+   score carries ``details["error"]``): a statement that uses nothing the program defines (it
+   would pass for any program), and a statement that cannot be lifted although the setup
+   builds objects from the program's classes (the tester cannot hold them). The tester also
+   reports the tests' own code failing (the prompt's code or the setup raising for any
+   program, a test passing the program something not plain) as ``broken``: an error, never a
+   pass.
+
+What stays in the program's process, and why it cannot matter: the prompt's code and the
+program (the program's definitions replace the prompt's stubs), the setup when it builds
+objects from the program's own classes (MBPP shows it in the prompt), and the evaluation of
+``CALL``: whatever the program does there only chooses the plain value it answers, which it
+could have returned anyway. Nothing there means "passed" (there is no token); the expected
+values exist only here and in the tester's memory. Reading the program's stdin gives nothing:
+the requests are read before the program starts, from a pipe (not rewindable), and hold only
+the calls. A program that writes lines to its result channel itself only answers the calls
+with values of its choice. The tester's stand-ins accept only plain values and rebuild
+reported exceptions as built-in classes (``except ValueError`` in a test works); the
+program's process ending in a call is never an ``Exception`` a test can swallow. Not
+protected: timing (a program can see how long the tester takes), and, without bubblewrap,
+everything the sandbox does not isolate (see :mod:`cascade_rl.sandbox`).
+
+**Which names come from the program.** The names a statement reads that its row does not
+bind: not set by the setup, not built-ins, not standard-library modules used as modules
+(``math.isclose``: the tester imports them), and not defined by the prompt's code except as a
+stub (a function whose body is only docstrings, ``pass``, ``...`` or imports: HumanEval's
+entry point). A statement that reads no such name but calls a built-in (MBPP 126's ``sum(10, 15)``)
+takes that name from the program, for that statement only (the setup's code keeps the
+built-in). The tester gets stand-ins for the names of all statements and those the setup
+reads. The setup runs in the program's process when its top level uses
+names that only the program defines (MBPP's ``root = Node(1)``), else in the tester only.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import marshal
+import operator
+import reprlib
+import symtable
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from cascade_rl.rewards import code_harness
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+MODULE_NAMES = frozenset(sys.stdlib_module_names)
+#: comparisons of a lifted statement (``value OP expected``); ``contains`` is ``VALUE in CALL``
+COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+    ast.In: lambda value, expected: value in expected,
+    ast.NotIn: lambda value, expected: value not in expected,
+}
+#: the comparison with its operands swapped (``VALUE OP CALL``)
+SWAPPED = {
+    ast.Eq: ast.Eq,
+    ast.NotEq: ast.NotEq,
+    ast.Lt: ast.Gt,
+    ast.LtE: ast.GtE,
+    ast.Gt: ast.Lt,
+    ast.GtE: ast.LtE,
+    ast.Is: ast.Is,
+    ast.IsNot: ast.IsNot,
+}
+#: containers an expected value may be built with from a literal (``set()``, ``set([1, 2])``)
+CONSTRUCTORS = {"set": set, "frozenset": frozenset, "tuple": tuple, "list": list, "dict": dict}
+MISSING = object()
+_short = reprlib.Repr()
+_short.maxstring, _short.maxother, _short.maxlong = 80, 80, 80
+
+
+@dataclass(frozen=True)
+class Lifted:
+    """A statement judged here: ``expression`` (the program's side) is evaluated in the
+    program's namespace, ``compare(value, expected)`` decides (``truth``: ``bool(value)``)."""
+
+    expression: str
+    needs: tuple[str, ...]
+    compare: str
+    expected: Any = None
+
+    def passes(self, value: Any) -> bool:
+        if self.compare in ("truth", "not"):
+            return bool(value) is (self.compare == "truth")
+        if self.compare == "contains":
+            return self.expected in value
+        if self.compare == "not contains":
+            return self.expected not in value
+        return bool(COMPARE[getattr(ast, self.compare)](value, self.expected))
+
+
+@dataclass(frozen=True)
+class AssertTests:
+    """The plan of a row's assert-style tests (module docstring)."""
+
+    statements: tuple[str, ...]
+    prelude: str
+    setup: str
+    #: the setup builds objects from the program's classes: it runs in the program's process
+    setup_in_program: bool
+    #: per statement, how it is judged here, or None: in the tester
+    lifted: tuple[Lifted | None, ...]
+    #: names the tests take from the program (the tester's stand-ins)
+    names: tuple[str, ...]
+    #: per statement, built-in names it alone takes from the program (MBPP 126's ``sum``): the
+    #: tester binds them for that statement only, so the setup's code keeps the built-in
+    shadows: tuple[tuple[str, ...], ...]
+    #: standard-library modules the tests use without importing them (the tester imports them)
+    modules: tuple[str, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.statements)
+
+    @property
+    def in_tester(self) -> bool:
+        """Whether the tests run in a tester (any statement is not lifted)."""
+        return not all(self.lifted)
+
+
+# ----------------------------------------------------------------------------------------------
+# names
+
+
+def _reads(source: str) -> tuple[set[str], set[str]]:
+    """(names the code reads from its module's globals, names it binds at module level)."""
+    table = symtable.symtable(source, "tests", "exec")
+    reads, bound = set(), set()
+    for symbol in table.get_symbols():
+        if symbol.is_referenced():
+            reads.add(symbol.get_name())
+        if symbol.is_assigned() or symbol.is_imported():
+            bound.add(symbol.get_name())
+    stack = list(table.get_children())
+    while stack:
+        child = stack.pop()
+        stack.extend(child.get_children())
+        for symbol in child.get_symbols():
+            if symbol.is_global() and symbol.is_referenced():
+                reads.add(symbol.get_name())
+    return reads, bound
+
+
+def _read_at_once(tree: ast.AST) -> set[str]:
+    """Names read when the code runs, not only when a function defined in it is called."""
+    names: set[str] = set()
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            stack.extend(node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d])
+            continue
+        if isinstance(node, ast.Lambda):
+            stack.extend(node.args.defaults + [d for d in node.args.kw_defaults if d])
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _called(tree: ast.AST) -> set[str]:
+    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+
+
+def _stubs(tree: ast.Module) -> set[str]:
+    """Functions of the prompt's code that compute nothing yet: a body of docstrings, ``pass``,
+    ``...`` and imports only (HumanEval/115's ``max_fill`` imports ``math`` before its docstring)."""
+
+    def idle(statement: ast.stmt) -> bool:
+        constant = isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+        return constant or isinstance(statement, (ast.Pass, ast.Import, ast.ImportFrom))
+
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return {node.name for node in tree.body if isinstance(node, functions) and all(map(idle, node.body))}
+
+
+@dataclass(frozen=True)
+class _Row:
+    """What the prompt's code and the setup bind, for telling the program's names apart."""
+
+    prelude_bound: frozenset[str]
+    stubs: frozenset[str]
+    setup_bound: frozenset[str]
+
+    def from_program(self, name: str, called: bool) -> bool:
+        """Whether ``name``, read by a test, comes from the program (module docstring)."""
+        if name.startswith("__") and name.endswith("__"):
+            return False
+        if name in self.setup_bound or (name in self.prelude_bound and name not in self.stubs):
+            return False
+        if name in self.stubs:
+            return True
+        return name not in BUILTIN_NAMES and (called or name not in MODULE_NAMES)
+
+
+# ----------------------------------------------------------------------------------------------
+# lifting
+
+
+def _constant(node: ast.expr) -> Any:
+    """The value of an expected side evaluated here, or MISSING: a literal, or a container
+    built from one (``set()``, ``frozenset({1})``), or ``float('inf')``."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords and len(node.args) <= 1:
+        argument = _constant(node.args[0]) if node.args else ()
+        if argument is MISSING:
+            return MISSING
+        if node.func.id in CONSTRUCTORS and isinstance(argument, (tuple, list, set, frozenset, dict, str)):
+            return CONSTRUCTORS[node.func.id](argument)
+        if node.func.id == "float" and isinstance(argument, str):
+            try:
+                return float(argument)
+            except ValueError:
+                return MISSING
+    return MISSING
+
+
+class _Lifter:
+    """Decides whether one statement is lifted (module docstring, point 1)."""
+
+    def __init__(self, facing: set[str], program_setup: frozenset[str], row: _Row) -> None:
+        self.facing, self.program_setup, self.row = facing, program_setup, row
+
+    def _input(self, node: ast.expr, needs: set[str]) -> bool:
+        """Whether an argument can be evaluated in the program's process (adds the program's
+        names it uses to ``needs``): nothing in it calls trusted code."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return all(not isinstance(e, ast.Starred) and self._input(e, needs) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return all(k is not None and self._input(k, needs) for k in node.keys) and all(
+                self._input(v, needs) for v in node.values
+            )
+        if isinstance(node, ast.UnaryOp):
+            return self._input(node.operand, needs)
+        if isinstance(node, ast.BinOp):
+            return self._input(node.left, needs) and self._input(node.right, needs)
+        if isinstance(node, ast.Attribute):  # box.items: the program's own object
+            return self._input(node.value, needs)
+        if isinstance(node, ast.Subscript):
+            return self._input(node.value, needs) and self._input(node.slice, needs)
+        if isinstance(node, ast.Name):
+            if node.id in self.facing:
+                needs.add(node.id)
+                return True
+            trusted = node.id in self.row.setup_bound or node.id in self.row.prelude_bound
+            return node.id in self.program_setup or (node.id in BUILTIN_NAMES and not trusted)
+        if isinstance(node, ast.Call):
+            return self._call(node, needs)
+        return False
+
+    def _call(self, node: ast.expr, needs: set[str]) -> bool:
+        """A call of one of the program's names with arguments it may evaluate."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.facing):
+            return False
+        arguments = [a for a in node.args] + [k.value for k in node.keywords]
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return False
+        if all(self._input(a, needs) for a in arguments):
+            needs.add(node.func.id)
+            return True
+        return False
+
+    def program_side(self, node: ast.expr) -> tuple[str, ...] | None:
+        """The program's names a lifted ``CALL`` needs, or None when ``node`` is not one."""
+        needs: set[str] = set()
+        if self._call(node, needs):
+            return tuple(sorted(needs))
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords):
+            return None
+        name = node.func.id
+        if name not in BUILTIN_NAMES or name in self.facing or name in self.row.setup_bound | self.row.prelude_bound:
+            return None
+        digits = node.args[1:] == [] or (
+            name == "round"
+            and len(node.args) == 2
+            and isinstance(node.args[1], ast.Constant)
+            and type(node.args[1].value) is int
+        )
+        return self.program_side(node.args[0]) if node.args and digits else None
+
+    def lift(self, tree: ast.Module) -> Lifted | None:
+        if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+            return None
+        test = tree.body[0].test
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left, right, kind = test.left, test.comparators[0], type(test.ops[0])
+            for side, other, operation in ((left, right, kind), (right, left, SWAPPED.get(kind))):
+                needs = self.program_side(side)
+                expected = _constant(other) if needs is not None else MISSING
+                if expected is MISSING:
+                    continue
+                if operation is None:  # VALUE in CALL
+                    operation = "contains" if kind is ast.In else "not contains"
+                else:
+                    operation = operation.__name__
+                if operation in ("Is", "IsNot") and not (expected is None or isinstance(expected, bool)):
+                    return None
+                return Lifted(ast.unparse(side), needs, operation, expected)
+            return None
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        side = test.operand if negated else test
+        needs = self.program_side(side)
+        return Lifted(ast.unparse(side), needs, "not" if negated else "truth") if needs is not None else None
+
+
+# ----------------------------------------------------------------------------------------------
+# parsing a row
+
+
+def _python(code: Any, what: str) -> str:
+    if not isinstance(code, str):
+        raise ValueError(f"tests: {what} must be Python code (a string), got {code!r:.80}")
+    try:
+        with warnings.catch_warnings():  # e.g. invalid escape sequences in the tests' strings
+            warnings.simplefilter("ignore")
+            ast.parse(code)
+            symtable.symtable(code, what, "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        raise ValueError(f"tests: {what} is not valid Python ({type(error).__name__}: {error})") from None
+    return code
+
+
+def parse(tests: Mapping[str, Any]) -> AssertTests:
+    """Plan a row's assert-style tests (module docstring); ValueError naming the statement
+    for one that cannot be run without trusting the program."""
+    asserts = tests.get("asserts")
+    if not isinstance(asserts, list) or not asserts:
+        raise ValueError("tests: 'asserts' must be a non-empty list of Python statements")
+    if "inputs" in tests or "outputs" in tests:
+        raise ValueError("tests: give either 'asserts' or 'inputs' and 'outputs', not both")
+    statements = tuple(_python(code, f"assert {i}") for i, code in enumerate(asserts))
+    prelude = _python(tests.get("prelude") or "", "prelude")
+    setup = _python(tests.get("setup") or "", "setup")
+    prelude_tree = ast.parse(prelude)
+    _, prelude_bound = _reads(prelude)
+    setup_reads, setup_bound = _reads(setup)
+    row = _Row(frozenset(prelude_bound), frozenset(_stubs(prelude_tree)), frozenset(setup_bound))
+    setup_tree = ast.parse(setup)
+    setup_called = _called(setup_tree)
+    only_program = {n for n in setup_reads if row.from_program(n, n in setup_called) and n not in row.stubs}
+    setup_in_program = bool(only_program & _read_at_once(setup_tree))
+    program_setup = frozenset(setup_bound) if setup_in_program else frozenset()
+    names = {n for n in setup_reads if row.from_program(n, n in setup_called)}
+    modules = {n for n in setup_reads - setup_bound if n in MODULE_NAMES and n not in names}
+    lifted, shadows = [], []
+    for index, statement in enumerate(statements):
+        tree = ast.parse(statement)
+        reads, bound = _reads(statement)
+        reads -= bound
+        called = _called(tree)
+        facing = {n for n in reads if row.from_program(n, n in called)}
+        shadow = set()
+        if not facing and not reads & setup_bound:
+            facing = shadow = {n for n in called & reads if n in BUILTIN_NAMES}  # the program's own sum()
+        if not facing and not reads & setup_bound:
+            raise ValueError(f"tests: assert {index} ({statement.strip()[:80]!r}) uses nothing the program defines")
+        one = _Lifter(facing, program_setup, row).lift(tree)
+        if one is None and setup_in_program:
+            raise ValueError(
+                f"tests: assert {index} ({statement.strip()[:80]!r}) is not a lifted call, and the setup builds "
+                f"objects from the program's names ({', '.join(sorted(only_program))}) that only the program's "
+                "process can hold"
+            )
+        lifted.append(one)
+        shadows.append(tuple(sorted(shadow)))
+        names |= facing - shadow
+        modules |= {n for n in reads - facing if n in MODULE_NAMES and n not in setup_bound | row.prelude_bound}
+    return AssertTests(
+        statements,
+        prelude,
+        setup,
+        setup_in_program,
+        tuple(lifted),
+        tuple(sorted(names)),
+        tuple(shadows),
+        tuple(sorted(modules - names)),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# running and judging
+
+
+@lru_cache(maxsize=1)
+def harness() -> str:
+    """Source that defines :mod:`~cascade_rl.rewards.code_harness` in the sandbox: its code,
+    compiled once here and marshalled (the sandbox runs this very interpreter)."""
+    code = compile(Path(code_harness.__file__).read_text(encoding="utf-8"), "harness.py", "exec", dont_inherit=True)
+    return f"import marshal\nexec(marshal.loads(bytes.fromhex({marshal.dumps(code).hex()!r})))\n"
+
+
+def program_source(plan: AssertTests, program: str) -> str:
+    """The program's process: the harness, then :func:`code_harness.serve` on ``program``."""
+    config = {
+        "program": program,
+        "prelude": plan.prelude,
+        "setup": plan.setup if plan.setup_in_program else "",
+        "upfront": not plan.in_tester,
+    }
+    return f"{harness()}serve({config!r})\n"
+
+
+def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
+    """The tester's process: the harness, then :func:`code_harness.test` on the statements."""
+    config = {
+        "prelude": plan.prelude,
+        "setup": plan.setup,
+        "statements": list(plan.statements),
+        "names": list(plan.names),
+        "shadows": [list(names) for names in plan.shadows],
+        "modules": list(plan.modules),
+        "start": start,
+        "stop_on_failure": stop_on_failure,
+    }
+    return f"{harness()}test({config!r})\n"
+
+
+def requests(plan: AssertTests, start: int) -> bytes:
+    """The lifted calls from statement ``start`` on, the program's stdin (one JSON line each)."""
+    lines = [{"eval": lifted.expression, "needs": list(lifted.needs)} for lifted in plan.lifted[start:] if lifted]
+    return b"".join(code_harness.dumps(line) for line in lines)
+
+
+@dataclass
+class Outcome:
+    """How one test ended: ``kind`` None (passed) or the failure kind, ``problem`` what went
+    wrong beyond the kind, ``ended`` whether the program's process ended in it."""
+
+    kind: str | None
+    problem: str | None = None
+    ended: bool = False
+    stderr: str = ""
+
+
+class TestsBroken(ValueError):
+    """The tests' own code fails in the tester, whatever the program: a named error."""
+
+    __test__ = False  # not a pytest test class
+
+
+def judge_reply(lifted: Lifted, statement: str, line: bytes) -> Outcome:
+    """A lifted statement's outcome from the program's reply line."""
+    try:
+        reply = code_harness.parse_json(line)
+        if not code_harness.is_reply(reply):
+            raise ValueError("not a reply")
+        if "value" in reply:
+            value = code_harness.decode(reply["value"])
+        elif "missing" in reply:
+            return Outcome("runtime_error", f"the program does not define {reply['missing']}")
+        elif "unsent" in reply:
+            return Outcome("wrong_answer", f"{statement.strip()[:200]}: got {reply['unsent']}, which is not plain data")
+        else:
+            raised = str(reply["raised"])
+            kind = "memory" if raised == "MemoryError" else "runtime_error"
+            return Outcome(kind, f"{raised}: {str(reply.get('message'))[:300]}")
+    except (ValueError, TypeError, AttributeError, RecursionError, MemoryError) as error:
+        return Outcome("wrong_answer", f"the result could not be read: {type(error).__name__}: {str(error)[:200]}")
+    try:
+        passed = lifted.passes(value)
+    except Exception as error:  # noqa: BLE001 - e.g. ordering a str against an int, as the assert would
+        return Outcome("runtime_error", f"{statement.strip()[:200]}: {type(error).__name__}: {str(error)[:200]}")
+    return Outcome(None) if passed else Outcome("wrong_answer", f"{statement.strip()[:200]}: got {_short.repr(value)}")
+
+
+def judge_report(line: bytes) -> Outcome:
+    """A statement's outcome from the tester's report line (TestsBroken for ``broken``)."""
+    try:
+        report = code_harness.parse_json(line)
+        if type(report) is not dict:
+            raise ValueError("not a report")
+    except ValueError as error:
+        return Outcome("runtime_error", f"the tester's report could not be read: {error}")
+    if "broken" in report:
+        raise TestsBroken(f"tests: {report['broken']}")
+    kind = report.get("kind")
+    return Outcome(
+        kind if kind in (None, "wrong_answer", "runtime_error", "memory") else "runtime_error",
+        report.get("error"),
+        bool(report.get("ended")),
+    )
+
+
+class Judge:
+    """Follows one run's result lines from statement ``start`` on (``on_line`` of
+    ``run_python``): the outcomes so far, and whether to stop (a failure, with
+    ``stop_on_failure``; the program's process ended)."""
+
+    def __init__(self, plan: AssertTests, start: int, stop_on_failure: bool) -> None:
+        self.plan, self.start, self.stop_on_failure = plan, start, stop_on_failure
+        self.outcomes: list[Outcome] = []
+        self.broken: TestsBroken | None = None
+
+    def take(self, line: bytes) -> bool:
+        index = self.start + len(self.outcomes)
+        try:
+            if self.plan.in_tester:
+                outcome = judge_report(line)
+            else:
+                outcome = judge_reply(self.plan.lifted[index], self.plan.statements[index], line)
+        except TestsBroken as error:
+            self.broken = error
+            return True
+        self.outcomes.append(outcome)
+        failed = outcome.kind is not None
+        return (failed and self.stop_on_failure) or outcome.ended
