@@ -688,7 +688,8 @@ class SandboxServer:
     ) -> RunResult:
         """Run Python ``source`` as ``__main__`` in a fork of the sandboxed interpreter (no
         interpreter start-up). ``recursion_limit`` / ``int_max_str_digits`` are set first;
-        with ``result_channel`` the program may write to fd 3, returned as ``result``.
+        with ``result_channel`` (implied by the two options below) the program may write to
+        fd 3, returned as ``result``.
 
         ``tester``: the Python source of a second process of the run, the *tester*, which
         alone holds the result channel (its fd 3) and talks to the program through a stream
@@ -716,7 +717,7 @@ class SandboxServer:
                 "filename": filename,
                 "recursion_limit": recursion_limit,
                 "int_max_str_digits": int_max_str_digits,
-                "result_fd": result_channel or tester is not None,
+                "result_fd": result_channel or tester is not None or result_lines is not None,
                 "tester": tester is not None,
             },
         }
@@ -811,6 +812,8 @@ class SandboxServer:
                             return _failed(f"sandbox server died: {self._stderr_tail()}", captured, truncated)
                         feed.close(poller)
                         deadline = min(deadline, time.monotonic() + DRAIN_S)
+                        continue
+                    if fd not in pipes:  # the stdin pipe, closed earlier in this round
                         continue
                     chunk = os.read(fd, 1 << 16)
                     if not chunk:
