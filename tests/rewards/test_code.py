@@ -667,7 +667,7 @@ def test_which_names_come_from_the_program():
     assert plan.names == ("solve",) and plan.modules == ()  # helper (the prompt's), check (the setup's): trusted
     stub_with_import = {
         **HUMANEVAL_LIKE,
-        "prelude": "def solve(xs):\n    import math\n    '''stub'''\n",
+        "prelude": "def helper(x):\n    return x\ndef solve(xs):\n    import math\n    '''stub'''\n",
     }  # HumanEval/115
     assert parse_tests(stub_with_import).asserts.names == ("solve",)
     mbpp_520 = parse_tests({"asserts": ["assert square_sum(1) == 1", "assert math.isclose(square_sum(10), 385)"]})

@@ -519,7 +519,8 @@ ATTACKS = {
         "fake += 'def choice(s):\\n    return s[0]\\nclass Random:\\n    def __init__(self, seed):\\n        pass\\n'\n"
         "fake += '    def randint(self, a, b):\\n        return 1\\n'\n"
         "for folder in ('/tmp', os.getcwd()):\n    for module in ('random', 'math', 'string'):\n"
-        "        open(os.path.join(folder, module + '.py'), 'w').write(fake + 'fabs = isclose = lambda *a, **k: 0\\n')\n"
+        "        with open(os.path.join(folder, module + '.py'), 'w') as planted:\n"
+        "            planted.write(fake + 'fabs = isclose = lambda *a, **k: 0\\n')\n"
         "def {name}(s=None, *a):\n    return s",
         "a patched __import__": "import builtins, math, types\n_real = builtins.__import__\n"
         "fake = types.ModuleType('math')\n"

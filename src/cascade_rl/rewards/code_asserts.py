@@ -56,7 +56,8 @@ bind: not set by the setup, not built-ins, not standard-library modules used as 
 (``math.isclose``: the tester imports them), and not defined by the prompt's code except as a
 stub (a function whose body is only docstrings, ``pass``, ``...`` or imports: HumanEval's
 entry point). A statement that reads no such name but calls a built-in (MBPP 126's ``sum(10, 15)``)
-takes that name from the program, for that statement only (the setup's code keeps the
+takes that name from the program (the innermost such call: in ``abs(sum(1, 2) - 3) < 1``,
+``sum``), for that statement only (the setup's code keeps the
 built-in). The tester gets stand-ins for the names of all statements and those the setup
 reads. The setup runs in the program's process when its top level uses
 names that only the program defines (MBPP's ``root = Node(1)``), else in the tester only.
@@ -203,8 +204,12 @@ def _read_at_once(tree: ast.AST) -> set[str]:
     return names
 
 
-def _called(tree: ast.AST) -> set[str]:
-    return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+def _called(tree: ast.AST, innermost: bool = False) -> set[str]:
+    """Names called in ``tree`` (``innermost``: only in calls whose arguments call nothing)."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    if innermost:
+        calls = [c for c in calls if not any(isinstance(n, ast.Call) for a in c.args for n in ast.walk(a))]
+    return {call.func.id for call in calls}
 
 
 def _stubs(tree: ast.Module) -> set[str]:
@@ -401,7 +406,7 @@ def parse(tests: Mapping[str, Any]) -> AssertTests:
         facing = {n for n in reads if row.from_program(n, n in called)}
         shadow = set()
         if not facing and not reads & setup_bound:
-            facing = shadow = {n for n in called & reads if n in BUILTIN_NAMES}  # the program's own sum()
+            facing = shadow = {n for n in _called(tree, innermost=True) & reads if n in BUILTIN_NAMES}
         if not facing and not reads & setup_bound:
             raise ValueError(f"tests: assert {index} ({statement.strip()[:80]!r}) uses nothing the program defines")
         one = _Lifter(facing, program_setup, row).lift(tree)
