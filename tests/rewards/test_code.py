@@ -622,7 +622,7 @@ HUMANEVAL_LIKE = {
         ("assert int(f(5, 3)) == 35", "int(f(5, 3))", "Eq", 35),  # MBPP 912: a built-in around the call
         ("assert round(f(1), 2) == 0.33", "round(f(1), 2)", "Eq", 0.33),
         ("assert sorted(f([3, 1])) == [1, 3]", "sorted(f([3, 1]))", "Eq", [1, 3]),
-        ("assert f(10, 5, 1.0/3) == 0.1", "f(10, 5, 1.0 / 3)", "Eq", 0.1),  # MBPP 486
+        ("assert f(10, 5, 1.0/3) == 0.1", "f(10, 5, 1.0/3)", "Eq", 0.1),  # MBPP 486: the source as written
         ("assert f((4, 7.7), int) == [7.7]", "f((4, 7.7), int)", "Eq", [7.7]),  # MBPP 533: a type as argument
         ("assert f([Pair(5, 24)], 1) == 1", "f([Pair(5, 24)], 1)", "Eq", 1),  # MBPP 601: the program's class
         ("assert f(1) == set()", "f(1)", "Eq", set()),
@@ -632,7 +632,7 @@ HUMANEVAL_LIKE = {
 )
 def test_assert_statements_lifted_to_a_call_and_a_comparison_outside(statement, expression, compare, expected):
     plan = parse_tests({"asserts": [statement]}).asserts
-    [lifted] = plan.lifted
+    [[lifted]] = plan.lifted
     assert (lifted.expression, lifted.compare, lifted.expected) == (expression, compare, expected)
     assert not plan.in_tester and "f" in lifted.needs
 
@@ -662,6 +662,36 @@ def test_other_assert_statements_run_in_the_tester(statement):
     assert plan.lifted == (None,) and plan.in_tester and "f" in plan.names
 
 
+def test_humaneval_checks_of_plain_asserts_are_lifted_call_by_call():
+    """Most of HumanEval's ``check`` bodies are ``assert candidate(...) == ...`` statements: each
+    is a lifted call, ``candidate`` read as the entry point; the statement passes when all do."""
+    check = (
+        "def check(candidate):\n    'doc'\n    assert True, 'debugging aid'\n"
+        "    assert candidate([1, 2]) == (1 + 2, 1 * 2)\n    assert not candidate([])\n"
+    )
+    plan = parse_tests({**HUMANEVAL_LIKE, "setup": check}).asserts
+    [calls] = plan.lifted
+    assert [(c.expression, c.compare, c.expected) for c in calls] == [
+        ("candidate([1, 2])", "Eq", (3, 2)),
+        ("candidate([])", "not", None),
+    ]
+    assert calls[0].needs == ("solve",) and calls[0].aliases == (("candidate", "solve"),) and not plan.in_tester
+    for body in ("    assert candidate([1]) == helper(1)\n", "    assert False\n", "    x = 1\n"):
+        assert parse_tests({**HUMANEVAL_LIKE, "setup": f"def check(candidate):\n{body}"}).asserts.in_tester
+
+
+def test_an_inlined_check_fails_at_its_first_failing_call_and_reports_that_assert(pool):
+    check = "def check(candidate):\n" + "".join(f"    assert candidate({i}) == {i * i}\n" for i in range(5))
+    tests = {"prelude": "def square(x):\n    'stub'\n", "setup": check, "asserts": ["check(square)", "check(square)"]}
+    assert score(fenced("def square(x):\n    return x * x"), tests=tests, pool=pool).reward == 1
+    wrong = score(fenced("def square(x):\n    return 4 if x == 2 else x * x + (x == 3)"), tests=tests, pool=pool)
+    assert wrong.details["results"] == ["wrong_answer", "not_run"]
+    assert wrong.details["first_failure"]["error"] == "assert candidate(3) == 9: got 10"
+    slow = "import time\ndef square(x):\n    time.sleep(0.3)\n    return x * x"  # 1.5 s a statement: over 1 s
+    timed = score(fenced(slow), tests=tests, pool=pool, time_limit=1)
+    assert timed.details["results"] == ["timeout", "not_run"]
+
+
 def test_which_names_come_from_the_program():
     plan = parse_tests(HUMANEVAL_LIKE).asserts
     assert plan.names == ("solve",) and plan.modules == ()  # helper (the prompt's), check (the setup's): trusted
@@ -673,7 +703,7 @@ def test_which_names_come_from_the_program():
     mbpp_520 = parse_tests({"asserts": ["assert square_sum(1) == 1", "assert math.isclose(square_sum(10), 385)"]})
     assert mbpp_520.asserts.names == ("square_sum",) and mbpp_520.asserts.modules == ("math",)
     shadow = parse_tests({"asserts": ["assert sum(10, 15) == 6", "assert abs(sum(1, 2) - 3) < 1"]}).asserts  # MBPP 126
-    assert shadow.lifted[0].needs == ("sum",) and shadow.shadows == (("sum",), ("sum",)) and shadow.names == ()
+    assert shadow.lifted[0][0].needs == ("sum",) and shadow.shadows == (("sum",), ("sum",)) and shadow.names == ()
     calendar = parse_tests({"asserts": ["assert calendar(3) == 1", "assert abs(calendar(1)) < 2"]}).asserts
     assert calendar.names == ("calendar",) and calendar.modules == ()  # called: the program's, not the module
 
@@ -683,7 +713,7 @@ def test_a_setup_built_from_the_programs_classes_runs_in_the_programs_process():
     with ``root`` evaluated there. A setup that only defines functions stays in the tester."""
     tree = {"setup": "root = Node(1)\nroot.left = Node(2)", "asserts": ["assert (max_height(root)) == 2"]}
     plan = parse_tests(tree).asserts
-    assert plan.setup_in_program and plan.lifted[0].expression == "max_height(root)"
+    assert plan.setup_in_program and plan.lifted[0][0].expression == "max_height(root)"
     assert not parse_tests(HUMANEVAL_LIKE).asserts.setup_in_program
     deferred = {"setup": "def check():\n    assert f(Node(1)) == 1\n", "asserts": ["check()"]}
     assert not parse_tests(deferred).asserts.setup_in_program
@@ -855,7 +885,7 @@ def test_the_tester_reports_each_statement_and_rebuilds_the_programs_exceptions(
 
 def test_tests_whose_own_code_fails_are_a_named_error_not_a_pass(pool):
     broken = {"prelude": "import no_such_module_here\ndef f(x):\n    '''stub'''\n", "asserts": ["check(f)"]}
-    broken["setup"] = "def check(c):\n    assert c(1) == 1\n"
+    broken["setup"] = "def check(c):\n    for x in (1,):\n        assert c(x) == x\n"  # (the tester)
     result = score(fenced("def f(x):\n    return x"), tests=broken, pool=pool)
     assert result.reward == 0 and "the tests' code fails in the tester: ModuleNotFoundError" in result.details["error"]
     unsendable = {"setup": "def check(c):\n    assert c(lambda: 1) == 1\n", "asserts": ["check(f)"]}

@@ -681,7 +681,7 @@ def test_the_expected_values_are_nowhere_the_program_can_read(one_worker, tester
     needle = "zq-" + secrets.token_hex(8)
     if tester:
         tests = {
-            "setup": f"def check(candidate):\n    assert candidate() == {needle!r}\n",
+            "setup": f"def check(candidate):\n    for _ in range(1):\n        assert candidate() == {needle!r}\n",
             "asserts": ["check(secret)"],
         }
     else:
@@ -703,7 +703,7 @@ KILLER = (
     "        if int(pid) != os.getpid():\n            try:\n                os.kill(int(pid), signal.SIGKILL)\n"
     "            except OSError:\n                pass\n    return x"
 )
-CHECK_ONE = {"setup": "def check(c):\n    assert c(1) == 1\n", "asserts": ["check(f)"]}
+CHECK_ONE = {"setup": "def check(c):\n    for x in (1,):\n        assert c(x) == x\n", "asserts": ["check(f)"]}
 
 
 @pytest.mark.parametrize("shared_uid", [False, True], ids=["own uid where possible", "shared uid"])
@@ -725,3 +725,13 @@ def test_the_program_cannot_open_the_testers_memory_or_descriptors_and_killing_i
     seen = run.stdout.decode()
     assert " open" not in seen and "PermissionError" in seen, seen  # (the supervisor's and the tester's)
     assert killed.reward == 0 and honest.reward == 1, (killed.details, honest.details)
+
+
+def test_the_rows_cover_both_ways_of_judging():
+    """The attacks above meet lifted calls (MBPP, plain checks) and the tester (loops, prompt
+    helpers, tolerance checks), each where the issue found it."""
+    from cascade_rl.rewards.code_asserts import parse
+
+    in_tester = {name: parse(tests).in_tester for name, (tests, _, _) in ROWS.items()}
+    tester_rows = {"truncate", "find_root", "shift_decode", "HumanEval/1", "mbpp-520"}  # HumanEval/1: a loop
+    assert {name for name, tester in in_tester.items() if tester} == tester_rows

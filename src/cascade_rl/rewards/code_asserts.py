@@ -123,6 +123,11 @@ class Lifted:
     needs: tuple[str, ...]
     compare: str
     expected: Any = None
+    #: the assert it comes from, for reports
+    source: str = ""
+    #: names the expression reads as one of the program's (an inlined ``check``'s parameter
+    #: ``candidate`` as the entry point): (name, the program's name) pairs
+    aliases: tuple[tuple[str, str], ...] = ()
 
     def passes(self, value: Any) -> bool:
         if self.compare in ("truth", "not"):
@@ -143,8 +148,9 @@ class AssertTests:
     setup: str
     #: the setup builds objects from the program's classes: it runs in the program's process
     setup_in_program: bool
-    #: per statement, how it is judged here, or None: in the tester
-    lifted: tuple[Lifted | None, ...]
+    #: per statement, the lifted calls that judge it here (one; or those of an inlined
+    #: ``check``, all of which must pass), or None: it runs in the tester
+    lifted: tuple[tuple[Lifted, ...] | None, ...]
     #: names the tests take from the program (the tester's stand-ins)
     names: tuple[str, ...]
     #: per statement, built-in names it alone takes from the program (MBPP 126's ``sum``): the
@@ -247,19 +253,55 @@ class _Row:
 # lifting
 
 
+#: arithmetic an expected value may be written with (``(3 + 5 + 7, 3 * 5 * 7)``), on numbers
+ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+#: the largest number arithmetic on expected values starts from or makes (bounded time and memory)
+ARITHMETIC_LIMIT = 10**100
+
+
+def _number(value: Any) -> bool:
+    number = type(value) in (int, float, complex)
+    return number and (not isinstance(value, int) or abs(value) <= ARITHMETIC_LIMIT)
+
+
 def _constant(node: ast.expr) -> Any:
-    """The value of an expected side evaluated here, or MISSING: a literal, or a container
-    built from one (``set()``, ``frozenset({1})``), or ``float('inf')``."""
+    """The value of an expected side evaluated here, or MISSING: a literal; displays of
+    constants; arithmetic on numbers of at most 100 digits (``2 ** 10``, ``6.0 / 5.0``); a
+    container built from a constant (``set()``, ``frozenset({1})``); ``float('inf')``."""
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+        items = [_constant(e) for e in node.elts]
+        kind = {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)]
+        return MISSING if MISSING in items else _built(kind, items)
+    if isinstance(node, ast.BinOp) and type(node.op) in ARITHMETIC:
+        left, right = _constant(node.left), _constant(node.right)
+        if not (_number(left) and _number(right)) or (isinstance(node.op, ast.Pow) and abs(right) > 64):
+            return MISSING
+        try:
+            value = ARITHMETIC[type(node.op)](left, right)
+        except (ArithmeticError, ValueError, TypeError):
+            return MISSING
+        return value if _number(value) else MISSING
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        operand = _constant(node.operand)
+        return (-operand if isinstance(node.op, ast.USub) else operand) if _number(operand) else MISSING
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords and len(node.args) <= 1:
         argument = _constant(node.args[0]) if node.args else ()
         if argument is MISSING:
             return MISSING
         if node.func.id in CONSTRUCTORS and isinstance(argument, (tuple, list, set, frozenset, dict, str)):
-            return CONSTRUCTORS[node.func.id](argument)
+            return _built(CONSTRUCTORS[node.func.id], argument)
         if node.func.id == "float" and isinstance(argument, str):
             try:
                 return float(argument)
@@ -268,11 +310,21 @@ def _constant(node: ast.expr) -> Any:
     return MISSING
 
 
+def _built(kind: type, items: Any) -> Any:
+    try:
+        return kind(items)
+    except (TypeError, ValueError):  # an unhashable element of a set, a dict of non-pairs
+        return MISSING
+
+
 class _Lifter:
     """Decides whether one statement is lifted (module docstring, point 1)."""
 
-    def __init__(self, facing: set[str], program_setup: frozenset[str], row: _Row) -> None:
-        self.facing, self.program_setup, self.row = facing, program_setup, row
+    def __init__(
+        self, facing: set[str], program_setup: frozenset[str], row: _Row, aliases: Mapping[str, str] | None = None
+    ) -> None:
+        self.facing, self.program_setup, self.row = facing | set(aliases or ()), program_setup, row
+        self.aliases = dict(aliases or {})
 
     def _input(self, node: ast.expr, needs: set[str]) -> bool:
         """Whether an argument can be evaluated in the program's process (adds the program's
@@ -333,10 +385,17 @@ class _Lifter:
         )
         return self.program_side(node.args[0]) if node.args and digits else None
 
-    def lift(self, tree: ast.Module) -> Lifted | None:
+    def _lifted(self, side: ast.expr, needs: tuple[str, ...], compare: str, expected: Any, test: ast.expr) -> Lifted:
+        aliases = tuple((name, self.aliases[name]) for name in needs if name in self.aliases)
+        needs = tuple(sorted({self.aliases.get(name, name) for name in needs}))
+        report = f"assert {self.source.segment(test)}"
+        return Lifted(self.source.segment(side), needs, compare, expected, report, aliases)
+
+    def lift(self, tree: ast.Module, source: _Source) -> Lifted | None:
+        """The statement ``tree`` (from ``source``) as a lifted call, or None."""
         if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
             return None
-        test = tree.body[0].test
+        self.source, test = source, tree.body[0].test
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             left, right, kind = test.left, test.comparators[0], type(test.ops[0])
             for side, other, operation in ((left, right, kind), (right, left, SWAPPED.get(kind))):
@@ -350,29 +409,83 @@ class _Lifter:
                     operation = operation.__name__
                 if operation in ("Is", "IsNot") and not (expected is None or isinstance(expected, bool)):
                     return None
-                return Lifted(ast.unparse(side), needs, operation, expected)
+                return self._lifted(side, needs, operation, expected, test)
             return None
         negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
         side = test.operand if negated else test
         needs = self.program_side(side)
-        return Lifted(ast.unparse(side), needs, "not" if negated else "truth") if needs is not None else None
+        return None if needs is None else self._lifted(side, needs, "not" if negated else "truth", None, test)
+
+
+def _inline_check(tree: ast.Module, setup: _Source, facing: set[str], lifter: _Lifter) -> tuple[Lifted, ...] | None:
+    """HumanEval's ``check(entry_point)`` as lifted calls, when the setup defines ``check`` once,
+    with one parameter, and its body is only statements that lift with that parameter read as
+    the entry point (``assert candidate(1) == 2``), docstrings and ``assert True, "..."``."""
+    if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Call)):
+        return None
+    call = tree.body[0].value
+    if not (isinstance(call.func, ast.Name) and len(call.args) == 1 and not call.keywords):
+        return None
+    entry = call.args[0]
+    if not (isinstance(entry, ast.Name) and entry.id in facing):
+        return None
+    bound = [n for n in setup.tree.body if getattr(n, "name", None) == call.func.id or _assigns(n, call.func.id)]
+    if len(bound) != 1 or not isinstance(bound[0], ast.FunctionDef) or bound[0].decorator_list:
+        return None
+    arguments = bound[0].args
+    if len(arguments.args) != 1 or arguments.defaults or arguments.vararg or arguments.kwarg:
+        return None
+    if arguments.kwonlyargs or arguments.posonlyargs:
+        return None
+    inner = _Lifter(facing, lifter.program_setup, lifter.row, {arguments.args[0].arg: entry.id})
+    lifted = []
+    for statement in bound[0].body:
+        if isinstance(statement, ast.Assert) and isinstance(statement.test, ast.Constant):
+            if statement.test.value:
+                continue  # assert True, "..."
+            return None
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # a docstring
+        one = inner.lift(ast.Module(body=[statement], type_ignores=[]), setup)
+        if one is None:
+            return None
+        lifted.append(one)
+    return tuple(lifted) if lifted else None
+
+
+def _assigns(node: ast.stmt, name: str) -> bool:
+    """Whether a statement of the setup binds ``name`` (other than by ``def``)."""
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(node))
+
+
+class _Source:
+    """Python code of the tests, parsed once: its tree, and the text of any of its nodes."""
+
+    def __init__(self, text: Any, what: str) -> None:
+        if not isinstance(text, str):
+            raise ValueError(f"tests: {what} must be Python code (a string), got {text!r:.80}")
+        try:
+            with warnings.catch_warnings():  # e.g. invalid escape sequences in the tests' strings
+                warnings.simplefilter("ignore")
+                self.tree = ast.parse(text)
+                self.reads, self.bound = _reads(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+            raise ValueError(f"tests: {what} is not valid Python ({type(error).__name__}: {error})") from None
+        self.text, self._lines = text, None
+
+    def segment(self, node: ast.expr) -> str:
+        """The source text of ``node`` (its offsets count UTF-8 bytes)."""
+        if self._lines is None:
+            self._lines = [line.encode() for line in self.text.splitlines(keepends=True)]
+        first, last = node.lineno - 1, node.end_lineno - 1
+        if first == last:
+            return self._lines[first][node.col_offset : node.end_col_offset].decode()
+        middle = b"".join(self._lines[first + 1 : last])
+        return (self._lines[first][node.col_offset :] + middle + self._lines[last][: node.end_col_offset]).decode()
 
 
 # ----------------------------------------------------------------------------------------------
 # parsing a row
-
-
-def _python(code: Any, what: str) -> str:
-    if not isinstance(code, str):
-        raise ValueError(f"tests: {what} must be Python code (a string), got {code!r:.80}")
-    try:
-        with warnings.catch_warnings():  # e.g. invalid escape sequences in the tests' strings
-            warnings.simplefilter("ignore")
-            ast.parse(code)
-            symtable.symtable(code, what, "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-        raise ValueError(f"tests: {what} is not valid Python ({type(error).__name__}: {error})") from None
-    return code
 
 
 def parse(tests: Mapping[str, Any]) -> AssertTests:
@@ -383,33 +496,29 @@ def parse(tests: Mapping[str, Any]) -> AssertTests:
         raise ValueError("tests: 'asserts' must be a non-empty list of Python statements")
     if "inputs" in tests or "outputs" in tests:
         raise ValueError("tests: give either 'asserts' or 'inputs' and 'outputs', not both")
-    statements = tuple(_python(code, f"assert {i}") for i, code in enumerate(asserts))
-    prelude = _python(tests.get("prelude") or "", "prelude")
-    setup = _python(tests.get("setup") or "", "setup")
-    prelude_tree = ast.parse(prelude)
-    _, prelude_bound = _reads(prelude)
-    setup_reads, setup_bound = _reads(setup)
-    row = _Row(frozenset(prelude_bound), frozenset(_stubs(prelude_tree)), frozenset(setup_bound))
-    setup_tree = ast.parse(setup)
-    setup_called = _called(setup_tree)
-    only_program = {n for n in setup_reads if row.from_program(n, n in setup_called) and n not in row.stubs}
-    setup_in_program = bool(only_program & _read_at_once(setup_tree))
-    program_setup = frozenset(setup_bound) if setup_in_program else frozenset()
-    names = {n for n in setup_reads if row.from_program(n, n in setup_called)}
-    modules = {n for n in setup_reads - setup_bound if n in MODULE_NAMES and n not in names}
+    sources = [_Source(code, f"assert {i}") for i, code in enumerate(asserts)]
+    prelude, setup = _Source(tests.get("prelude") or "", "prelude"), _Source(tests.get("setup") or "", "setup")
+    row = _Row(frozenset(prelude.bound), frozenset(_stubs(prelude.tree)), frozenset(setup.bound))
+    setup_called = _called(setup.tree)
+    only_program = {n for n in setup.reads if row.from_program(n, n in setup_called) and n not in row.stubs}
+    setup_in_program = bool(only_program & _read_at_once(setup.tree))
+    program_setup = frozenset(setup.bound) if setup_in_program else frozenset()
+    names = {n for n in setup.reads if row.from_program(n, n in setup_called)}
+    modules = {n for n in setup.reads - setup.bound if n in MODULE_NAMES and n not in names}
     lifted, shadows = [], []
-    for index, statement in enumerate(statements):
-        tree = ast.parse(statement)
-        reads, bound = _reads(statement)
-        reads -= bound
+    for index, source in enumerate(sources):
+        tree, statement = source.tree, source.text
+        reads = source.reads - source.bound
         called = _called(tree)
         facing = {n for n in reads if row.from_program(n, n in called)}
         shadow = set()
-        if not facing and not reads & setup_bound:
+        if not facing and not reads & setup.bound:
             facing = shadow = {n for n in _called(tree, innermost=True) & reads if n in BUILTIN_NAMES}
-        if not facing and not reads & setup_bound:
+        if not facing and not reads & setup.bound:
             raise ValueError(f"tests: assert {index} ({statement.strip()[:80]!r}) uses nothing the program defines")
-        one = _Lifter(facing, program_setup, row).lift(tree)
+        lifter = _Lifter(facing, program_setup, row)
+        single = lifter.lift(tree, source)
+        one = (single,) if single is not None else _inline_check(tree, setup, facing, lifter)
         if one is None and setup_in_program:
             raise ValueError(
                 f"tests: assert {index} ({statement.strip()[:80]!r}) is not a lifted call, and the setup builds "
@@ -419,11 +528,11 @@ def parse(tests: Mapping[str, Any]) -> AssertTests:
         lifted.append(one)
         shadows.append(tuple(sorted(shadow)))
         names |= facing - shadow
-        modules |= {n for n in reads - facing if n in MODULE_NAMES and n not in setup_bound | row.prelude_bound}
+        modules |= {n for n in reads - facing if n in MODULE_NAMES and n not in setup.bound | row.prelude_bound}
     return AssertTests(
-        statements,
-        prelude,
-        setup,
+        tuple(source.text for source in sources),
+        prelude.text,
+        setup.text,
         setup_in_program,
         tuple(lifted),
         tuple(sorted(names)),
@@ -472,8 +581,15 @@ def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
 
 def requests(plan: AssertTests, start: int) -> bytes:
     """The lifted calls from statement ``start`` on, the program's stdin (one JSON line each)."""
-    lines = [{"eval": lifted.expression, "needs": list(lifted.needs)} for lifted in plan.lifted[start:] if lifted]
+    calls = [one for lifted in plan.lifted[start:] for one in lifted or ()]
+    lines = ({"eval": one.expression, "needs": list(one.needs), "aliases": dict(one.aliases)} for one in calls)
     return b"".join(code_harness.dumps(line) for line in lines)
+
+
+def lines_per_statement(plan: AssertTests, start: int) -> list[int]:
+    """How many result lines each statement from ``start`` on gives (its lifted calls, or the
+    tester's one report): the steps of the run, each within the time limit."""
+    return [len(lifted) if lifted else 1 for lifted in plan.lifted[start:]]
 
 
 @dataclass
@@ -493,8 +609,8 @@ class TestsBroken(ValueError):
     __test__ = False  # not a pytest test class
 
 
-def judge_reply(lifted: Lifted, statement: str, line: bytes) -> Outcome:
-    """A lifted statement's outcome from the program's reply line."""
+def judge_reply(lifted: Lifted, line: bytes) -> Outcome:
+    """A lifted call's outcome from the program's reply line."""
     try:
         reply = code_harness.parse_json(line)
         if not code_harness.is_reply(reply):
@@ -504,7 +620,7 @@ def judge_reply(lifted: Lifted, statement: str, line: bytes) -> Outcome:
         elif "missing" in reply:
             return Outcome("runtime_error", f"the program does not define {reply['missing']}")
         elif "unsent" in reply:
-            return Outcome("wrong_answer", f"{statement.strip()[:200]}: got {reply['unsent']}, which is not plain data")
+            return Outcome("wrong_answer", f"{lifted.source[:200]}: got {reply['unsent']}, which is not plain data")
         else:
             raised = str(reply["raised"])
             kind = "memory" if raised == "MemoryError" else "runtime_error"
@@ -514,8 +630,8 @@ def judge_reply(lifted: Lifted, statement: str, line: bytes) -> Outcome:
     try:
         passed = lifted.passes(value)
     except Exception as error:  # noqa: BLE001 - e.g. ordering a str against an int, as the assert would
-        return Outcome("runtime_error", f"{statement.strip()[:200]}: {type(error).__name__}: {str(error)[:200]}")
-    return Outcome(None) if passed else Outcome("wrong_answer", f"{statement.strip()[:200]}: got {_short.repr(value)}")
+        return Outcome("runtime_error", f"{lifted.source[:200]}: {type(error).__name__}: {str(error)[:200]}")
+    return Outcome(None) if passed else Outcome("wrong_answer", f"{lifted.source[:200]}: got {_short.repr(value)}")
 
 
 def judge_report(line: bytes) -> Outcome:
@@ -538,24 +654,37 @@ def judge_report(line: bytes) -> Outcome:
 
 class Judge:
     """Follows one run's result lines from statement ``start`` on (``on_line`` of
-    ``run_python``): the outcomes so far, and whether to stop (a failure, with
-    ``stop_on_failure``; the program's process ended)."""
+    ``run_python``): the statements' outcomes so far (a statement of several lifted calls
+    passes when all of them do, and fails with the first that does not), and whether to stop
+    (a failure, with ``stop_on_failure``; the program's process ended)."""
 
     def __init__(self, plan: AssertTests, start: int, stop_on_failure: bool) -> None:
         self.plan, self.start, self.stop_on_failure = plan, start, stop_on_failure
         self.outcomes: list[Outcome] = []
         self.broken: TestsBroken | None = None
+        self._owners = [
+            (index, position)
+            for index, count in enumerate(lines_per_statement(plan, start), start)
+            for position in range(count)
+        ]
+        self._seen = 0
 
     def take(self, line: bytes) -> bool:
-        index = self.start + len(self.outcomes)
+        if self._seen >= len(self._owners):
+            return True
+        index, position = self._owners[self._seen]
+        self._seen += 1
+        if len(self.outcomes) > index - self.start:  # the statement failed at an earlier call
+            return False
         try:
             if self.plan.in_tester:
                 outcome = judge_report(line)
             else:
-                outcome = judge_reply(self.plan.lifted[index], self.plan.statements[index], line)
+                outcome = judge_reply(self.plan.lifted[index][position], line)
         except TestsBroken as error:
             self.broken = error
             return True
-        self.outcomes.append(outcome)
-        failed = outcome.kind is not None
-        return (failed and self.stop_on_failure) or outcome.ended
+        last = position == len(self.plan.lifted[index] or (None,)) - 1
+        if outcome.kind is not None or last:
+            self.outcomes.append(outcome)
+        return (outcome.kind is not None and self.stop_on_failure) or outcome.ended

@@ -31,8 +31,9 @@ when the tests build their inputs from the program's own classes, the ``setup``,
 namespace; then answers requests, one JSON line each, with one line each on fd 3: ``{"value":
 plain}``, ``{"raised": "ValueError", "message": ...}``, ``{"missing": name}`` (the program
 does not define it) or ``{"unsent": why}`` (the result is not plain). A request is either
-``{"eval": expression, "needs": [names]}`` (a lifted test: the call side of ``assert CALL ==
-VALUE``; all requests are read from stdin before the program starts, so the program then
+``{"eval": expression, "needs": [names], "aliases": {name: name}}`` (a lifted test: the
+call side of ``assert CALL == VALUE``, with an inlined ``check``'s ``candidate`` read as the
+entry point; all requests are read from stdin before the program starts, so the program then
 reads an empty stdin) or ``{"call": name, "args": [plain], "kwargs": {name: plain}}`` from
 the tester, over the socket on fd 3.
 
@@ -250,7 +251,8 @@ def answer(namespace, request):
             for name in request.get("needs") or ():
                 if name not in namespace:
                     return {"missing": name}
-            value = eval(compile(request["eval"], "test", "eval", dont_inherit=True), namespace)
+            aliases = {alias: namespace[name] for alias, name in (request.get("aliases") or {}).items()}
+            value = eval(compile(request["eval"], "test", "eval", dont_inherit=True), namespace, aliases)
         else:
             name = request["call"]
             if name not in namespace:

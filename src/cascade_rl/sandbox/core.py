@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import itertools
 import json
 import logging
 import os
@@ -374,6 +375,10 @@ def _sealed_memfd(name: str, data: bytes) -> int:
     return fd
 
 
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 class _Feed:
     """The host's end of a run's stdin pipe: written as the program reads, closed at the end
     of the data (the program then reads end of file) or of the run."""
@@ -408,11 +413,13 @@ class _Feed:
 
 
 class _Steps:
-    """The host's view of a run made of ``expected`` steps (``run_python(result_lines=...)``):
-    the deadline of the current step, and the lines of the result channel seen so far."""
+    """The host's view of a run made of steps (``run_python(result_lines=...)``): step ``i``
+    ends with its ``counts[i]``-th line on the result channel, within ``step_s`` of the step
+    before; the lines seen so far."""
 
-    def __init__(self, expected: int, step_s: float, on_line: Callable[[bytes], bool] | None) -> None:
-        self.expected, self.step_s, self.on_line = expected, step_s, on_line
+    def __init__(self, counts: Sequence[int], step_s: float, on_line: Callable[[bytes], bool] | None) -> None:
+        self.ends = list(itertools.accumulate(counts))  # the line that ends each step
+        self.step_s, self.on_line = step_s, on_line
         self.deadline = time.monotonic() + step_s
         self.seen = self._scanned = 0
         self.error: Exception | None = None
@@ -420,13 +427,14 @@ class _Steps:
     def take(self, buffer: bytearray) -> bool:
         """Consume the complete lines of ``buffer`` not seen yet; True when the run should stop
         (the last line is in, or ``on_line`` asked for it)."""
-        while self.seen < self.expected:
+        while self.seen < self.ends[-1]:
             end = buffer.find(b"\n", self._scanned)
             if end < 0:
                 return False
             line, self._scanned = bytes(buffer[self._scanned : end]), end + 1
             self.seen += 1
-            self.deadline = time.monotonic() + self.step_s
+            if self.seen in self.ends:
+                self.deadline = time.monotonic() + self.step_s
             try:
                 if self.on_line is not None and self.on_line(line):
                     return True
@@ -683,7 +691,7 @@ class SandboxServer:
         int_max_str_digits: int | None = None,
         result_channel: bool = False,
         tester: str | None = None,
-        result_lines: int | None = None,
+        result_lines: int | Sequence[int] | None = None,
         on_line: Callable[[bytes], bool] | None = None,
     ) -> RunResult:
         """Run Python ``source`` as ``__main__`` in a fork of the sandboxed interpreter (no
@@ -698,18 +706,18 @@ class SandboxServer:
         the program cannot read its memory or file descriptors through /proc (package docstring).
 
         ``result_lines``: the run is that many steps, each ending with a line (``\\n``) on the
-        result channel and each given ``limits.time_s`` of wall time from the end of the one
-        before (the run as a whole: that many times the time and CPU limits); a step over its
-        time stops the run (``limit="time"``). ``on_line`` is called with each line as it
+        result channel, or a list of how many lines end each step; each step gets
+        ``limits.time_s`` of wall time from the end of the one before (the run as a whole: as
+        many times the time and CPU limits as it has steps); a step over its time stops the
+        run (``limit="time"``). ``on_line`` is called with each line as it
         arrives (without the newline) and returns True to stop the run there; the run also
         stops when the last expected line has arrived (neither is a limit: ``limit`` stays None).
         """
         if not isinstance(source, str) or not isinstance(tester, (str, type(None))):
             raise TypeError("source (and tester) must be str")
-        if result_lines is not None and (
-            isinstance(result_lines, bool) or not isinstance(result_lines, int) or result_lines < 1
-        ):
-            raise ValueError(f"result_lines must be a positive integer, got {result_lines!r}")
+        counts = [1] * result_lines if _positive_int(result_lines) else list(result_lines or ())
+        if result_lines is not None and not (counts and all(_positive_int(count) for count in counts)):
+            raise ValueError(f"result_lines must be a positive integer or a list of them, got {result_lines!r}")
         request = {
             "python": True,
             "cwd": str(self.workdir or "/tmp"),
@@ -722,10 +730,10 @@ class SandboxServer:
             },
         }
         sources = [source] + ([tester] if tester is not None else [])
-        steps = _Steps(result_lines, limits.time_s, on_line) if result_lines else None
+        steps = _Steps(counts, limits.time_s, on_line) if result_lines is not None else None
         if steps is not None:
-            cpu = limits.effective_cpu_s * result_lines
-            limits = replace(limits, time_s=limits.time_s * result_lines, cpu_s=cpu)
+            cpu = limits.effective_cpu_s * len(counts)
+            limits = replace(limits, time_s=limits.time_s * len(counts), cpu_s=cpu)
         return self._execute(
             request, stdin, limits, env, [text.encode("utf-8", "surrogateescape") for text in sources], steps
         )
