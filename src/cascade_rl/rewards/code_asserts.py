@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import marshal
 import operator
 import reprlib
@@ -429,7 +430,7 @@ def _inline_check(tree: ast.Module, setup: _Source, facing: set[str], lifter: _L
     entry = call.args[0]
     if not (isinstance(entry, ast.Name) and entry.id in facing):
         return None
-    bound = [n for n in setup.tree.body if getattr(n, "name", None) == call.func.id or _assigns(n, call.func.id)]
+    bound = [n for n in setup.tree.body if call.func.id in _top_level_names(n)]
     if len(bound) != 1 or not isinstance(bound[0], ast.FunctionDef) or bound[0].decorator_list:
         return None
     arguments = bound[0].args
@@ -453,9 +454,14 @@ def _inline_check(tree: ast.Module, setup: _Source, facing: set[str], lifter: _L
     return tuple(lifted) if lifted else None
 
 
-def _assigns(node: ast.stmt, name: str) -> bool:
-    """Whether a statement of the setup binds ``name`` (other than by ``def``)."""
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(node))
+def _top_level_names(node: ast.stmt) -> set[str]:
+    """Names a top-level statement of the setup binds (``def``, ``class``, assignments,
+    imports, and anything bound inside a compound statement)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 class _Source:
@@ -490,7 +496,25 @@ class _Source:
 
 def parse(tests: Mapping[str, Any]) -> AssertTests:
     """Plan a row's assert-style tests (module docstring); ValueError naming the statement
-    for one that cannot be run without trusting the program."""
+    for one that cannot be run without trusting the program. The plans of the last
+    :data:`PLANS_KEPT` rows are kept: a prompt's rollouts (and samples) share one."""
+    try:
+        key = json.dumps(tests, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON data: planned every time
+        return _plan(tests)
+    return _kept_plan(key)
+
+
+#: how many rows' plans :func:`parse` keeps
+PLANS_KEPT = 1024
+
+
+@lru_cache(maxsize=PLANS_KEPT)
+def _kept_plan(key: str) -> AssertTests:
+    return _plan(json.loads(key))
+
+
+def _plan(tests: Mapping[str, Any]) -> AssertTests:
     asserts = tests.get("asserts")
     if not isinstance(asserts, list) or not asserts:
         raise ValueError("tests: 'asserts' must be a non-empty list of Python statements")
@@ -499,9 +523,9 @@ def parse(tests: Mapping[str, Any]) -> AssertTests:
     sources = [_Source(code, f"assert {i}") for i, code in enumerate(asserts)]
     prelude, setup = _Source(tests.get("prelude") or "", "prelude"), _Source(tests.get("setup") or "", "setup")
     row = _Row(frozenset(prelude.bound), frozenset(_stubs(prelude.tree)), frozenset(setup.bound))
-    setup_called = _called(setup.tree)
+    setup_called = _called(setup.tree) if setup.reads & MODULE_NAMES else set()  # (a module is not called)
     only_program = {n for n in setup.reads if row.from_program(n, n in setup_called) and n not in row.stubs}
-    setup_in_program = bool(only_program & _read_at_once(setup.tree))
+    setup_in_program = bool(only_program and only_program & _read_at_once(setup.tree))
     program_setup = frozenset(setup.bound) if setup_in_program else frozenset()
     names = {n for n in setup.reads if row.from_program(n, n in setup_called)}
     modules = {n for n in setup.reads - setup.bound if n in MODULE_NAMES and n not in names}
@@ -545,11 +569,19 @@ def parse(tests: Mapping[str, Any]) -> AssertTests:
 # running and judging
 
 
-@lru_cache(maxsize=1)
-def harness() -> str:
-    """Source that defines :mod:`~cascade_rl.rewards.code_harness` in the sandbox: its code,
-    compiled once here and marshalled (the sandbox runs this very interpreter)."""
-    code = compile(Path(code_harness.__file__).read_text(encoding="utf-8"), "harness.py", "exec", dont_inherit=True)
+#: where the tester's part of :mod:`~cascade_rl.rewards.code_harness` begins
+TESTER_PART = f"\n# {'-' * 94}\n# the tester's side\n"
+
+
+@lru_cache(maxsize=2)
+def harness(tester: bool) -> str:
+    """Source that defines :mod:`~cascade_rl.rewards.code_harness` in the sandbox, compiled once
+    here (docstrings left out) and marshalled (the sandbox runs this very interpreter); the
+    program's process gets the file up to the tester's part only."""
+    text = Path(code_harness.__file__).read_text(encoding="utf-8")
+    if not tester:
+        text = text[: text.index(TESTER_PART)]
+    code = compile(text, "harness.py", "exec", dont_inherit=True, optimize=2)
     return f"import marshal\nexec(marshal.loads(bytes.fromhex({marshal.dumps(code).hex()!r})))\n"
 
 
@@ -561,7 +593,7 @@ def program_source(plan: AssertTests, program: str) -> str:
         "setup": plan.setup if plan.setup_in_program else "",
         "upfront": not plan.in_tester,
     }
-    return f"{harness()}serve({config!r})\n"
+    return f"{harness(False)}serve({config!r})\n"
 
 
 def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
@@ -576,7 +608,7 @@ def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
         "start": start,
         "stop_on_failure": stop_on_failure,
     }
-    return f"{harness()}test({config!r})\n"
+    return f"{harness(True)}test({config!r})\n"
 
 
 def requests(plan: AssertTests, start: int) -> bytes:

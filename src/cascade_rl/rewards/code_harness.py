@@ -4,10 +4,10 @@ plain values that pass between them (SPEC section 6; the threat model is in
 
 Standard library only and self-contained: the code reward compiles this file once and sends
 it into the sandbox (which cannot import the project) as a marshalled code object (the sandbox
-runs the host's own interpreter; compiling its 400 lines in every run would cost more than the
-run), followed by one call: :func:`serve` in the program's process or :func:`test` in the
-tester's (``SandboxServer.run_python(tester=...)``); the host imports it to read what comes
-out (:func:`loads`).
+runs the host's own interpreter; compiling its lines in every run would cost more than many
+runs), followed by one call: :func:`serve` in the program's process, which gets the file up to
+the tester's side only, or :func:`test` in the tester's (``SandboxServer.run_python(tester=
+...)``); the host imports it to read what comes out (:func:`loads`).
 
 **Plain values** are the only thing that leaves the program's process: ``None``, ``bool``,
 ``int`` (at most :data:`INT_DIGITS` digits), ``float``, ``complex``, ``str``, ``bytes``,
@@ -66,8 +66,8 @@ PLAIN_TYPES = (bool, bytearray, bytes, complex, dict, float, frozenset, int, lis
 #: built-in types that may cross as values (an argument ``int``, a result ``str``)
 TYPES = {kind.__name__: kind for kind in PLAIN_TYPES + (object, type, range) if kind is not type(None)}
 REPLY_KEYS = ("value", "raised", "missing", "unsent")
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STRINGS = r'"[^"\\]*(?:\\.[^"\\]*)*"'  # (compiled by re's cache when first used)
+_BRACKETS = r"[^\[\]{}]+"
 
 
 class NotPlain(TypeError):
@@ -195,7 +195,7 @@ def nested_deeper_than(text, depth):
     linear, and at C speed but for one step per ``depth`` brackets."""
     if text.count("[") + text.count("{") <= depth:
         return False
-    skeleton = _BRACKETS.sub("", _STRINGS.sub("", text))
+    skeleton = re.sub(_BRACKETS, "", re.sub(_STRINGS, "", text))
     level = 0
     for start in range(0, len(skeleton), depth):
         chunk = skeleton[start : start + depth]
