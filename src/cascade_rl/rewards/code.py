@@ -7,9 +7,10 @@ Pipeline for one response:
    ``language_penalty`` (the paper: 0 for code; -1, used for math, hurt code).
 3. :func:`extract_code` takes the program from the *answer* (rule below); none scores 0.
 4. Every test runs in the sandbox (:mod:`cascade_rl.sandbox`, one persistent sandbox per pool
-   worker, one fork per test) and its output is compared **outside** the sandbox: expected
-   outputs are never written anywhere the program can see, nor passed in argv or the
-   environment. By default the first failing test stops the program (``stop_on_failure``).
+   worker; a fork per stdin / call-based test, one process for all of a program's
+   assert-style tests) and is judged **outside** the program's process: expected outputs are
+   never written anywhere the program can see, nor passed in argv or the environment. By
+   default the first failing test stops the program (``stop_on_failure``).
 
 Code extraction rule: the **last** fenced block tagged ``python``, ``py``, ``python3`` or
 ``py3`` (any case, backtick or tilde fence, any indentation; the body is dedented); when there
@@ -30,19 +31,22 @@ that holds a JSON value other than a string (``"1000"``, ``"[1, 2]"``) also matc
 returned string equal to that text (TACO lists such outputs as plain values).
 
 Assert-style tests (MBPP, HumanEval): ``{"asserts": ["assert f(1) == 2", ...], "setup":
-optional code, "prelude": optional code}``. Each statement is one test: ``prelude`` (e.g.
-HumanEval's prompt: its imports and helper functions; the program's own definitions replace
-its stubs), the program, ``setup`` (e.g. MBPP's ``test_setup_code``, HumanEval's ``check``)
-and the statement run in one namespace (``__name__`` is ``"solution"``, so a ``__main__``
-block does not run; asserts are compiled with optimisation off). The test passes when the
-harness reaches its end: nothing raised (an ``AssertionError`` is a ``wrong_answer``, any
-other exception a ``runtime_error``) and nothing exited early (``sys.exit()``, ``os._exit``).
-The harness then writes a random token, read from stdin before the program starts (the
-program sees an empty stdin), to the result channel; the verdict compares it outside. A
-program written to search the harness's frames could find it, as it could patch the
-objects the asserts compare (an ``__eq__`` that is always true): asserts run in the
-program's process by nature, unlike the other test kinds whose verdict needs expected
-values the program never sees.
+optional code, "prelude": optional code}``. Each statement is one test, as if run after
+``prelude`` (HumanEval's prompt: its imports and helper functions; the program's own
+definitions replace its stubs), the program and ``setup`` (MBPP's ``test_setup_code``,
+HumanEval's ``check``), but the program's process never judges one
+(:mod:`cascade_rl.rewards.code_asserts` has the rules and the threat model): a statement
+``assert CALL == VALUE`` (and the other lifted forms, HumanEval ``check`` bodies made of them
+included) sends only ``CALL`` to the program, whose result comes back as a plain value (exact
+built-in types) and is compared here; any other statement runs in a *tester*, a second
+sandboxed process that calls the program's functions through a socket carrying plain values
+only. All of a program's tests run in one process of the program (as MBPP's and HumanEval's
+own harnesses do: it loads once; ``__name__`` is ``"solution"``, so a ``__main__`` block does
+not run), each statement within the time limit, a new process for the tests after a crash or
+a timeout (with ``stop_on_failure=False``). A failing comparison or ``AssertionError`` is a
+``wrong_answer``, an exception of the program a ``runtime_error`` (``MemoryError``:
+``memory``); a program that ends before answering fails the test. Rows whose tests cannot run
+without trusting the program are a named error (``details["error"]``).
 
 ``details["results"]`` lists each test's outcome in order: ``pass``, the failure kind, or
 ``not_run`` (after the first failure with ``stop_on_failure``).
@@ -75,10 +79,11 @@ back through a separate pipe (fd 3), never through stdout, so printed text canno
 result; a program that writes to that pipe itself can only claim a value it could have
 returned, since the verdict is computed outside from expected values it never sees.
 
-**Why one file of about 740 lines** (DESIGN.md: files over ~500 lines say why): one module
+**Why one file of about 750 lines** (DESIGN.md: files over ~500 lines say why): one module
 per reward domain (the registry's ``cascade_rl.rewards.code:score``); which code block counts,
-how outputs and returned values compare, the three test kinds and the harness run in the
-sandbox are together the definition of the reward, each section using the ones above it.
+how outputs and returned values compare, the three test kinds and how they run in the
+sandbox are together the definition of the reward, each section using the ones above it (the
+assert-style plan and the programs that run it in the sandbox are modules of their own).
 """
 
 from __future__ import annotations

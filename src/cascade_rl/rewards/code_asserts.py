@@ -1,6 +1,12 @@
 """Assert-style code tests (MBPP, HumanEval: ``{"asserts", "setup", "prelude"}``) on the host:
 how each statement is judged without trusting the program's process (SPEC section 6; issue 24).
 
+**Why one file of about 720 lines** (DESIGN.md: files over ~500 lines say why): it is one
+definition, what a statement's verdict may rest on: the threat model below, which names come
+from the program, which statements are lifted and how (the :class:`Lifted` plan), and how the
+lines that come back are judged against that same plan; the programs that run in the sandbox
+are :mod:`cascade_rl.rewards.code_harness`.
+
 **Threat model.** The program is written to pass, not to solve: it may patch anything in its
 own process (builtins, modules, ``sys.settrace``, frames, ``gc``, threads, ``atexit``, signal
 handlers, its file descriptors, /proc/self) and it may lie with its values (``__eq__`` always
@@ -9,17 +15,22 @@ program's process never decides one and never holds the tests:
 
 1. **Lifted statements**, compared here. ``assert CALL OP VALUE`` (any comparison, either
    order), ``assert CALL`` and ``assert not CALL``, where ``VALUE`` is a constant this module
-   evaluates itself (a literal, ``set()``, ``float('inf')``, ...) and ``CALL`` is a call of a
-   name the program defines, possibly wrapped in one built-in of one argument (``int(...)``,
-   ``sorted(...)``, ``round(..., 2)``). Only ``CALL`` goes to the program, as source text; it
-   is evaluated there and its result comes back as a plain value
+   evaluates itself (a literal, arithmetic on numbers, ``set()``, ``float('inf')``, ...) and
+   ``CALL`` is a call of a name the program defines, possibly wrapped in one built-in of one
+   argument (``int(...)``, ``sorted(...)``, ``round(..., 2)``). Only ``CALL`` goes to the
+   program, as source text; it is evaluated there and its result comes back as a plain value
    (:mod:`cascade_rl.rewards.code_harness`: exact built-in types, rebuilt by type, so a
    subclass's ``__eq__`` stays behind), then ``value OP VALUE`` is computed here on those
-   types. The program sees the arguments (as any function does), never ``VALUE``. Its
+   types, with Python's own semantics (``(4, 5) != [4, 5]``, ``1 == 1.0``, NaN equals
+   nothing). The program sees the arguments (as any function does), never ``VALUE``. Its
    arguments may use constants, displays, operators, built-in names and the program's own
    names (``max_chain_length([Pair(5, 24)], 1)``, MBPP's trees built by ``setup`` from the
    program's ``Node``); anything that calls trusted code to make an input (a prompt helper
    such as ``encode(...)``, a library) is not lifted, since the program could replace it.
+   HumanEval's ``check(entry_point)`` is lifted call by call when the ``check`` the setup
+   defines is only such asserts on its parameter (``assert candidate([1]) == [1]``; 154 of the
+   164 rows), ``candidate`` then read as the entry point; the statement passes when every call
+   does, and fails at the first that does not, as ``check`` would. All of MBPP is lifted.
 2. **Every other statement** (loops, helpers, tolerance checks: HumanEval's ``check``) runs in
    a *tester*, a second sandboxed process with trusted code only: the prompt's code (its
    helper functions are the prompt's, whatever the program defines), the setup and the
@@ -38,10 +49,12 @@ program's process never decides one and never holds the tests:
    pass.
 
 What stays in the program's process, and why it cannot matter: the prompt's code and the
-program (the program's definitions replace the prompt's stubs), the setup when it builds
-objects from the program's own classes (MBPP shows it in the prompt), and the evaluation of
-``CALL``: whatever the program does there only chooses the plain value it answers, which it
-could have returned anyway. Nothing there means "passed" (there is no token); the expected
+program (the program's definitions replace the prompt's stubs; a prompt whose own code fails
+there fails every program, as a ``runtime_error`` whose traceback names ``prompt.py``: that
+process cannot be trusted to call a row broken), the setup when it builds objects from the
+program's own classes (MBPP shows it in the prompt), and the evaluation of ``CALL``: whatever
+the program does there only chooses the plain value it answers, which it could have returned
+anyway. Nothing there means "passed" (there is no token); the expected
 values exist only here and in the tester's memory. Reading the program's stdin gives nothing:
 the requests are read before the program starts, from a pipe (not rewindable), and hold only
 the calls. A program that writes lines to its result channel itself only answers the calls

@@ -18,12 +18,15 @@ Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object)
   "seccomp"}`` (the last three: what this server could actually set up).
 * host -> server: ``{"op": "run"}`` with file descriptors attached (SCM_RIGHTS), in this order:
   request (a memfd holding the JSON request: ``argv`` or ``python``, ``cwd``, ``env``,
-  ``limits``, ``python_options``), stdin (a memfd), the write ends of the stdout and stderr
-  pipes, then optionally the result pipe (``python_options.result_fd``) and the program source
-  (a memfd, python mode). The host reads the pipes itself, so **program data never passes
-  through this process's memory**: a later program forked from this server cannot find an
-  earlier program's input, output or source in the memory it inherits.
-* host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit).
+  ``limits``, ``python_options``), the read end of the stdin pipe (the host writes it as the
+  program reads: stdin is never a file the program could rewind), the write ends of the
+  stdout and stderr pipes, then optionally the result pipe (``python_options.result_fd``), the
+  program source (a memfd, python mode) and the tester's source (a memfd,
+  ``python_options.tester``). The host writes and reads the pipes itself, so **program data
+  never passes through this process's memory**: a later program forked from this server
+  cannot find an earlier program's input, output or source in the memory it inherits.
+* host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit,
+  ``time`` for a step over its time, ``done`` when the host has the lines it waited for).
 * server -> host when the run is over: ``{"returncode", "signal", "timed_out", "limit",
   "seconds", "error", "recycle", "left"}``; by then every process of the run is dead.
   ``recycle``: the run left something in /tmp or /dev/shm that could not be removed (``left``:
@@ -36,7 +39,12 @@ namespace is reset first, through ``ns_last_pid``, so the program is pid 100 and
 sandbox's cgroup, rlimits, fds 0/1/2 (and the result fd) in place, the programs' uid, the
 seccomp filter; then either ``execvpe(argv)`` or, in *python mode*, the program is executed
 by the forked interpreter itself as a fresh ``__main__`` with the standard streams CPython
-would make (no interpreter start-up per run, the fast path of the code reward).
+would make (no interpreter start-up per run, the fast path of the code reward). A run with a
+*tester* forks two (:meth:`Server.spawn_pair`): the program, whose fd 3 is one end of a stream
+socket, and the tester, a python-mode process with the result pipe as fd 3, the socket's other
+end as fd 4 and an empty stdin, which stays undumpable, so that the program cannot open its
+memory or file descriptors through /proc even under the same uid; the run waits for the
+tester, and the program ends with it.
 
 The server is a child subreaper and not dumpable (same-uid programs cannot ptrace it or open
 its file descriptors through /proc). Its watchdog (every tick) ends a run over its wall time,
@@ -48,7 +56,7 @@ descendant and reaps them; a pooled server then removes whatever the run left in
 IPC objects, restores the permissions of /tmp, /dev/shm and the directories made for the
 interpreter, and checks that nothing is left.
 
-**Why one file of about 950 lines** (DESIGN.md: files over ~500 lines say why): the host
+**Why one file of about 1,000 lines** (DESIGN.md: files over ~500 lines say why): the host
 hands this file's source to the sandboxed interpreter (``python -I -c``), which cannot import
 the project or anything outside the standard library; the supervisor has to be one
 self-contained file. Its sections (process table, cgroup, forgetting a run, limits, the child,
