@@ -692,6 +692,22 @@ def test_an_inlined_check_fails_at_its_first_failing_call_and_reports_that_asser
     assert timed.details["results"] == ["timeout", "not_run"]
 
 
+def test_a_row_with_a_statement_for_the_tester_runs_all_its_statements_there(pool):
+    """One statement needs the tester (a loop): the tester then runs every statement, an
+    inlinable ``check`` of several asserts included, one report each."""
+    check = "def check(candidate):\n" + "".join(f"    assert candidate({i}) == {i * i}\n" for i in range(3))
+    tests = {
+        "prelude": "def square(x):\n    'stub'\n",
+        "setup": check,
+        "asserts": ["check(square)", "assert all(square(i) == i * i for i in range(4))", "check(square)"],
+    }
+    plan = parse_tests(tests).asserts
+    assert plan.in_tester and len(plan.lifted[0]) == 3
+    assert score(fenced("def square(x):\n    return x * x"), tests=tests, pool=pool).reward == 1
+    off = score(fenced("def square(x):\n    return x * x + (x == 3)"), tests=tests, pool=pool, stop_on_failure=False)
+    assert off.details["results"] == ["pass", "wrong_answer", "pass"]
+
+
 def test_which_names_come_from_the_program():
     plan = parse_tests(HUMANEVAL_LIKE).asserts
     assert plan.names == ("solve",) and plan.modules == ()  # helper (the prompt's), check (the setup's): trusted

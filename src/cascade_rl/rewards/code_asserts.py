@@ -632,9 +632,11 @@ def requests(plan: AssertTests, start: int) -> bytes:
 
 
 def lines_per_statement(plan: AssertTests, start: int) -> list[int]:
-    """How many result lines each statement from ``start`` on gives (its lifted calls, or the
-    tester's one report): the steps of the run, each within the time limit."""
-    return [len(lifted) if lifted else 1 for lifted in plan.lifted[start:]]
+    """How many result lines each statement from ``start`` on gives (its lifted calls; in a
+    tester's run, the tester's one report): the steps of the run, each within the time limit."""
+    if plan.in_tester:
+        return [1] * (plan.count - start)
+    return [len(lifted) for lifted in plan.lifted[start:]]
 
 
 @dataclass
@@ -729,7 +731,7 @@ class Judge:
         except TestsBroken as error:
             self.broken = error
             return True
-        last = position == len(self.plan.lifted[index] or (None,)) - 1
+        last = self.plan.in_tester or position == len(self.plan.lifted[index]) - 1
         if outcome.kind is not None or last:
             self.outcomes.append(outcome)
         return (outcome.kind is not None and self.stop_on_failure) or outcome.ended
