@@ -628,6 +628,7 @@ HUMANEVAL_LIKE = {
         ("assert f(1) == set()", "f(1)", "Eq", set()),
         ("assert f(1) == float('inf')", "f(1)", "Eq", float("inf")),
         ("assert f(x=1) == {1: (2, 3)}", "f(x=1)", "Eq", {1: (2, 3)}),
+        ("assert f().g([2, 7], 9) == [0, 1]", "f().g([2, 7], 9)", "Eq", [0, 1]),  # a method of its object
     ],
 )
 def test_assert_statements_lifted_to_a_call_and_a_comparison_outside(statement, expression, compare, expected):
@@ -720,6 +721,11 @@ def test_which_names_come_from_the_program():
     assert mbpp_520.asserts.names == ("square_sum",) and mbpp_520.asserts.modules == ("math",)
     shadow = parse_tests({"asserts": ["assert sum(10, 15) == 6", "assert abs(sum(1, 2) - 3) < 1"]}).asserts  # MBPP 126
     assert shadow.lifted[0][0].needs == ("sum",) and shadow.shadows == (("sum",), ("sum",)) and shadow.names == ()
+    leetcode = {
+        "prelude": "class Solution:\n    def add(self, a, b):\n        'stub'\n",
+        "asserts": ["assert Solution().add(1, 2) == 3"],
+    }
+    assert parse_tests(leetcode).asserts.names == ("Solution",)  # a class of stubs: the program's
     calendar = parse_tests({"asserts": ["assert calendar(3) == 1", "assert abs(calendar(1)) < 2"]}).asserts
     assert calendar.names == ("calendar",) and calendar.modules == ()  # called: the program's, not the module
 

@@ -16,8 +16,9 @@ program's process never decides one and never holds the tests:
 1. **Lifted statements**, compared here. ``assert CALL OP VALUE`` (any comparison, either
    order), ``assert CALL`` and ``assert not CALL``, where ``VALUE`` is a constant this module
    evaluates itself (a literal, arithmetic on numbers, ``set()``, ``float('inf')``, ...) and
-   ``CALL`` is a call of a name the program defines, possibly wrapped in one built-in of one
-   argument (``int(...)``, ``sorted(...)``, ``round(..., 2)``). Only ``CALL`` goes to the
+   ``CALL`` is a call of a name the program defines (or of a method of an object it made:
+   ``Solution().two_sum([2, 7], 9)``), possibly wrapped in one built-in of one argument
+   (``int(...)``, ``sorted(...)``, ``round(..., 2)``). Only ``CALL`` goes to the
    program, as source text; it is evaluated there and its result comes back as a plain value
    (:mod:`cascade_rl.rewards.code_harness`: exact built-in types, rebuilt by type, so a
    subclass's ``__eq__`` stays behind), then ``value OP VALUE`` is computed here on those
@@ -67,12 +68,12 @@ everything the sandbox does not isolate (see :mod:`cascade_rl.sandbox`).
 **Which names come from the program.** The names a statement reads that its row does not
 bind: not set by the setup, not built-ins, not standard-library modules used as modules
 (``math.isclose``: the tester imports them), and not defined by the prompt's code except as a
-stub (a function whose body is only docstrings, ``pass``, ``...`` or imports: HumanEval's
-entry point). A statement that reads no such name but calls a built-in (MBPP 126's ``sum(10, 15)``)
-takes that name from the program (the innermost such call: in ``abs(sum(1, 2) - 3) < 1``,
-``sum``), for that statement only (the setup's code keeps the
-built-in). The tester gets stand-ins for the names of all statements and those the setup
-reads. The setup runs in the program's process when its top level uses
+stub (a function whose body is only docstrings, ``pass``, ``...`` or imports: HumanEval's entry
+point; a class of such functions: LeetCode's ``Solution``). A statement that reads no such
+name but calls a built-in (MBPP 126's ``sum(10, 15)``) takes that name from the program (the
+innermost such call: in ``abs(sum(1, 2) - 3) < 1``, ``sum``), for that statement only (the
+setup's code keeps the built-in). The tester gets stand-ins for the names of all statements
+and those the setup reads. The setup runs in the program's process when its top level uses
 names that only the program defines (MBPP's ``root = Node(1)``), else in the tester only.
 """
 
@@ -234,14 +235,20 @@ def _called(tree: ast.AST, innermost: bool = False) -> set[str]:
 
 def _stubs(tree: ast.Module) -> set[str]:
     """Functions of the prompt's code that compute nothing yet: a body of docstrings, ``pass``,
-    ``...`` and imports only (HumanEval/115's ``max_fill`` imports ``math`` before its docstring)."""
+    ``...`` and imports only (HumanEval/115's ``max_fill`` imports ``math`` before its
+    docstring); and classes whose body is only that and such functions (LeetCode's
+    ``class Solution``)."""
 
     def idle(statement: ast.stmt) -> bool:
         constant = isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
         return constant or isinstance(statement, (ast.Pass, ast.Import, ast.ImportFrom))
 
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-    return {node.name for node in tree.body if isinstance(node, functions) and all(map(idle, node.body))}
+    def stub(node: ast.stmt) -> bool:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return all(map(idle, node.body))
+        return isinstance(node, ast.ClassDef) and all(idle(s) or stub(s) for s in node.body)
+
+    return {node.name for node in tree.body if stub(node)}
 
 
 @dataclass(frozen=True)
@@ -370,14 +377,21 @@ class _Lifter:
         return False
 
     def _call(self, node: ast.expr, needs: set[str]) -> bool:
-        """A call of one of the program's names with arguments it may evaluate."""
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.facing):
+        """A call of one of the program's names, or of a method of an object the program made
+        (``Solution().two_sum(...)``), with arguments it may evaluate."""
+        if not isinstance(node, ast.Call):
+            return False
+        function = node.func
+        if isinstance(function, ast.Attribute) and self._call(function.value, needs):
+            pass
+        elif not (isinstance(function, ast.Name) and function.id in self.facing):
             return False
         arguments = [a for a in node.args] + [k.value for k in node.keywords]
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return False
         if all(self._input(a, needs) for a in arguments):
-            needs.add(node.func.id)
+            if isinstance(function, ast.Name):
+                needs.add(function.id)
             return True
         return False
 
