@@ -1,7 +1,7 @@
 """Assert-style code tests (MBPP, HumanEval: ``{"asserts", "setup", "prelude"}``) on the host:
 how each statement is judged without trusting the program's process (SPEC section 6; issue 24).
 
-**Why one file of about 720 lines** (DESIGN.md: files over ~500 lines say why): it is one
+**Why one file of about 750 lines** (DESIGN.md: files over ~500 lines say why): it is one
 definition, what a statement's verdict may rest on: the threat model below, which names come
 from the program, which statements are lifted and how (the :class:`Lifted` plan), and how the
 lines that come back are judged against that same plan; the programs that run in the sandbox
