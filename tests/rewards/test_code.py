@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cascade_rl.rewards import code_harness
 from cascade_rl.rewards.code import (
     BigInt,
     code_blocks,
@@ -493,7 +494,7 @@ def test_assert_tests_run_prelude_program_setup_then_the_statement(pool):
     box_only = fenced("class Box:\n    def __init__(self, items):\n        self.items = items")
     stub_only = score(box_only, tests=tests, pool=pool)
     assert stub_only.reward == 0 and stub_only.details["results"] == ["wrong_answer", "not_run"]
-    assert "AssertionError" in stub_only.details["stderr"]
+    assert stub_only.details["first_failure"]["error"] == "assert total(box.items) == 30: got None"
 
 
 @pytest.mark.parametrize(
@@ -513,7 +514,7 @@ def test_bad_assert_tests_name_the_problem(tests, problem):
 
 def test_assert_tests_may_arrive_as_a_json_string():
     assert parse_tests(json.dumps(ASSERTS)) == parse_tests(ASSERTS)
-    assert parse_tests(ASSERTS).asserts == tuple(ASSERTS["asserts"])
+    assert parse_tests(ASSERTS).asserts.statements == tuple(ASSERTS["asserts"])
 
 
 def test_call_based_expected_text_matches_a_returned_string(pool):
@@ -594,3 +595,324 @@ def test_a_forking_program_is_stopped_for_cpu_before_the_wall_limit(pool):
     assert run.limit == "cpu" and not run.timed_out and run.seconds < 20, run
     result = score(spinning(3, 1.0), tests=ONE_ADD, time_limit=20, cpu_limit=0.1, pool=pool)
     assert result.reward == 0 and result.details["test_seconds"] < 20, result.details
+
+
+# ---------------------------------------------------------------------------------- assert-style: the plan (issue 24)
+
+HUMANEVAL_LIKE = {
+    "prelude": "import math\n\n\ndef helper(x):\n    return x * 10\n\n\ndef solve(xs):\n    '''stub'''\n",
+    "setup": "def check(candidate):\n    assert candidate([1]) == helper(1)\n",
+    "asserts": ["check(solve)"],
+}
+
+
+@pytest.mark.parametrize(
+    "statement, expression, compare, expected",
+    [
+        ("assert f(1, 2) == 3", "f(1, 2)", "Eq", 3),
+        ("assert 3 == f(1, 2)", "f(1, 2)", "Eq", 3),  # either order
+        ("assert f(1) != [1, 2]", "f(1)", "NotEq", [1, 2]),
+        ("assert f(1) < 10", "f(1)", "Lt", 10),
+        ("assert 10 > f(1)", "f(1)", "Lt", 10),  # swapped
+        ("assert f(1) in (1, 2)", "f(1)", "In", (1, 2)),
+        ("assert 1 in f(1)", "f(1)", "contains", 1),
+        ("assert f(1) is None", "f(1)", "Is", None),
+        ("assert f('a')", "f('a')", "truth", None),
+        ("assert not f('a')", "f('a')", "not", None),
+        ("assert int(f(5, 3)) == 35", "int(f(5, 3))", "Eq", 35),  # MBPP 912: a built-in around the call
+        ("assert round(f(1), 2) == 0.33", "round(f(1), 2)", "Eq", 0.33),
+        ("assert sorted(f([3, 1])) == [1, 3]", "sorted(f([3, 1]))", "Eq", [1, 3]),
+        ("assert f(10, 5, 1.0/3) == 0.1", "f(10, 5, 1.0/3)", "Eq", 0.1),  # MBPP 486: the source as written
+        ("assert f((4, 7.7), int) == [7.7]", "f((4, 7.7), int)", "Eq", [7.7]),  # MBPP 533: a type as argument
+        ("assert f([Pair(5, 24)], 1) == 1", "f([Pair(5, 24)], 1)", "Eq", 1),  # MBPP 601: the program's class
+        ("assert f(1) == set()", "f(1)", "Eq", set()),
+        ("assert f(1) == float('inf')", "f(1)", "Eq", float("inf")),
+        ("assert f(x=1) == {1: (2, 3)}", "f(x=1)", "Eq", {1: (2, 3)}),
+        ("assert f().g([2, 7], 9) == [0, 1]", "f().g([2, 7], 9)", "Eq", [0, 1]),  # a method of its object
+    ],
+)
+def test_assert_statements_lifted_to_a_call_and_a_comparison_outside(statement, expression, compare, expected):
+    plan = parse_tests({"asserts": [statement]}).asserts
+    [[lifted]] = plan.lifted
+    assert (lifted.expression, lifted.compare, lifted.expected) == (expression, compare, expected)
+    assert not plan.in_tester and "f" in lifted.needs
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "assert math.isclose(f(10), 385)",  # a tolerance check: the tester's math, not the program's
+        "assert abs(f(1) - 0.5) < 1e-6",
+        "assert f(encode('abc')) == 'abc'",  # a trusted function makes the input: the program could replace it
+        "assert f(list(range(3))) == 3",
+        "assert f(1) == f(2)",  # no constant side
+        "assert all(f(x) == x for x in range(3))",
+        "x = f(1)\nassert x == 2",
+        "assert f(1) is 5",  # ``is`` with anything but None, True, False
+        "assert f(1) - 3 == 0",  # a constant outside the call would reach the program
+        "check(f)",
+    ],
+)
+def test_other_assert_statements_run_in_the_tester(statement):
+    tests = {
+        "asserts": [statement],
+        "prelude": "def encode(s):\n    return s[::-1]\n",
+        "setup": "def check(g):\n    pass\n",
+    }
+    plan = parse_tests(tests).asserts
+    assert plan.lifted == (None,) and plan.in_tester and "f" in plan.names
+
+
+def test_humaneval_checks_of_plain_asserts_are_lifted_call_by_call():
+    """Most of HumanEval's ``check`` bodies are ``assert candidate(...) == ...`` statements: each
+    is a lifted call, ``candidate`` read as the entry point; the statement passes when all do."""
+    check = (
+        "def check(candidate):\n    'doc'\n    assert True, 'debugging aid'\n"
+        "    assert candidate([1, 2]) == (1 + 2, 1 * 2)\n    assert not candidate([])\n"
+    )
+    plan = parse_tests({**HUMANEVAL_LIKE, "setup": check}).asserts
+    [calls] = plan.lifted
+    assert [(c.expression, c.compare, c.expected) for c in calls] == [
+        ("candidate([1, 2])", "Eq", (3, 2)),
+        ("candidate([])", "not", None),
+    ]
+    assert calls[0].needs == ("solve",) and calls[0].aliases == (("candidate", "solve"),) and not plan.in_tester
+    for body in ("    assert candidate([1]) == helper(1)\n", "    assert False\n", "    x = 1\n"):
+        assert parse_tests({**HUMANEVAL_LIKE, "setup": f"def check(candidate):\n{body}"}).asserts.in_tester
+
+
+def test_an_inlined_check_fails_at_its_first_failing_call_and_reports_that_assert(pool):
+    check = "def check(candidate):\n" + "".join(f"    assert candidate({i}) == {i * i}\n" for i in range(5))
+    tests = {"prelude": "def square(x):\n    'stub'\n", "setup": check, "asserts": ["check(square)", "check(square)"]}
+    assert score(fenced("def square(x):\n    return x * x"), tests=tests, pool=pool).reward == 1
+    wrong = score(fenced("def square(x):\n    return 4 if x == 2 else x * x + (x == 3)"), tests=tests, pool=pool)
+    assert wrong.details["results"] == ["wrong_answer", "not_run"]
+    assert wrong.details["first_failure"]["error"] == "assert candidate(3) == 9: got 10"
+    slow = "import time\ndef square(x):\n    time.sleep(0.3)\n    return x * x"  # 1.5 s a statement: over 1 s
+    timed = score(fenced(slow), tests=tests, pool=pool, time_limit=1)
+    assert timed.details["results"] == ["timeout", "not_run"]
+
+
+def test_a_row_with_a_statement_for_the_tester_runs_all_its_statements_there(pool):
+    """One statement needs the tester (a loop): the tester then runs every statement, an
+    inlinable ``check`` of several asserts included, one report each."""
+    check = "def check(candidate):\n" + "".join(f"    assert candidate({i}) == {i * i}\n" for i in range(3))
+    tests = {
+        "prelude": "def square(x):\n    'stub'\n",
+        "setup": check,
+        "asserts": ["check(square)", "assert all(square(i) == i * i for i in range(4))", "check(square)"],
+    }
+    plan = parse_tests(tests).asserts
+    assert plan.in_tester and len(plan.lifted[0]) == 3
+    assert score(fenced("def square(x):\n    return x * x"), tests=tests, pool=pool).reward == 1
+    off = score(fenced("def square(x):\n    return x * x + (x == 3)"), tests=tests, pool=pool, stop_on_failure=False)
+    assert off.details["results"] == ["pass", "wrong_answer", "pass"]
+
+
+def test_which_names_come_from_the_program():
+    plan = parse_tests(HUMANEVAL_LIKE).asserts
+    assert plan.names == ("solve",) and plan.modules == ()  # helper (the prompt's), check (the setup's): trusted
+    stub_with_import = {
+        **HUMANEVAL_LIKE,
+        "prelude": "def helper(x):\n    return x\ndef solve(xs):\n    import math\n    '''stub'''\n",
+    }  # HumanEval/115
+    assert parse_tests(stub_with_import).asserts.names == ("solve",)
+    mbpp_520 = parse_tests({"asserts": ["assert square_sum(1) == 1", "assert math.isclose(square_sum(10), 385)"]})
+    assert mbpp_520.asserts.names == ("square_sum",) and mbpp_520.asserts.modules == ("math",)
+    shadow = parse_tests({"asserts": ["assert sum(10, 15) == 6", "assert abs(sum(1, 2) - 3) < 1"]}).asserts  # MBPP 126
+    assert shadow.lifted[0][0].needs == ("sum",) and shadow.shadows == (("sum",), ("sum",)) and shadow.names == ()
+    leetcode = {
+        "prelude": "class Solution:\n    def add(self, a, b):\n        'stub'\n",
+        "asserts": ["assert Solution().add(1, 2) == 3"],
+    }
+    assert parse_tests(leetcode).asserts.names == ("Solution",)  # a class of stubs: the program's
+    calendar = parse_tests({"asserts": ["assert calendar(3) == 1", "assert abs(calendar(1)) < 2"]}).asserts
+    assert calendar.names == ("calendar",) and calendar.modules == ()  # called: the program's, not the module
+
+
+def test_a_setup_built_from_the_programs_classes_runs_in_the_programs_process():
+    """MBPP 367 / 927: ``root = Node(1)`` needs the program's Node; the statements are lifted
+    with ``root`` evaluated there. A setup that only defines functions stays in the tester."""
+    tree = {"setup": "root = Node(1)\nroot.left = Node(2)", "asserts": ["assert (max_height(root)) == 2"]}
+    plan = parse_tests(tree).asserts
+    assert plan.setup_in_program and plan.lifted[0][0].expression == "max_height(root)"
+    assert not parse_tests(HUMANEVAL_LIKE).asserts.setup_in_program
+    deferred = {"setup": "def check():\n    assert f(Node(1)) == 1\n", "asserts": ["check()"]}
+    assert not parse_tests(deferred).asserts.setup_in_program
+
+
+@pytest.mark.parametrize(
+    "tests, problem",
+    [
+        ({"asserts": ["assert 1 + 1 == 2"]}, "assert 0 .* uses nothing the program defines"),
+        ({"asserts": ["assert True", "assert f(1) == 2"]}, "assert 0 .* uses nothing the program defines"),
+        (
+            {"setup": "root = Node(1)", "asserts": ["assert abs(depth(root) - 1) < 1e-9"]},
+            "assert 0 .* is not a lifted call, and the setup builds objects from the program's names \\(Node\\)",
+        ),
+        ({"asserts": ["nonlocal x"]}, "assert 0 is not valid Python"),
+    ],
+)
+def test_assert_tests_that_cannot_run_without_trusting_the_program_are_named_errors(tests, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_tests(tests)
+    [result] = score_batch([{"response": fenced("def f(x):\n    return 2"), "tests": tests}])
+    assert result.reward == 0 and result.details["error"].startswith("ValueError: tests: assert 0")
+
+
+# ---------------------------------------------------------------------------------- assert-style: plain values
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -(10**4000),
+        1.5,
+        float("-inf"),
+        -0.0,
+        1e-300,
+        "é\ud800",
+        b"\x00\xff",
+        bytearray(b"ab"),
+        2 - 3j,
+        [1, [2.0, "3"]],
+        (1, (2,)),
+        {1: "a", (2, 3): [4], "k": {5}},
+        {1, "a", (2,)},
+        frozenset({frozenset({1})}),
+        int,
+        str,
+    ],
+)
+def test_plain_values_cross_with_their_exact_type(value):
+    back = code_harness.loads(code_harness.dumps(code_harness.encode(value)))
+    assert back == value and type(back) is type(value)
+    if isinstance(value, (list, tuple)):
+        assert [type(v) for v in back] == [type(v) for v in value]
+
+
+def test_subclasses_cross_as_their_base_type_and_their_behaviour_stays_behind():
+    from collections import Counter, OrderedDict, namedtuple
+    from enum import IntEnum
+
+    class Liar(int):
+        __eq__ = lambda self, other: True  # noqa: E731
+        __hash__ = int.__hash__
+
+    class Text(str):
+        __str__ = lambda self: "other"  # noqa: E731
+        __iter__ = lambda self: iter("other")  # noqa: E731
+
+    Point = namedtuple("Point", "x y")
+    Colour = IntEnum("Colour", "RED")
+    cases = [(Liar(0), 0), (Text("abc"), "abc"), (Point(1, 2), (1, 2)), (Counter("aab"), {"a": 2, "b": 1})]
+    cases += [(OrderedDict(a=1), {"a": 1}), (Colour.RED, 1)]
+    for value, plain in cases:
+        back = code_harness.loads(code_harness.dumps(code_harness.encode(value)))
+        assert back == plain and type(back) is type(plain)
+    assert code_harness.loads(code_harness.dumps(code_harness.encode(Liar(0)))) != 5
+    for value in (object(), lambda: 1, range(3), iter([1]), type("C", (), {})):
+        with pytest.raises(code_harness.NotPlain):
+            code_harness.encode(value)
+    nested = []
+    for _ in range(200):
+        nested = [nested]
+    with pytest.raises(code_harness.NotPlain, match="nested more than"):
+        code_harness.encode(nested)
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        (b'{"tuple": [1], "set": [2]}', "not a plain value"),
+        (b'{"object": "os.system"}', "not a plain value"),
+        (b'{"type": "function"}', "not a plain value"),
+        (b'{"set": [[1]]}', "unhashable"),
+        (b'{"dict": [[1]]}', "pairs"),
+        (b"[" * 300 + b"]" * 300, "nested more than"),
+        (b"1" * 5000, "more than 4300 digits"),
+        (b"\xff", "utf-8"),
+        (b"[1,", "Expecting"),
+    ],
+)
+def test_decoding_is_strict(line, problem):
+    with pytest.raises(ValueError, match=problem):
+        code_harness.loads(line)
+
+
+@pytest.mark.timeout(60)  # a hang detector: a hash flood is quadratic to build
+def test_a_hash_flood_is_refused_before_any_set_is_built():
+    modulus = 2**61 - 1  # ints this far apart share a hash
+    flood = code_harness.dumps({"set": [i * modulus for i in range(200_000)]})
+    with pytest.raises(ValueError, match="share one hash"):
+        code_harness.loads(flood)
+    assert code_harness.loads(code_harness.dumps({"set": [-1, -2]})) == {-1, -2}  # (hash(-1) == hash(-2))
+
+
+# ---------------------------------------------------------------------------------- assert-style: running
+
+
+def test_assert_results_compare_with_pythons_own_semantics(pool):
+    tests = {
+        "asserts": [
+            "assert f(0) == (4, 5)",  # a list is not a tuple
+            "assert f(1) == 1",  # True == 1 == 1.0, as in Python
+            "assert f(2) == {1, 2}",  # sets: no order
+            "assert f(3) == 0.30000000000000004",  # floats compare exactly
+            "assert f(4) == float('nan')",  # NaN equals nothing
+            "assert f(5) is None",
+        ]
+    }
+    code = "def f(i):\n    return [[4, 5], True, {2, 1}, 0.1 + 0.2, float('nan'), None][i]"
+    result = score(fenced(code), tests=tests, pool=pool, stop_on_failure=False)
+    assert result.details["results"] == ["wrong_answer", "pass", "pass", "pass", "wrong_answer", "pass"]
+
+
+def test_all_tests_of_a_program_run_in_one_process_each_within_the_time_limit(pool):
+    """As MBPP's and HumanEval's own harnesses do: the program loads once, each test gets the
+    time limit from the end of the one before, and a test after a timeout or a crash runs in a
+    new process (``stop_on_failure=False``) with the program loaded again."""
+    tests = {"asserts": [f"assert f({i}) == {i}" for i in range(4)]}
+    code = (
+        "import os, time\ncalls = []\ndef f(i):\n    calls.append(i)\n    if i == 1:\n        time.sleep(30)\n"
+        "    if i == 2:\n        os._exit(3)\n    return len(calls) - 1 if i == 0 else i"
+    )
+    start = time.monotonic()
+    result = score(fenced(code), tests=tests, pool=pool, stop_on_failure=False, time_limit=1)
+    assert result.details["results"] == ["pass", "timeout", "runtime_error", "pass"]
+    assert time.monotonic() - start < 15
+    stopped = score(fenced(code), tests=tests, pool=pool, time_limit=1)
+    assert stopped.details["results"] == ["pass", "timeout", "not_run", "not_run"]
+
+
+def test_the_tester_reports_each_statement_and_rebuilds_the_programs_exceptions(pool):
+    tests = {
+        "setup": "def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError:\n        pass\n"
+        "    else:\n        raise AssertionError('no ValueError')\n    assert abs(candidate(4) - 2.0) < 1e-9\n",
+        "asserts": ["check(root)", "assert math.isclose(root(9), 3)"],
+    }
+    honest = "import math\ndef root(x):\n    if x < 0:\n        raise ValueError('negative')\n    return math.sqrt(x)"
+    assert score(fenced(honest), tests=tests, pool=pool).reward == 1
+    silent = score(fenced("def root(x):\n    return abs(x) ** 0.5"), tests=tests, pool=pool, stop_on_failure=False)
+    assert silent.details["results"] == ["wrong_answer", "pass"]
+    assert "no ValueError" in silent.details["first_failure"]["error"]
+    custom = "class Negative(Exception):\n    pass\ndef root(x):\n    raise Negative()"
+    assert score(fenced(custom), tests=tests, pool=pool).details["first_failure"]["kind"] == "runtime_error"
+    exits = score(fenced("import sys\ndef root(x):\n    sys.exit(0)"), tests=tests, pool=pool, stop_on_failure=False)
+    assert exits.details["results"] == ["runtime_error", "runtime_error"]  # never caught as the program's exception
+
+
+def test_tests_whose_own_code_fails_are_a_named_error_not_a_pass(pool):
+    broken = {"prelude": "import no_such_module_here\ndef f(x):\n    '''stub'''\n", "asserts": ["check(f)"]}
+    broken["setup"] = "def check(c):\n    for x in (1,):\n        assert c(x) == x\n"  # (the tester)
+    result = score(fenced("def f(x):\n    return x"), tests=broken, pool=pool)
+    assert result.reward == 0 and "the tests' code fails in the tester: ModuleNotFoundError" in result.details["error"]
+    unsendable = {"setup": "def check(c):\n    assert c(lambda: 1) == 1\n", "asserts": ["check(f)"]}
+    result = score(fenced("def f(g):\n    return g()"), tests=unsendable, pool=pool)
+    assert result.reward == 0 and "only plain values reach the program" in result.details["error"]
+    from cascade_rl.scoring import scoring_error
+
+    assert scoring_error(result.details)  # counted by `cascade score`

@@ -124,6 +124,70 @@ def test_run_python_result_channel_and_exit_codes():
     assert b'File "main.py", line 3' in crashed.stderr
 
 
+def test_stdin_is_a_pipe_read_once_in_full_and_never_rewound():
+    """Issue 24: stdin was a memfd the program could rewind (lseek, /proc/self/fd/0)."""
+    data = bytes(range(256)) * 4096  # 1 MiB: more than a pipe holds, written as the program reads
+    source = (
+        "import os, sys\ndata = sys.stdin.buffer.read()\n"
+        "print(len(data), hash(data) == hash(bytes(range(256)) * 4096))\n"
+        "for rewind in (lambda: os.lseek(0, 0, 0), lambda: sys.stdin.buffer.seek(0)):\n    try:\n"
+        "        rewind()\n        print('rewound')\n    except OSError as error:\n"
+        "        print(type(error).__name__)\n"
+        "print(os.read(0, 10), os.fstat(0).st_mode & 0o170000 == 0o010000)"
+    )
+    result = sandbox.run_python(source, stdin=data)
+    assert result.stdout == b"1048576 True\nOSError\nUnsupportedOperation\nb'' True\n", result.stderr
+    unread = sandbox.run_python("print('done')", stdin=data)  # a program that never reads its stdin
+    assert unread.stdout == b"done\n" and unread.returncode == 0
+
+
+def test_a_run_of_steps_gives_each_line_the_time_limit_and_stops_when_told():
+    """``result_lines``: each line on the result channel within ``time_s`` of the one before;
+    ``on_line`` sees each line and may stop the run; the run ends when the last line is in."""
+    steps = "import os, time\nfor delay in (0.6, 0.6, 0.6, 30):\n    time.sleep(delay)\n    os.write(3, b'line\\n')"
+    limits = Limits(time_s=1.0)
+    with SandboxServer() as server:
+        start = time.monotonic()
+        run = server.run_python(steps, result_lines=4, limits=limits)  # 1.8 s in all: over 1 s, each step under
+        assert run.result == b"line\nline\nline\n" and run.limit == "time" and run.timed_out
+        assert time.monotonic() - start < 5
+        seen = []
+        run = server.run_python(steps, result_lines=4, limits=limits, on_line=lambda line: seen.append(line) or True)
+        assert seen == [b"line"] and run.result == b"line\n" and run.limit is None
+        hanging = "import os, time\nos.write(3, b'a\\nb\\n')\ntime.sleep(30)"
+        start = time.monotonic()
+        run = server.run_python(hanging, result_lines=2, limits=limits)
+        assert run.result == b"a\nb\n" and run.limit is None and time.monotonic() - start < 1
+        with pytest.raises(ValueError, match="result_lines"):
+            server.run_python("pass", result_lines=0)
+
+
+@pytest.mark.usefixtures("bwrap_only")
+def test_a_tester_drives_the_program_and_alone_holds_the_result_channel():
+    """``tester``: a second process of the run, joined to the program by a socket (the
+    program's fd 3, the tester's fd 4); its fd 3 is the result channel; the run is the
+    tester's, and the program's process ends with it."""
+    program = (
+        "import os, socket\nchannel = socket.socket(fileno=3)\nos.write(1, b'program ')\n"
+        "for line in channel.makefile('rb'):\n    channel.sendall(str(int(line) * 2).encode() + b'\\n')\n"
+    )
+    tester = (
+        "import os, socket, sys\nchannel = socket.socket(fileno=4)\nreplies = channel.makefile('rb')\n"
+        "for n in (1, 2, 3):\n    channel.sendall(b'%d\\n' % n)\n    os.write(3, replies.readline())\n"
+        "status = open('/proc/self/status').read()\n"
+        "os.write(1, b'tester stdin %r ' % sys.stdin.read())\n"
+    )
+    with SandboxServer() as server:
+        run = server.run_python(program, tester=tester, result_lines=3, stdin=b"for the program")
+        assert run.result == b"2\n4\n6\n", run
+        alone = server.run_python("import os\nos.write(3, b'forged\\n')", tester="import time\ntime.sleep(0.3)")
+        assert alone.result == b"" and alone.returncode == 0  # the program's fd 3 is the socket, not the channel
+        dumpable = server.run_python("pass", tester="import os\nos.write(3, open('/proc/self/status').read().encode())")
+        assert b"\nUid:" in dumpable.result
+        orphan = server.run_python("import time\ntime.sleep(30)", tester="pass", limits=SHORT)
+        assert orphan.limit is None and orphan.seconds < 1  # the program does not outlive the tester
+
+
 def test_run_python_waits_for_threads_and_runs_atexit():
     source = (
         "import atexit, threading, time\natexit.register(lambda: print('bye'))\n"

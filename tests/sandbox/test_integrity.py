@@ -1,14 +1,18 @@
-"""Reward integrity between pooled programs and whole-program limits (issue 13; SPEC section 6).
+"""Reward integrity between pooled programs and whole-program limits (issue 13), and for
+assert-style tests (issue 24); SPEC section 6.
 
 Kept beside the attacker-style suite of test_adversarial.py. The channel tests follow one
 pattern: program A leaves something behind in a one-worker pool, then program B, on that same
 worker, must see none of it and score exactly as it does in a fresh sandbox. The limit tests
-check that memory and CPU are counted for the whole program, whichever way it holds them.
+check that memory and CPU are counted for the whole program, whichever way it holds them. The
+assert-style tests (last section) run programs written to pass MBPP and HumanEval rows without
+solving them, one family of issue 24 each, against every row, beside the honest solutions.
 """
 
 import json
 import os
 import platform
+import secrets
 import shutil
 import subprocess
 import sys
@@ -365,3 +369,369 @@ def test_cgroups_of_a_closed_sandbox_are_removed():
     assert server.run_python("print(1)").stdout == b"1\n"
     server.close()
     assert directories == [] or not any(directory.exists() for directory in directories)
+
+
+# ---------------------------------------------------------------------------------- assert-style tests (issue 24)
+#
+# MBPP and HumanEval rows (``tests: {asserts, setup, prelude}``) against programs written to pass
+# without solving the task, one family of the issue per block below. Before issue 24 the asserts
+# ran in the program's own process and namespace, and every attack below scored 1 (checked against
+# that code). Each attack runs against every row it could fool (inline rows in HumanEval's format
+# and MBPP's, and the real-format samples converted by the project's converters), and the honest
+# solution of each row must still score 1 (the controls).
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+
+LARGER = {"asserts": ["assert larger(3, 5) == 5", "assert larger(-1, -4) == -1", "assert larger(7, 7) == 7"]}
+REMOVE = {"asserts": ['assert remove_char("hello", "l") == "heo"', 'assert remove_char("xyz", "q") == "xyz"']}
+TRUNCATE = {  # a tolerance check inside HumanEval's check()
+    "prelude": 'def truncate(number: float) -> float:\n    """The decimal part of a positive number."""\n',
+    "setup": "def check(candidate):\n    assert abs(candidate(3.5) - 0.5) < 1e-6\n"
+    "    assert abs(candidate(1.25) - 0.25) < 1e-6\n",
+    "asserts": ["check(truncate)"],
+}
+ROOT = {  # a prompt helper (HumanEval/32's poly) and math.fabs inside the check, random inputs
+    "prelude": 'import math\n\n\ndef poly(xs: list, x: float):\n    """xs[0] + xs[1] * x + ..."""\n'
+    "    return sum(c * math.pow(x, i) for i, c in enumerate(xs))\n\n\n"
+    'def find_root(xs: list):\n    """A zero of the odd-degree polynomial xs."""\n',
+    "setup": "def check(candidate):\n    import math\n    import random\n    rng = random.Random(7)\n"
+    "    for _ in range(20):\n        xs = [rng.randint(1, 9) for _ in range(2 * rng.randint(1, 3))]\n"
+    "        x = candidate(list(xs))\n        assert math.fabs(poly(xs, x)) < 1e-4\n",
+    "asserts": ["check(find_root)"],
+}
+SHIFT = {  # a prompt helper (HumanEval/50's encode_shift) and random words
+    "prelude": 'def shift_encode(s: str):\n    """Every letter shifted by 3."""\n'
+    "    return ''.join(chr((ord(c) - 97 + 3) % 26 + 97) for c in s)\n\n\n"
+    'def shift_decode(s: str):\n    """Decodes shift_encode."""\n',
+    "setup": "def check(candidate):\n    from random import randint, choice\n    import string\n"
+    "    for _ in range(30):\n        word = ''.join(choice(string.ascii_lowercase) for _ in range(randint(5, 12)))\n"
+    "        assert candidate(shift_encode(word)) == word\n",
+    "asserts": ["check(shift_decode)"],
+}
+RUNNING = {
+    "prelude": "from typing import List\n\n\n"
+    'def running_max(numbers: List[int]) -> List[int]:\n    """Running maxima."""\n',
+    "setup": "def check(candidate):\n    assert candidate([]) == []\n"
+    "    assert candidate([1, 3, 2, 5]) == [1, 3, 3, 5]\n",
+    "asserts": ["check(running_max)"],
+}
+INLINE = {
+    "larger": (LARGER, "larger", "def larger(a, b):\n    return a if a > b else b"),
+    "remove_char": (REMOVE, "remove_char", "def remove_char(s, c):\n    return s.replace(c, '')"),
+    "truncate": (TRUNCATE, "truncate", "def truncate(x):\n    return x % 1.0"),
+    "find_root": (
+        ROOT,
+        "find_root",
+        "def find_root(xs):\n    lo, hi = -1.0, 1.0\n"
+        "    while poly(xs, lo) * poly(xs, hi) > 0:\n        lo, hi = lo * 2, hi * 2\n"
+        "    while hi - lo > 1e-10:\n        mid = (lo + hi) / 2\n        if poly(xs, mid) * poly(xs, lo) > 0:\n"
+        "            lo = mid\n        else:\n            hi = mid\n    return lo",
+    ),
+    "shift_decode": (
+        SHIFT,
+        "shift_decode",
+        "def shift_decode(s):\n    return ''.join(chr((ord(c) - 97 - 3) % 26 + 97) for c in s)",
+    ),
+    "running_max": (
+        RUNNING,
+        "running_max",
+        "def running_max(numbers):\n    out = []\n    for n in numbers:\n"
+        "        out.append(max(out[-1], n) if out else n)\n"
+        "    return out",
+    ),
+}
+
+
+def sample_rows() -> dict:
+    """The real-format samples, converted by the project's converters: name -> (tests, function,
+    the dataset's own solution)."""
+    from cascade_rl.data.convert import humaneval, mbpp
+
+    rows = {}
+    for line in (SAMPLES / "mbpp.jsonl").read_text().splitlines():
+        source = json.loads(line)
+        function = source["test_list"][0].split("assert ")[1].split("(")[0]
+        rows[f"mbpp-{source['task_id']}"] = (mbpp(source)["tests"], function, source["code"])
+    for line in (SAMPLES / "humaneval.jsonl").read_text().splitlines():
+        source = json.loads(line)
+        rows[source["task_id"]] = (
+            humaneval(source)["tests"],
+            source["entry_point"],
+            source["prompt"] + source["canonical_solution"],
+        )
+    return rows
+
+
+ROWS = {**INLINE, **sample_rows()}
+
+TOKEN = "import os, sys\n_t = sys._getframe(1).f_globals.get('_token', b'')\n"  # where the pass token was
+LIAR_METHODS = (
+    "    __eq__ = __le__ = __ge__ = __lt__ = __gt__ = __contains__ = lambda self, other: True\n"
+    "    __ne__ = lambda self, other: False\n"
+    "    __sub__ = __rsub__ = __add__ = __radd__ = __mul__ = __truediv__ = lambda self, other: self\n"
+    "    __abs__ = __neg__ = lambda self: self\n"
+    "    __bool__ = lambda self: True\n"
+)
+READER = (  # the expected values, parsed out of any test text found in the frames' constants
+    "import ast, gc, sys\n"
+    "def _texts():\n    frame = sys._getframe()\n    while frame is not None:\n"
+    "        yield from (c for c in frame.f_code.co_consts if isinstance(c, str))\n        frame = frame.f_back\n"
+    "    yield from (o for o in gc.get_objects() if isinstance(o, str))\n"
+    "def _answers():\n    table = {}\n    for text in _texts():\n        try:\n            tree = ast.parse(text)\n"
+    "        except Exception:\n            continue\n        for node in ast.walk(tree):\n"
+    "            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) and len(node.comparators) == 1:\n"
+    "                try:\n                    args = [ast.literal_eval(a) for a in node.left.args]\n"
+    "                    table[repr(args)] = ast.literal_eval(node.comparators[0])\n"
+    "                except Exception:\n                    pass\n    return table\n"
+)
+#: family -> attack -> program; ``{name}`` is the function the row tests
+ATTACKS = {
+    "lying values": {
+        "an object equal to everything": "class Liar:\n"
+        + LIAR_METHODS
+        + "def {name}(*args, **kwargs):\n    return Liar()",
+        "an int subclass": "class I(int):\n"
+        + LIAR_METHODS
+        + "    __hash__ = int.__hash__\ndef {name}(*a, **k):\n    return I(0)",
+        "a float subclass": "class F(float):\n" + LIAR_METHODS + "    __hash__ = float.__hash__\n"
+        "def {name}(*a, **k):\n    return F(9.0)",
+        "a str subclass": "class S(str):\n"
+        + LIAR_METHODS
+        + "    __hash__ = str.__hash__\ndef {name}(*a, **k):\n    return S('')",
+        "a list subclass": "class L(list):\n" + LIAR_METHODS + "def {name}(*a, **k):\n    return L()",
+        "a float whose difference has abs 0": "class Zero:\n    __abs__ = lambda self: 0.0\n"
+        "    __lt__ = lambda self, o: True\n"
+        "class F(float):\n    __sub__ = lambda self, other: Zero()\ndef {name}(*a, **k):\n    return F(9.0)",
+    },
+    "shared namespace": {
+        "redefining abs": "def abs(x):\n    return 0.0\ndef {name}(*a, **k):\n    return 9.0",
+        "replacing __builtins__": "import builtins as _b\n__builtins__ = dict(vars(_b), abs=lambda x: 0.0, "
+        "isinstance=lambda *a: True)\ndef {name}(*a, **k):\n    return 9.0",
+    },
+    "patched modules": {
+        "patched builtins and math": "import builtins, math\nbuiltins.abs = lambda x: 0.0\nmath.fabs = lambda x: 0.0\n"
+        "math.isclose = lambda *a, **k: True\ndef {name}(*a, **k):\n    return 0.0",
+        "a fake random module": "import sys, types\n"
+        "sys.modules['random'] = types.SimpleNamespace(randint=lambda a, b: 0, "
+        "choice=lambda s: 'a', Random=lambda seed: types.SimpleNamespace(randint=lambda a, b: 1))\n"
+        "def {name}(s=None, *a):\n    return s",
+        "a module planted where imports might look": "import os\nfake = 'def randint(a, b):\\n    return 0\\n'\n"
+        "fake += 'def choice(s):\\n    return s[0]\\nclass Random:\\n    def __init__(self, seed):\\n        pass\\n'\n"
+        "fake += '    def randint(self, a, b):\\n        return 1\\n'\n"
+        "for folder in ('/tmp', os.getcwd()):\n    for module in ('random', 'math', 'string'):\n"
+        "        with open(os.path.join(folder, module + '.py'), 'w') as planted:\n"
+        "            planted.write(fake + 'fabs = isclose = lambda *a, **k: 0\\n')\n"
+        "def {name}(s=None, *a):\n    return s",
+        "a patched __import__": "import builtins, math, types\n_real = builtins.__import__\n"
+        "fake = types.ModuleType('math')\n"
+        "fake.__dict__.update(vars(math))\nfake.fabs = fake.isclose = lambda *a, **k: 0.0\n"
+        "builtins.__import__ = lambda name, *a, **k: fake if name == 'math' else _real(name, *a, **k)\n"
+        "def {name}(*a, **k):\n    return 0.0",
+    },
+    "harness control flow": {
+        "replacing exec": "import builtins\nbuiltins.exec = lambda *a, **k: None\nbuiltins.eval = lambda *a, **k: None",
+        "replacing compile": "import builtins\n_c = builtins.compile\n"
+        "builtins.compile = lambda source, name, mode, *a, **k: _c('pass' if mode == 'exec' else 'None', name, mode)",
+        "a trace function jumping over the test": "import sys\ndef _jump(frame, event, arg):\n"
+        "    if event == 'line' and frame.f_lineno in (6, 7):\n        frame.f_lineno = 8\n    return _jump\n"
+        "sys._getframe(1).f_trace = _jump\nsys.settrace(lambda *a: None)",
+    },
+    "reading the tests": {
+        "frames and gc": READER + "def {name}(*args):\n    return _answers().get(repr(list(args)))",
+    },
+    "forging the pass": {
+        "the token from frames": TOKEN + "os.write(3, _t)\nos._exit(0)",
+        "the token from gc": "import gc, os\nfor o in gc.get_objects():\n"
+        "    if isinstance(o, dict) and isinstance(o.get('_token'), bytes):\n"
+        "        os.write(3, o['_token'])\n        os._exit(0)",
+        "a thread after the failure": TOKEN + "import threading, time\ndef _later():\n    time.sleep(0.3)\n"
+        "    os.write(3, _t)\n    os._exit(0)\nthreading.Thread(target=_later).start()\ndef {name}(*a):\n    return 0",
+        "atexit after the failure": TOKEN + "import atexit\natexit.register(lambda: (os.write(3, _t), os._exit(0)))\n"
+        "def {name}(*a):\n    return 0",
+        "a patched traceback.print_exception": TOKEN + "import traceback\n"
+        "traceback.print_exception = lambda *a, **k: (os.write(3, _t), os._exit(0))\ndef {name}(*a):\n    return 0",
+        "a SIGALRM handler": TOKEN
+        + "import signal, time\nsignal.signal(signal.SIGALRM, lambda *a: (os.write(3, _t), os._exit(0)))\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.05)\ndef {name}(*a):\n    time.sleep(1)\n    return 0",
+        "results written to the result channel": "import os\n"
+        "for guess in (b'{\"value\":true}', b'{\"kind\":null}', b'{\"value\":0}'):\n"
+        "    os.write(3, guess + b'\\n' * 50)\nos._exit(0)",
+    },
+    "re-reading stdin": {
+        "lseek": "import os\nos.lseek(0, 0, 0)\nos.write(3, os.read(0, 64))\nos._exit(0)",
+        "/proc/self/fd/0": "import os\nos.write(3, open('/proc/self/fd/0', 'rb').read())\nos._exit(0)",
+        "sys.stdin.buffer.seek": "import os, sys\nsys.stdin.buffer.seek(0)\n"
+        "os.write(3, sys.stdin.buffer.read())\nos._exit(0)",
+    },
+}
+#: attacks on one row's prompt helpers or modules
+ROW_ATTACKS = {
+    "shared namespace": [
+        (
+            "find_root",
+            "redefining the prompt's poly",
+            "def poly(xs, x):\n    return 0.0\ndef find_root(xs):\n    return 0.0",
+        ),
+        (
+            "shift_decode",
+            "redefining the prompt's encoder",
+            "def shift_encode(s):\n    return s\ndef shift_decode(s):\n    return s",
+        ),
+        (
+            "HumanEval/1",
+            "redefining the prompt's encoder",
+            "def shift_encode(s):\n    return s\ndef shift_decode(s):\n    return s",
+        ),
+    ],
+    "patched modules": [
+        ("find_root", "math.fabs", "import math\nmath.fabs = lambda x: 0.0\ndef find_root(xs):\n    return 0.0"),
+        (
+            "mbpp-520",
+            "math.isclose",
+            "import math\nmath.isclose = lambda *a, **k: True\ndef square_sum(n):\n    return {1: 1, 3: 14}.get(n, 0)",
+        ),
+    ],
+}
+CASES = [
+    pytest.param(row, code.replace("{name}", ROWS[row][1]), id=f"{family}: {attack} [{row}]")
+    for family, attacks in ATTACKS.items()
+    for attack, code in attacks.items()
+    for row in ROWS
+] + [
+    pytest.param(row, code, id=f"{family}: {attack} [{row}]")
+    for family, rows in ROW_ATTACKS.items()
+    for row, attack, code in rows
+]
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    with SandboxPool(1) as pool:
+        yield pool
+
+
+@pytest.mark.parametrize("row, code", CASES)
+def test_a_program_cannot_pass_assert_tests_without_solving_the_task(one_worker, row, code):
+    tests, _, _ = ROWS[row]
+    result = score(program(code), tests=tests, pool=one_worker, time_limit=5)
+    assert result.reward == 0, result.details
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_honest_solutions_pass_the_same_rows(one_worker, row):
+    tests, _, solution = ROWS[row]
+    result = score(program(solution), tests=tests, pool=one_worker)
+    assert result.reward == 1, result.details
+
+
+SEARCH_ALL_MEMORY = """
+import gc, os, re
+FOUND = re.compile(rb'zq-[0-9a-f]{16}')
+
+def look(data, found):
+    found.extend(m.decode() for m in FOUND.findall(data))
+
+def read(path, size=1 << 20):
+    try:
+        with open(path, 'rb', 0) as handle:
+            return handle.read(size)
+    except OSError:
+        return b''
+
+def memory(pid, found):
+    try:
+        maps = open(f'/proc/{pid}/maps').read().splitlines()
+        with open(f'/proc/{pid}/mem', 'rb', 0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                start, end = (int(x, 16) for x in span.split('-'))
+                if 'r' in perms and '[v' not in line and end - start < 1 << 28:
+                    try:
+                        mem.seek(start)
+                        look(mem.read(end - start), found)
+                    except (OSError, OverflowError, ValueError):
+                        pass
+    except OSError:
+        pass
+
+def secret(*args):
+    found = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        memory(pid, found)
+        for part in ('cmdline', 'environ'):
+            look(read(f'/proc/{pid}/{part}'), found)
+        try:
+            fds = os.listdir(f'/proc/{pid}/fd')
+        except OSError:
+            fds = []
+        for fd in fds:
+            look(read(f'/proc/{pid}/fd/{fd}'), found)
+    for obj in gc.get_objects():
+        if isinstance(obj, (str, bytes)):
+            look(obj.encode() if isinstance(obj, str) else obj, found)
+    return found[0] if found else 'nothing'
+"""
+
+
+@pytest.mark.parametrize("tester", [False, True], ids=["lifted", "in the tester"])
+def test_the_expected_values_are_nowhere_the_program_can_read(one_worker, tester):
+    """The program reads the memory, file descriptors, command lines and environments of every
+    process it can see (its own, the tester's, the supervisor's) and its own objects, looking for
+    the expected value, whose form it knows: before issue 24 it was in the program's own memory."""
+    needle = "zq-" + secrets.token_hex(8)
+    if tester:
+        tests = {
+            "setup": f"def check(candidate):\n    for _ in range(1):\n        assert candidate() == {needle!r}\n",
+            "asserts": ["check(secret)"],
+        }
+    else:
+        tests = {"asserts": [f"assert secret() == {needle!r}"]}
+    result = score(program(SEARCH_ALL_MEMORY), tests=tests, pool=one_worker, time_limit=20)
+    assert result.reward == 0 and result.details["first_failure"]["kind"] == "wrong_answer", result.details
+
+
+PROC_PROBE = (  # runs in the call, while the tester waits for the answer; pid 1 is bwrap's init
+    "import os\ndef f(x):\n    report = []\n    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+    "        for part in ('mem', 'environ', 'fd/3', 'fd/4'):\n            if int(pid) in (1, os.getpid()):\n"
+    "                continue\n            try:\n                open(f'/proc/{pid}/{part}', 'rb').close()\n"
+    "                report.append(f'{pid}/{part} open')\n            except OSError as error:\n"
+    "                report.append(f'{pid}/{part} {type(error).__name__}')\n"
+    "    os.write(1, repr(report).encode())\n    return x\n"
+)
+KILLER = (
+    "import os, signal\ndef f(x):\n    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+    "        if int(pid) != os.getpid():\n            try:\n                os.kill(int(pid), signal.SIGKILL)\n"
+    "            except OSError:\n                pass\n    return x"
+)
+CHECK_ONE = {"setup": "def check(c):\n    for x in (1,):\n        assert c(x) == x\n", "asserts": ["check(f)"]}
+
+
+@pytest.mark.parametrize("shared_uid", [False, True], ids=["own uid where possible", "shared uid"])
+def test_the_program_cannot_open_the_testers_memory_or_descriptors_and_killing_it_fails(monkeypatch, shared_uid):
+    """The tester is never dumpable: /proc/<tester>/mem, fd/ and environ are closed to the
+    program (whose seccomp filter also refuses ptrace), also where both run as one uid (hosts
+    that are not root); what the program can do to the tester, end it, fails the test."""
+    from cascade_rl.rewards.code_asserts import parse, program_source, tester_source
+
+    monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
+    if shared_uid:
+        core._separate_uids_failed.set()
+    plan = parse(CHECK_ONE)
+    with SandboxPool(1) as pool:
+        run = pool.submit_python(program_source(plan, PROC_PROBE), tester=tester_source(plan, 0, True)).result()
+        killed = score(program(KILLER), tests=CHECK_ONE, pool=pool)
+        honest = score(program("def f(x):\n    return x"), tests=CHECK_ONE, pool=pool)
+    assert run.result == b'{"kind":null}\n', run
+    seen = run.stdout.decode()
+    assert " open" not in seen and "PermissionError" in seen, seen  # (the supervisor's and the tester's)
+    assert killed.reward == 0 and honest.reward == 1, (killed.details, honest.details)
+
+
+def test_the_rows_cover_both_ways_of_judging():
+    """The attacks above meet lifted calls (MBPP, plain checks) and the tester (loops, prompt
+    helpers, tolerance checks), each where the issue found it."""
+    from cascade_rl.rewards.code_asserts import parse
+
+    in_tester = {name: parse(tests).in_tester for name, (tests, _, _) in ROWS.items()}
+    tester_rows = {"truncate", "find_root", "shift_decode", "HumanEval/1", "mbpp-520"}  # HumanEval/1: a loop
+    assert {name for name, tester in in_tester.items() if tester} == tester_rows

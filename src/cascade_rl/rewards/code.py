@@ -7,9 +7,10 @@ Pipeline for one response:
    ``language_penalty`` (the paper: 0 for code; -1, used for math, hurt code).
 3. :func:`extract_code` takes the program from the *answer* (rule below); none scores 0.
 4. Every test runs in the sandbox (:mod:`cascade_rl.sandbox`, one persistent sandbox per pool
-   worker, one fork per test) and its output is compared **outside** the sandbox: expected
-   outputs are never written anywhere the program can see, nor passed in argv or the
-   environment. By default the first failing test stops the program (``stop_on_failure``).
+   worker; a fork per stdin / call-based test, one process for all of a program's
+   assert-style tests) and is judged **outside** the program's process: expected outputs are
+   never written anywhere the program can see, nor passed in argv or the environment. By
+   default the first failing test stops the program (``stop_on_failure``).
 
 Code extraction rule: the **last** fenced block tagged ``python``, ``py``, ``python3`` or
 ``py3`` (any case, backtick or tilde fence, any indentation; the body is dedented); when there
@@ -30,19 +31,22 @@ that holds a JSON value other than a string (``"1000"``, ``"[1, 2]"``) also matc
 returned string equal to that text (TACO lists such outputs as plain values).
 
 Assert-style tests (MBPP, HumanEval): ``{"asserts": ["assert f(1) == 2", ...], "setup":
-optional code, "prelude": optional code}``. Each statement is one test: ``prelude`` (e.g.
-HumanEval's prompt: its imports and helper functions; the program's own definitions replace
-its stubs), the program, ``setup`` (e.g. MBPP's ``test_setup_code``, HumanEval's ``check``)
-and the statement run in one namespace (``__name__`` is ``"solution"``, so a ``__main__``
-block does not run; asserts are compiled with optimisation off). The test passes when the
-harness reaches its end: nothing raised (an ``AssertionError`` is a ``wrong_answer``, any
-other exception a ``runtime_error``) and nothing exited early (``sys.exit()``, ``os._exit``).
-The harness then writes a random token, read from stdin before the program starts (the
-program sees an empty stdin), to the result channel; the verdict compares it outside. A
-program written to search the harness's frames could find it, as it could patch the
-objects the asserts compare (an ``__eq__`` that is always true): asserts run in the
-program's process by nature, unlike the other test kinds whose verdict needs expected
-values the program never sees.
+optional code, "prelude": optional code}``. Each statement is one test, as if run after
+``prelude`` (HumanEval's prompt: its imports and helper functions; the program's own
+definitions replace its stubs), the program and ``setup`` (MBPP's ``test_setup_code``,
+HumanEval's ``check``), but the program's process never judges one
+(:mod:`cascade_rl.rewards.code_asserts` has the rules and the threat model): a statement
+``assert CALL == VALUE`` (and the other lifted forms, HumanEval ``check`` bodies made of them
+included) sends only ``CALL`` to the program, whose result comes back as a plain value (exact
+built-in types) and is compared here; any other statement runs in a *tester*, a second
+sandboxed process that calls the program's functions through a socket carrying plain values
+only. All of a program's tests run in one process of the program (as MBPP's and HumanEval's
+own harnesses do: it loads once; ``__name__`` is ``"solution"``, so a ``__main__`` block does
+not run), each statement within the time limit, a new process for the tests after a crash or
+a timeout (with ``stop_on_failure=False``). A failing comparison or ``AssertionError`` is a
+``wrong_answer``, an exception of the program a ``runtime_error`` (``MemoryError``:
+``memory``); a program that ends before answering fails the test. Rows whose tests cannot run
+without trusting the program are a named error (``details["error"]``).
 
 ``details["results"]`` lists each test's outcome in order: ``pass``, the failure kind, or
 ``not_run`` (after the first failure with ``stop_on_failure``).
@@ -75,10 +79,11 @@ back through a separate pipe (fd 3), never through stdout, so printed text canno
 result; a program that writes to that pipe itself can only claim a value it could have
 returned, since the verdict is computed outside from expected values it never sees.
 
-**Why one file of about 740 lines** (DESIGN.md: files over ~500 lines say why): one module
+**Why one file of about 750 lines** (DESIGN.md: files over ~500 lines say why): one module
 per reward domain (the registry's ``cascade_rl.rewards.code:score``); which code block counts,
-how outputs and returned values compare, the three test kinds and the harness run in the
-sandbox are together the definition of the reward, each section using the ones above it.
+how outputs and returned values compare, the three test kinds and how they run in the
+sandbox are together the definition of the reward, each section using the ones above it (the
+assert-style plan and the programs that run it in the sandbox are modules of their own).
 """
 
 from __future__ import annotations
@@ -87,9 +92,7 @@ import ast
 import asyncio
 import json
 import re
-import secrets
 import textwrap
-import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -97,7 +100,18 @@ from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any
 
 from cascade_rl.chat import split_thinking
+from cascade_rl.rewards import code_asserts
 from cascade_rl.rewards.base import Score
+from cascade_rl.rewards.code_asserts import (
+    AssertTests,
+    Judge,
+    Outcome,
+    TestsBroken,
+    lines_per_statement,
+    program_source,
+    requests,
+    tester_source,
+)
 from cascade_rl.rewards.language import is_mixed
 from cascade_rl.sandbox import Limits, RunResult, SandboxPool, isolation, shared_pool
 
@@ -134,19 +148,6 @@ else:
 _result = _target(*_arguments)
 _write(3, _dumps(_result, default=lambda v: sorted(v) if isinstance(v, (set, frozenset)) else repr(v)).encode())
 """
-
-# The assert driver: the token (stdin) goes back on fd 3 only if the test ran to its end.
-ASSERT_DRIVER = """\
-import os as _os, sys as _sys
-_write, _token = _os.write, _sys.stdin.buffer.read()
-_namespace = {{"__name__": "solution", "__builtins__": __builtins__}}
-exec(compile({prelude!r}, "prelude.py", "exec", dont_inherit=True, optimize=0), _namespace)
-exec(compile({source!r}, "solution.py", "exec"), _namespace)
-exec(compile({setup!r}, "setup.py", "exec", dont_inherit=True, optimize=0), _namespace)
-exec(compile({test!r}, "test.py", "exec", dont_inherit=True, optimize=0), _namespace)
-_write(3, _token)
-"""
-
 
 # ----------------------------------------------------------------------------------------------
 # extraction
@@ -376,17 +377,19 @@ def _parse_json(text: str | bytes) -> Any:
 
 @dataclass(frozen=True)
 class TestSuite:
-    """Parsed tests: stdin bytes per test, expected outputs, and the function for call-based."""
+    """Parsed tests: stdin bytes per test, expected outputs, and the function for call-based;
+    or the plan of assert-style tests (:mod:`cascade_rl.rewards.code_asserts`)."""
 
     __test__ = False  # not a pytest test class
 
     inputs: tuple[bytes, ...]
     expected: tuple[Any, ...]
     fn_name: str | None
-    #: assert-style tests: one statement per test, with the code run before and after the program
-    asserts: tuple[str, ...] = ()
-    prelude: str = ""
-    setup: str = ""
+    asserts: AssertTests | None = None
+
+    @property
+    def count(self) -> int:
+        return self.asserts.count if self.asserts is not None else len(self.inputs)
 
 
 def _text(value: Any, what: str) -> str:
@@ -418,31 +421,6 @@ def _expected_value(value: Any) -> Any:
     return value
 
 
-def _python(code: Any, what: str) -> str:
-    if not isinstance(code, str):
-        raise ValueError(f"tests: {what} must be Python code (a string), got {code!r:.80}")
-    try:
-        with warnings.catch_warnings():  # e.g. invalid escape sequences in the tests' strings
-            warnings.simplefilter("ignore")
-            compile(code, what, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as error:
-        raise ValueError(f"tests: {what} is not valid Python ({type(error).__name__}: {error})") from None
-    return code
-
-
-def _assert_suite(tests: Mapping[str, Any]) -> TestSuite:
-    asserts = tests.get("asserts")
-    if not isinstance(asserts, list) or not asserts:
-        raise ValueError("tests: 'asserts' must be a non-empty list of Python statements")
-    if "inputs" in tests or "outputs" in tests:
-        raise ValueError("tests: give either 'asserts' or 'inputs' and 'outputs', not both")
-    statements = tuple(_python(code, f"assert {i}") for i, code in enumerate(asserts))
-    prelude = _python(tests.get("prelude") or "", "prelude")
-    setup = _python(tests.get("setup") or "", "setup")
-    count = len(statements)
-    return TestSuite((b"",) * count, (None,) * count, None, statements, prelude, setup)
-
-
 def parse_tests(tests: Mapping[str, Any] | str) -> TestSuite:
     """Validate ``tests`` (module docstring) and prepare each test's stdin."""
     if isinstance(tests, (str, bytes)):
@@ -453,7 +431,7 @@ def parse_tests(tests: Mapping[str, Any] | str) -> TestSuite:
     if not isinstance(tests, Mapping):
         raise ValueError(f"tests must be a mapping with 'inputs' and 'outputs', got {type(tests).__name__}")
     if "asserts" in tests:
-        return _assert_suite(tests)
+        return TestSuite((), (), None, code_asserts.parse(tests))
     inputs, outputs = tests.get("inputs"), tests.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
         raise ValueError("tests: 'inputs' and 'outputs' must both be lists")
@@ -501,7 +479,8 @@ def _failure_kind(run: RunResult) -> str | None:
 
 
 def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, RunResult, str | None]:
-    """(failure kind or None, run, what went wrong beyond the kind or None) of test ``index``."""
+    """(failure kind or None, run, what went wrong beyond the kind or None) of stdin / stdout or
+    call-based test ``index``."""
     suite = program.suite
     options = {
         "stdin": suite.inputs[index],
@@ -509,8 +488,6 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         "recursion_limit": RECURSION_LIMIT,
         "int_max_str_digits": 0,
     }
-    if suite.asserts:
-        return _run_assert(runner, program, index, options)
     if suite.fn_name is None:
         run = runner.run_python(program.source, filename="solution.py", **options)
     else:
@@ -521,30 +498,6 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         return kind, run, run.error
     passed, problem = _compare(suite, index, run)
     return (None if passed else "wrong_answer"), run, problem
-
-
-def _run_assert(
-    runner: Any, program: _Program, index: int, options: dict[str, Any]
-) -> tuple[str | None, RunResult, str | None]:
-    """An assert-style test: passed when the token comes back on the result channel."""
-    suite, token = program.suite, secrets.token_hex(16).encode()
-    driver = ASSERT_DRIVER.format(
-        prelude=suite.prelude, source=program.source, setup=suite.setup, test=suite.asserts[index]
-    )
-    run = runner.run_python(driver, filename="driver.py", result_channel=True, **{**options, "stdin": token})
-    kind = _failure_kind(run)
-    if kind == "runtime_error" and _last_line(run.stderr).startswith(b"AssertionError"):
-        kind = "wrong_answer"
-    if kind is not None:
-        return kind, run, run.error
-    if run.result != token:
-        return "wrong_answer", run, "the test did not run to its end (the program exited early)"
-    return None, run, None
-
-
-def _last_line(stderr: bytes) -> bytes:
-    lines = stderr[-4096:].strip().splitlines()
-    return lines[-1].strip() if lines else b""
 
 
 def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | None]:
@@ -560,40 +513,91 @@ def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | 
         return False, f"output not comparable: {type(error).__name__}: {str(error)[:200]}"
 
 
+def _io_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
+    """Run stdin / stdout or call-based tests one process each, appending to ``outcomes``;
+    the seconds they took."""
+    seconds = 0.0
+    for index in range(program.suite.count):
+        kind, run, problem = _run_test(runner, program, index)
+        seconds += run.seconds
+        outcomes.append(Outcome(kind, problem, stderr=run.stderr_text[-STDERR_TAIL:] if kind else ""))
+        if kind is not None and program.stop_on_failure:
+            break
+    return seconds
+
+
+def _assert_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
+    """Run assert-style tests (:mod:`cascade_rl.rewards.code_asserts`), appending to
+    ``outcomes``; the seconds they took. One run holds the program's process (and the
+    tester's) for every test from the first not judged yet, each test with the time limit; a
+    run that ends early (the program crashed, a limit) judges its next test by how it ended,
+    and the tests after it get a run of their own (unless ``stop_on_failure``)."""
+    plan, seconds = program.suite.asserts, 0.0
+    while len(outcomes) < plan.count:
+        start = len(outcomes)
+        judge = Judge(plan, start, program.stop_on_failure)
+        run = runner.run_python(
+            program_source(plan, program.source),
+            filename="solution.py",
+            stdin=b"" if plan.in_tester else requests(plan, start),
+            tester=tester_source(plan, start, program.stop_on_failure) if plan.in_tester else None,
+            result_channel=True,
+            result_lines=lines_per_statement(plan, start),
+            on_line=judge.take,
+            limits=program.limits,
+            recursion_limit=RECURSION_LIMIT,
+            int_max_str_digits=0,
+        )
+        seconds += run.seconds
+        if judge.broken is not None:
+            raise judge.broken
+        stderr = run.stderr_text[-STDERR_TAIL:]
+        for outcome in judge.outcomes:
+            outcome.stderr = stderr if outcome.kind else ""
+        ended = bool(judge.outcomes) and judge.outcomes[-1].ended
+        if ended and _failure_kind(run) in ("timeout", "memory", "output_limit"):
+            judge.outcomes[-1].kind = _failure_kind(run)  # the limit that ended the program's process
+        outcomes += judge.outcomes
+        if len(outcomes) == plan.count or (program.stop_on_failure and any(o.kind for o in judge.outcomes)):
+            break
+        if not ended:  # the run stopped before the next test's line: that test failed so
+            kind = _failure_kind(run) or "wrong_answer"
+            early = "no result: the program's process ended before answering" if kind == "wrong_answer" else None
+            outcomes.append(Outcome(kind, run.error or early, stderr=stderr))
+            if program.stop_on_failure:
+                break
+    return seconds
+
+
 def _run_tests(runner: Any, program: _Program) -> Score:
     """Run a program's tests in one worker's sandbox; reward 1 only if every test passes.
     Whatever goes wrong with this program (a sandbox that cannot start, anything else) scores
-    it 0 with the error, and the batch goes on."""
-    total = len(program.suite.inputs)
-    passed, seconds, first_failure, stderr, timed_out = 0, 0.0, None, "", False
-    results = ["not_run"] * total
-    for index in range(total):
-        try:
-            kind, run, problem = _run_test(runner, program, index)
-        except Exception as error:  # noqa: BLE001 - this program scores 0, the others go on
-            failure = {"index": index, "kind": "runtime_error"}
-            details = {"passed": passed, "total": total, "timeout": timed_out, "first_failure": failure}
-            return Score(0.0, {**details, "error": f"{type(error).__name__}: {error}"})
-        seconds += run.seconds
-        timed_out = timed_out or kind == "timeout"
-        results[index] = kind or "pass"
-        if kind is None:
-            passed += 1
-            continue
-        if first_failure is None:
-            first_failure = {"index": index, "kind": kind}
-            if problem:
-                first_failure["error"] = problem
-            stderr = run.stderr_text[-STDERR_TAIL:]
-        if program.stop_on_failure:
-            break
+    it 0 with the error, and the batch goes on; tests whose own code fails score 0 with the
+    error too (``details["error"]``: a scoring error, counted by ``cascade score``)."""
+    total = program.suite.count
+    outcomes: list[Outcome] = []
+    try:
+        run_all = _assert_tests if program.suite.asserts is not None else _io_tests
+        seconds = run_all(runner, program, outcomes)
+    except Exception as error:  # noqa: BLE001 - this program scores 0, the others go on
+        failure = {"index": len(outcomes), "kind": "runtime_error"}
+        details = {"passed": 0, "total": total, "timeout": False, "first_failure": failure}
+        message = str(error) if isinstance(error, TestsBroken) else f"{type(error).__name__}: {error}"
+        return Score(0.0, {**details, "error": message})
+    failed = next(((i, o) for i, o in enumerate(outcomes) if o.kind is not None), None)
+    first_failure = None
+    if failed is not None:
+        first_failure = {"index": failed[0], "kind": failed[1].kind}
+        if failed[1].problem:
+            first_failure["error"] = failed[1].problem
+    passed = sum(o.kind is None for o in outcomes)
     details = {
         "passed": passed,
         "total": total,
         "first_failure": first_failure,
-        "results": results,
-        "timeout": timed_out,
-        "stderr": stderr,
+        "results": [o.kind or "pass" for o in outcomes] + ["not_run"] * (total - len(outcomes)),
+        "timeout": any(o.kind == "timeout" for o in outcomes),
+        "stderr": failed[1].stderr if failed else "",
         "test_seconds": round(seconds, 6),
         "isolation": isolation(),
     }
@@ -620,7 +624,7 @@ def _prepare(
     suite = parse_tests(tests)
     cpu_s = _cpu_seconds(cpu_limit, time_limit)
     limits = Limits(time_s=time_limit, cpu_s=cpu_s, memory_mb=memory_mb, output_bytes=output_bytes)
-    total = len(suite.inputs)
+    total = suite.count
     split = split_thinking(response or "")
     if not split.finished:
         return _no_run(0.0, total, "no_code", unfinished=True)

@@ -76,7 +76,18 @@ What the sandbox protects against (each property has an adversarial test in test
 * **Results cannot be forged**: a program only ever gets its own input; expected outputs
   never enter the sandbox and are compared by the caller. Program data (stdin, source,
   outputs) travels in file descriptors passed to the supervisor, never through its memory, so
-  a program forked from it cannot find another program's data.
+  a program forked from it cannot find another program's data. stdin is a pipe the host
+  writes as the program reads: read once, never rewound (no ``lseek``, no re-reading through
+  /proc/self/fd/0 from the start).
+* **A tester beside the program** (``run_python(tester=...)``): a second process of the run,
+  trusted code the caller supplies, which alone holds the result channel and talks to the
+  program through a socket. It runs under the run's limits, uid and seccomp filter, but is
+  never dumpable, so the program cannot read its memory, environment or file descriptors
+  through /proc (nor ptrace it: the filter refuses that), also where both share one uid (hosts
+  that are not root); the program can only end it, which fails the run. The code reward's
+  assert-style tests use it (:mod:`cascade_rl.rewards.code_asserts`). With ``result_lines``
+  the run is judged line by line as it goes (each step within the time limit; the caller may
+  stop it at any line).
 * **Python mode** runs the program in a fork of the supervisor's interpreter with the standard
   streams CPython itself makes for pipes: stdout block-buffered (``print`` and
   ``sys.stdout.buffer.write`` interleave as they do under ``python3 prog.py | ...``; with

@@ -7,11 +7,12 @@ See the package docstring (:mod:`cascade_rl.sandbox`) for what is and is not pro
 module-level :func:`run` and :func:`run_python` start a server for one program;
 :class:`cascade_rl.sandbox.pool.SandboxPool` keeps servers alive across programs.
 
-**Why one file of about 830 lines** (DESIGN.md: files over ~500 lines say why): it is one
+**Why one file of about 960 lines** (DESIGN.md: files over ~500 lines say why): it is one
 object, :class:`SandboxServer` (its start, its run protocol and its clean-up are the half of
-the protocol :mod:`cascade_rl.sandbox.server` speaks, about 310 lines), with what it needs
-right before it: limits and results, isolation detection, the ``bwrap`` command line, sealed
-memfds and the user-namespace helper. Splitting the protocol's two halves of one class apart
+the protocol :mod:`cascade_rl.sandbox.server` speaks, about 420 lines: writing stdin,
+reading the pipes, following a run's steps), with what it needs right before it: limits and
+results, isolation detection, the ``bwrap`` command line, sealed memfds, the stdin feed and
+step tracking, and the user-namespace helper. Splitting the protocol's two halves of one class apart
 would make each harder to check against the other.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import itertools
 import json
 import logging
 import os
@@ -34,8 +36,8 @@ import threading
 import time
 import warnings
 from array import array
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from cascade_rl.sandbox import cgroups, seccomp
@@ -374,6 +376,75 @@ def _sealed_memfd(name: str, data: bytes) -> int:
     return fd
 
 
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+class _Feed:
+    """The host's end of a run's stdin pipe: written as the program reads, closed at the end
+    of the data (the program then reads end of file) or of the run."""
+
+    def __init__(self, fd: int | None, data: bytes) -> None:
+        self.fd, self._left, self._polled = fd, memoryview(data), False
+
+    def register(self, poller: select.poll) -> None:
+        if self.fd is not None and self._left:
+            poller.register(self.fd, select.POLLOUT)
+            self._polled = True
+        else:
+            self.close(None)
+
+    def write(self, poller: select.poll) -> None:
+        try:
+            self._left = self._left[os.write(self.fd, self._left[: 1 << 16]) :]
+        except BlockingIOError:
+            return
+        except OSError:  # the program closed its stdin (or exited) without reading it all
+            self._left = memoryview(b"")
+        if not self._left:
+            self.close(poller)
+
+    def close(self, poller: select.poll | None) -> None:
+        if self.fd is None:
+            return
+        if poller is not None and self._polled:
+            poller.unregister(self.fd)
+        os.close(self.fd)
+        self.fd = None
+
+
+class _Steps:
+    """The host's view of a run made of steps (``run_python(result_lines=...)``): step ``i``
+    ends with its ``counts[i]``-th line on the result channel, within ``step_s`` of the step
+    before; the lines seen so far."""
+
+    def __init__(self, counts: Sequence[int], step_s: float, on_line: Callable[[bytes], bool] | None) -> None:
+        self.ends = list(itertools.accumulate(counts))  # the line that ends each step
+        self.step_s, self.on_line = step_s, on_line
+        self.deadline = time.monotonic() + step_s
+        self.seen = self._scanned = 0
+        self.error: Exception | None = None
+
+    def take(self, buffer: bytearray) -> bool:
+        """Consume the complete lines of ``buffer`` not seen yet; True when the run should stop
+        (the last line is in, or ``on_line`` asked for it)."""
+        while self.seen < self.ends[-1]:
+            end = buffer.find(b"\n", self._scanned)
+            if end < 0:
+                return False
+            line, self._scanned = bytes(buffer[self._scanned : end]), end + 1
+            self.seen += 1
+            if self.seen in self.ends:
+                self.deadline = time.monotonic() + self.step_s
+            try:
+                if self.on_line is not None and self.on_line(line):
+                    return True
+            except Exception as error:  # noqa: BLE001 - raised again once the run is over
+                self.error = error
+                return True
+        return True
+
+
 _USERNS_HELPER = r"""
 import ctypes, sys
 if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:   # CLONE_NEWUSER
@@ -607,7 +678,7 @@ class SandboxServer:
         if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
         request = {"argv": list(argv), "cwd": str(cwd or self.workdir or "/tmp")}
-        return self._execute(request, stdin, limits, env, source=None, result_channel=False)
+        return self._execute(request, stdin, limits, env)
 
     def run_python(
         self,
@@ -620,12 +691,34 @@ class SandboxServer:
         recursion_limit: int | None = None,
         int_max_str_digits: int | None = None,
         result_channel: bool = False,
+        tester: str | None = None,
+        result_lines: int | Sequence[int] | None = None,
+        on_line: Callable[[bytes], bool] | None = None,
     ) -> RunResult:
         """Run Python ``source`` as ``__main__`` in a fork of the sandboxed interpreter (no
         interpreter start-up). ``recursion_limit`` / ``int_max_str_digits`` are set first;
-        with ``result_channel`` the program may write to fd 3, returned as ``result``."""
-        if not isinstance(source, str):
-            raise TypeError(f"source must be a str, got {type(source).__name__}")
+        with ``result_channel`` (implied by the two options below) the program may write to
+        fd 3, returned as ``result``.
+
+        ``tester``: the Python source of a second process of the run, the *tester*, which
+        alone holds the result channel (its fd 3) and talks to the program through a stream
+        socket (the tester's fd 4, the program's fd 3); the run ends when the tester exits.
+        The tester runs under the same limits and uid as the program but is never dumpable, so
+        the program cannot read its memory or file descriptors through /proc (package docstring).
+
+        ``result_lines``: the run is that many steps, each ending with a line (``\\n``) on the
+        result channel, or a list of how many lines end each step; each step gets
+        ``limits.time_s`` of wall time from the end of the one before (the run as a whole: as
+        many times the time and CPU limits as it has steps); a step over its time stops the
+        run (``limit="time"``). ``on_line`` is called with each line as it
+        arrives (without the newline) and returns True to stop the run there; the run also
+        stops when the last expected line has arrived (neither is a limit: ``limit`` stays None).
+        """
+        if not isinstance(source, str) or not isinstance(tester, (str, type(None))):
+            raise TypeError("source (and tester) must be str")
+        counts = [1] * result_lines if _positive_int(result_lines) else list(result_lines or ())
+        if result_lines is not None and not (counts and all(_positive_int(count) for count in counts)):
+            raise ValueError(f"result_lines must be a positive integer or a list of them, got {result_lines!r}")
         request = {
             "python": True,
             "cwd": str(self.workdir or "/tmp"),
@@ -633,11 +726,17 @@ class SandboxServer:
                 "filename": filename,
                 "recursion_limit": recursion_limit,
                 "int_max_str_digits": int_max_str_digits,
-                "result_fd": result_channel,
+                "result_fd": result_channel or tester is not None or result_lines is not None,
+                "tester": tester is not None,
             },
         }
+        sources = [source] + ([tester] if tester is not None else [])
+        steps = _Steps(counts, limits.time_s, on_line) if result_lines is not None else None
+        if steps is not None:
+            cpu = limits.effective_cpu_s * len(counts)
+            limits = replace(limits, time_s=limits.time_s * len(counts), cpu_s=cpu)
         return self._execute(
-            request, stdin, limits, env, source=source.encode("utf-8", "surrogateescape"), result_channel=result_channel
+            request, stdin, limits, env, [text.encode("utf-8", "surrogateescape") for text in sources], steps
         )
 
     def _execute(
@@ -646,50 +745,58 @@ class SandboxServer:
         stdin: bytes,
         limits: Limits,
         env: Mapping | None,
-        source: bytes | None,
-        result_channel: bool,
+        sources: Sequence[bytes] = (),
+        steps: _Steps | None = None,
     ) -> RunResult:
         if not isinstance(stdin, (bytes, bytearray, memoryview)):
             raise TypeError(f"stdin must be bytes, got {type(stdin).__name__}")
         if not self.alive:
             raise SandboxError("sandbox server is not running")
         request = {**request, "env": sandbox_env(env), "limits": limits.for_server()}
+        result_channel = bool((request.get("python_options") or {}).get("result_fd"))
         mine: list[int] = []  # read ends we keep
         theirs: list[int] = []  # fds handed to the server
+        feed = None  # the write end of the program's stdin, a pipe: read once, never rewound
         try:
             theirs.append(_sealed_memfd("request", json.dumps(request).encode()))
-            theirs.append(_sealed_memfd("stdin", bytes(stdin)))
+            stdin_read, feed = os.pipe()
+            theirs.append(stdin_read)
+            os.set_blocking(feed, False)
             names = ["stdout", "stderr"] + (["result"] if result_channel else [])
             for _ in names:
                 read_end, write_end = os.pipe()
                 mine.append(read_end)
                 theirs.append(write_end)
-            if source is not None:
-                theirs.append(_sealed_memfd("source", source))
+            theirs += [_sealed_memfd(f"source{i}", source) for i, source in enumerate(sources)]
             self._sock.sendmsg([b'{"op": "run"}'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array("i", theirs))])
         except OSError as error:
-            for fd in mine:
+            for fd in mine + ([feed] if feed is not None else []):
                 os.close(fd)
             self._kill()
             return _failed(f"cannot send the run to the sandbox: {error}")
         finally:
             for fd in theirs:
                 os.close(fd)
-        return self._collect(dict(zip(mine, names)), limits)
+        return self._collect(dict(zip(mine, names)), limits, _Feed(feed, bytes(stdin)), steps)
 
-    def _collect(self, pipes: dict[int, str], limits: Limits) -> RunResult:
-        """Read the pipes (capped) until the server reports the end of the run."""
+    def _collect(self, pipes: dict[int, str], limits: Limits, feed: _Feed, steps: _Steps | None) -> RunResult:
+        """Write stdin and read the pipes (capped) until the server reports the end of the run;
+        with ``steps``, follow the result channel line by line (see :meth:`run_python`)."""
         captured = {name: bytearray() for name in pipes.values()}
         poller = select.poll()
         for fd in pipes:
             poller.register(fd, select.POLLIN)
         poller.register(self._sock.fileno(), select.POLLIN)
+        feed.register(poller)
         status: dict | None = None
-        truncated = False
+        truncated, stopping = False, None
         deadline = time.monotonic() + limits.time_s + HOST_GRACE_S
         try:
             while pipes or status is None:
                 now = time.monotonic()
+                if steps is not None and status is None and stopping is None and now >= steps.deadline:
+                    stopping = "time"
+                    self._send({"op": "kill", "reason": "time"})
                 if now >= deadline:
                     if status is None:
                         self._kill()
@@ -701,14 +808,21 @@ class SandboxServer:
                             seconds=limits.time_s,
                         )
                     break  # pipes still open: a process escaped (rlimits-only mode)
-                for fd, _ in poller.poll((deadline - now) * 1000):
+                wake = deadline if steps is None or stopping else min(deadline, steps.deadline)
+                for fd, _ in poller.poll(max(0.0, wake - now) * 1000):
+                    if fd == feed.fd:
+                        feed.write(poller)
+                        continue
                     if fd == self._sock.fileno():
                         status = self._receive(deadline)
                         poller.unregister(fd)
                         if status is None:
                             self._kill()
                             return _failed(f"sandbox server died: {self._stderr_tail()}", captured, truncated)
+                        feed.close(poller)
                         deadline = min(deadline, time.monotonic() + DRAIN_S)
+                        continue
+                    if fd not in pipes:  # the stdin pipe, closed earlier in this round
                         continue
                     chunk = os.read(fd, 1 << 16)
                     if not chunk:
@@ -722,11 +836,19 @@ class SandboxServer:
                     if len(chunk) > room and not truncated:
                         truncated = True
                         self._send({"op": "kill", "reason": "output"})
+                    if steps is not None and pipes[fd] == "result" and stopping is None and steps.take(buffer):
+                        stopping = "done"
+                        self._send({"op": "kill", "reason": "done"})
         finally:
             for fd in pipes:
                 os.close(fd)
+            feed.close(None)
         if status.get("recycle"):
             self._recycle([str(path) for path in status.get("left") or ()])
+        if status.get("limit") == "done":  # stopped by the host once its lines were in: no limit
+            status["limit"] = None
+        if steps is not None and steps.error is not None:
+            raise steps.error
         return _result(status, captured, truncated)
 
     def _send(self, message: dict) -> None:
@@ -789,7 +911,7 @@ def _result(status: dict, captured: Mapping[str, bytearray], truncated: bool) ->
         returncode=status.get("returncode"),
         stdout=bytes(captured.get("stdout", b"")),
         stderr=bytes(captured.get("stderr", b"")),
-        timed_out=bool(status.get("timed_out")),
+        timed_out=bool(status.get("timed_out")) or limit == "time",
         output_truncated=truncated,
         seconds=float(status.get("seconds", 0.0)),
         killed_by_signal=signal_number,

@@ -18,12 +18,15 @@ Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object)
   "seccomp"}`` (the last three: what this server could actually set up).
 * host -> server: ``{"op": "run"}`` with file descriptors attached (SCM_RIGHTS), in this order:
   request (a memfd holding the JSON request: ``argv`` or ``python``, ``cwd``, ``env``,
-  ``limits``, ``python_options``), stdin (a memfd), the write ends of the stdout and stderr
-  pipes, then optionally the result pipe (``python_options.result_fd``) and the program source
-  (a memfd, python mode). The host reads the pipes itself, so **program data never passes
-  through this process's memory**: a later program forked from this server cannot find an
-  earlier program's input, output or source in the memory it inherits.
-* host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit).
+  ``limits``, ``python_options``), the read end of the stdin pipe (the host writes it as the
+  program reads: stdin is never a file the program could rewind), the write ends of the
+  stdout and stderr pipes, then optionally the result pipe (``python_options.result_fd``), the
+  program source (a memfd, python mode) and the tester's source (a memfd,
+  ``python_options.tester``). The host writes and reads the pipes itself, so **program data
+  never passes through this process's memory**: a later program forked from this server
+  cannot find an earlier program's input, output or source in the memory it inherits.
+* host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit,
+  ``time`` for a step over its time, ``done`` when the host has the lines it waited for).
 * server -> host when the run is over: ``{"returncode", "signal", "timed_out", "limit",
   "seconds", "error", "recycle", "left"}``; by then every process of the run is dead.
   ``recycle``: the run left something in /tmp or /dev/shm that could not be removed (``left``:
@@ -36,7 +39,12 @@ namespace is reset first, through ``ns_last_pid``, so the program is pid 100 and
 sandbox's cgroup, rlimits, fds 0/1/2 (and the result fd) in place, the programs' uid, the
 seccomp filter; then either ``execvpe(argv)`` or, in *python mode*, the program is executed
 by the forked interpreter itself as a fresh ``__main__`` with the standard streams CPython
-would make (no interpreter start-up per run, the fast path of the code reward).
+would make (no interpreter start-up per run, the fast path of the code reward). A run with a
+*tester* forks two (:meth:`Server.spawn_pair`): the program, whose fd 3 is one end of a stream
+socket, and the tester, a python-mode process with the result pipe as fd 3, the socket's other
+end as fd 4 and an empty stdin, which stays undumpable, so that the program cannot open its
+memory or file descriptors through /proc even under the same uid; the run waits for the
+tester, and the program ends with it.
 
 The server is a child subreaper and not dumpable (same-uid programs cannot ptrace it or open
 its file descriptors through /proc). Its watchdog (every tick) ends a run over its wall time,
@@ -48,7 +56,7 @@ descendant and reaps them; a pooled server then removes whatever the run left in
 IPC objects, restores the permissions of /tmp, /dev/shm and the directories made for the
 interpreter, and checks that nothing is left.
 
-**Why one file of about 950 lines** (DESIGN.md: files over ~500 lines say why): the host
+**Why one file of about 1,000 lines** (DESIGN.md: files over ~500 lines say why): the host
 hands this file's source to the sandboxed interpreter (``python -I -c``), which cannot import
 the project or anything outside the standard library; the supervisor has to be one
 self-contained file. Its sections (process table, cgroup, forgetting a run, limits, the child,
@@ -56,6 +64,7 @@ the server loop, start-up) are marked by comment rules.
 """
 
 import array
+import fcntl
 import json
 import os
 import resource
@@ -69,7 +78,6 @@ from os import _exit as hard_exit  # bound now: a program may replace os._exit
 
 CONFIG_KEYS = ("socket_fd", "isolated", "forget", "run_uid", "reset_pids", "tmp_roots", "cgroup", "seccomp")
 MiB = 1024 * 1024
-RESULT_FD = 3
 TICK_ISOLATED_S = 0.02  # process / memory watchdog period inside a pid namespace (cheap /proc)
 TICK_HOST_S = 0.1  # ... when /proc lists every process on the host (rlimits-only mode)
 MAX_FDS_PER_MESSAGE = 8
@@ -447,15 +455,14 @@ def apply_limits(limits, isolated):
         set_limit(resource.RLIMIT_NPROC, int(limits["processes"]))
 
 
-def place_fds(stdin_fd, stdout_fd, stderr_fd, result_fd):
-    os.dup2(stdin_fd, 0)
-    os.dup2(stdout_fd, 1)
-    os.dup2(stderr_fd, 2)
-    first_free = 3
-    if result_fd is not None:
-        os.dup2(result_fd, RESULT_FD)
-        first_free = RESULT_FD + 1
-    os.closerange(first_free, 1 << 20)
+def place_fds(*fds):
+    """Make ``fds[i]`` file descriptor ``i`` (0, 1, 2: the standard streams; 3: the result
+    channel; 4: a tester's socket to the program) and close every other one. Each is first
+    copied above the range, so that one placed earlier never overwrites one still to place."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(len(fds), 1 << 20)
 
 
 def exit_status(error):
@@ -641,8 +648,11 @@ def install_seccomp(prepared, syscall_number):
     check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, program, 0, 0), "seccomp")
 
 
-def child_main(request, fds, server):
-    """Runs in the program's process; never returns. ``request`` None: a start-up probe."""
+def child_main(request, fds, server, tester=False):
+    """Runs in the program's process (or, with ``tester``, in the tester's: it keeps the result
+    channel, gets the socket to the program as fd 4 and is never dumpable, so the program
+    cannot open its memory or file descriptors through /proc); never returns. ``request``
+    None: a start-up probe."""
     try:
         os.setsid()
         if server.cgroup:  # the kernel's OOM killer picks the program's processes, never the server
@@ -657,16 +667,20 @@ def child_main(request, fds, server):
         if request.get("python") and fds.get("source") is not None:
             with os.fdopen(fds["source"], "rb") as handle:
                 source = handle.read().decode("utf-8", "surrogateescape")
-        place_fds(fds["stdin"], fds["stdout"], fds["stderr"], fds.get("result"))
+        extra = [fds[name] for name in ("result", "channel") if fds.get(name) is not None]
+        place_fds(fds["stdin"], fds["stdout"], fds["stderr"], *extra)
         os.chdir(request.get("cwd") or "/tmp")
         apply_limits(request["limits"], server.isolated)
         if server.run_uid is not None:
             become(server.run_uid)
-        prctl(PR_SET_DUMPABLE, 1)  # a normal process again (its own /proc files are its own)
+        # the program is a normal process again (its own /proc files are its own); the tester
+        # stays undumpable whatever the kernel's suid_dumpable made it after the uid change
+        prctl(PR_SET_DUMPABLE, 0 if tester else 1)
         if server.seccomp:
             install_seccomp(server.seccomp, server.seccomp_syscall)
         if source is not None:  # os.environ already holds the run's environment
-            run_python(source, request.get("python_options") or {})
+            options = request.get("python_options") or {}
+            run_python(source, {**options, "filename": "tests.py"} if tester else options)
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXCPU"):  # what subprocess's restore_signals does
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
@@ -775,6 +789,8 @@ class Server:
             names.append("result")
         if request.get("python"):
             names.append("source")
+        if options.get("tester"):
+            names.append("tester")
         if len(fds) != len(names):
             raise ValueError(f"expected {len(names)} file descriptors, got {len(fds)}")
         named = dict(zip(names, fds))
@@ -790,13 +806,44 @@ class Server:
         return self.supervise(pid, request["limits"], start, oom_kills)
 
     def spawn(self, request, fds):
-        """Fork the run's program (with reset_pids: as pid FIRST_PID, like every run)."""
+        """Fork the run's program (with reset_pids: as pid FIRST_PID, like every run), or the
+        program and its tester; return the pid the run waits for."""
         if self.reset_pids and not reset_pid_numbering(self.last_pid):
             raise OSError("cannot reset the pid numbering")
+        if request is not None and "tester" in fds:
+            return self.spawn_pair(request, fds)
         pid = os.fork()
         if pid == 0:
             child_main(request, fds, self)
         return pid
+
+    def spawn_pair(self, request, fds):
+        """The program and its tester, joined by a stream socket (the program's result channel,
+        the tester's fd 4). The tester gets the host's result channel and an empty stdin; the
+        run is the tester's: it ends when the tester exits, and the program with it."""
+        program_end, tester_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        empty, closed = os.pipe()
+        os.close(closed)
+        try:
+            program = {name: fd for name, fd in fds.items() if name != "tester"}
+            if os.fork() == 0:
+                child_main(request, {**program, "result": program_end.fileno()}, self)
+            tester = {
+                "stdin": empty,
+                "stdout": fds["stdout"],
+                "stderr": fds["stderr"],
+                "result": fds["result"],
+                "channel": tester_end.fileno(),
+                "source": fds["tester"],
+            }
+            pid = os.fork()
+            if pid == 0:
+                child_main(request, tester, self, tester=True)
+            return pid
+        finally:
+            program_end.close()
+            tester_end.close()
+            os.close(empty)
 
     def supervise(self, pid, limits, start, oom_kills):
         """Wait for the run within its limits; kill every process of the run at the end."""
