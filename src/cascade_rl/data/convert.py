@@ -25,6 +25,9 @@ Formats (the fields read are listed in docs/data-formats.md):
 * ``taco`` (alias ``apps``): ``question``, ``input_output``, ``starter_code`` -> code RL rows;
 * ``mbpp``: ``text``, ``test_list`` (+ ``challenge_test_list``), ``test_setup_code`` -> code RL
   rows with assert-style tests, ``split`` by task_id;
+* ``gsm8k-sft``, ``mbpp-sft``: the same rows as SFT rows whose response is the reference
+  (GSM8K's worked solution ending in ``\\boxed{}``, MBPP's ``code`` in a python block), with the
+  reward fields kept for ``cascade data verify``;
 * ``humaneval``: ``prompt``, ``test``, ``entry_point`` -> code RL rows with assert-style tests;
 * ``mcq``: MMLU, MMLU-Pro, GPQA (options shuffled with a seed per question) ->
   ``multiple_choice`` RL rows with lettered options;
@@ -332,6 +335,21 @@ def gsm8k(row: Mapping[str, Any], suffix: str = MATH_SUFFIX) -> dict:
     return {**out, "id": identifier} if identifier else out
 
 
+def sft_pair(prompt: str, response: str, source: str, **reference: Any) -> dict:
+    """An SFT row of one exchange; ``reference`` (a reward ``domain`` and its fields) lets
+    ``cascade data verify`` check the response against the ground truth."""
+    messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+    return {"messages": messages, "source": source, **reference}
+
+
+def gsm8k_sft(row: Mapping[str, Any], suffix: str = MATH_SUFFIX) -> dict:
+    """A GSM8K training solution as an SFT row: the worked solution (calculator annotations
+    removed) ending in ``The answer is $\\boxed{N}$.``, the form the math verifier reads."""
+    problem = gsm8k(row, suffix)
+    response = f"{problem['solution']}\nThe answer is $\\boxed{{{problem['answer']}}}$."
+    return sft_pair(problem["prompt"], response, "math", domain="math", answer=problem["answer"])
+
+
 def ifeval(row: Mapping[str, Any], suffix: str = "") -> dict:
     prompt = need(row, "prompt")
     if not isinstance(prompt, str):
@@ -466,6 +484,19 @@ def mbpp(row: Mapping[str, Any], suffix: str = "", split: str = "all") -> dict |
         "id": str(task_id),
     }
     return out
+
+
+def mbpp_sft(row: Mapping[str, Any], suffix: str = "", split: str = "train") -> dict | Drop:
+    """An MBPP reference solution (``code``) as an SFT row: the RL row's prompt, the solution in
+    a python block (what the code reward runs); ``split`` as for ``mbpp`` (default: train)."""
+    problem = mbpp(row, suffix, split)
+    if isinstance(problem, Drop):
+        return problem
+    code = need(row, "code")
+    if not isinstance(code, str) or not code.strip():
+        raise RowError("code is not a reference solution")
+    response = "```python\n" + code.replace("\r\n", "\n").strip() + "\n```"
+    return sft_pair(problem["prompt"], response, "code", domain="code", tests=problem["tests"], id=problem["id"])
 
 
 def humaneval(row: Mapping[str, Any], suffix: str = "") -> dict:
@@ -615,6 +646,8 @@ FORMATS: dict[str, Format] = {
         Format("livecodebench", livecodebench, "code RL rows (public + private tests)"),
         Format("taco", taco, "code RL rows (TACO / APPS)"),
         Format("mbpp", mbpp, "code RL rows with assert tests (MBPP; --split)"),
+        Format("gsm8k-sft", gsm8k_sft, "SFT rows: GSM8K worked solutions ending in \\boxed{answer}", MATH_SUFFIX),
+        Format("mbpp-sft", mbpp_sft, "SFT rows: MBPP reference solutions in a python block (--split, train)"),
         Format("humaneval", humaneval, "code RL rows with assert tests (HumanEval)"),
         Format("mcq", mcq, "multiple_choice RL rows (MMLU, MMLU-Pro, GPQA)", CHOICE_SUFFIX),
         Format("bfcl", bfcl, "tool_call RL rows with their tools"),
