@@ -44,3 +44,11 @@ def smollm2_tiny(tmp_path_factory):
     from real_model_assets import build_smollm2_tiny
 
     return build_smollm2_tiny(tmp_path_factory.mktemp("smollm2") / "model")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tiny_vllm(tmp_path_factory):
+    """:func:`smollm2_tiny` with a head size vLLM's CPU kernels take (32)."""
+    from real_model_assets import build_smollm2_tiny
+
+    return build_smollm2_tiny(tmp_path_factory.mktemp("smollm2-vllm") / "model", heads=2)

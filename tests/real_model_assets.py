@@ -13,9 +13,10 @@ ASSETS = Path(__file__).resolve().parent / "assets" / "smollm2-135m"
 TOKENIZER_FILES = ("tokenizer_config.json", "chat_template.jinja", "generation_config.json")
 
 
-def build_smollm2_tiny(path: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
+def build_smollm2_tiny(path: Path, *, hidden: int = 64, layers: int = 2, heads: int = 4, seed: int = 0) -> Path:
     """A checkpoint directory: SmolLM2's tokenizer, template and configuration, with
-    ``layers`` layers of width ``hidden`` and random weights."""
+    ``layers`` layers of width ``hidden`` and random weights (head size ``hidden / heads``:
+    vLLM's CPU kernels take 32 and more, ``heads=2``)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -30,9 +31,9 @@ def build_smollm2_tiny(path: Path, *, hidden: int = 64, layers: int = 2, seed: i
         hidden_size=hidden,
         intermediate_size=hidden * 2,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=hidden // 4,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        head_dim=hidden // heads,
         max_position_embeddings=2048,
         # wider than the real 0.02: with tied embeddings, a tiny random model at 0.02 repeats its
         # last input token forever; at 0.1 its greedy continuations vary like a model's

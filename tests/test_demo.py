@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cascade_rl.llm.vllm_engine import import_problem
+
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_WORLD = {
     "sft_general": 24,
@@ -45,7 +47,8 @@ def shortened_tiny_recipe() -> dict:
 def shortened_recipe(recipe: dict) -> dict:
     """A shipped tiny recipe at toy sizes: a small world and model, a few steps per stage."""
     recipe["world"].setdefault("sizes", {}).update(SMALL_WORLD)
-    recipe["model"]["tiny"].update(hidden_size=32, num_layers=2, intermediate_size=64)
+    # head size 32: vLLM's CPU kernels take it, so the shortened cascade samples through vLLM
+    recipe["model"]["tiny"].update(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64)
     for bench in recipe["eval"]["benchmarks"]:
         bench.update(k=1, max_new_tokens=24)
     for stage in recipe["stages"]:
@@ -77,7 +80,7 @@ def run_cascade(recipe: Path, out: Path, processes: int = 1) -> subprocess.Compl
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "CASCADE_VLLM": "on"},  # as users run it
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -114,6 +117,9 @@ def test_shortened_tiny_cascade_runs_end_to_end_and_reports(one_process):
         assert all(v is None or 0.0 <= v <= 100.0 for v in stage["eval"].values())
     markdown = (run_dir / "report.md").read_text()
     assert "toy-math" in markdown and "rlhf" in markdown
+    machine = json.loads((run_dir / "machine.json").read_text())
+    assert machine["choices"]["use_vllm"] is (import_problem() is None)  # vLLM wherever it is installed
+    assert "sampling: vLLM" in result.stderr or import_problem() is not None
     plots = list((run_dir / "plots").glob("*.png"))
     assert len(plots) >= 5 and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
     assert "report:" in result.stderr
