@@ -9,7 +9,6 @@ cannot sit in every training process).
 
 The servers sit above the rewards they serve (DESIGN.md, "Layers"). The clients that rewards
 use live below them, with the other model clients: the Pooling API's shapes, client and
-preflight in :mod:`cascade_rl.llm.pooling`, the fail-fast guard in :mod:`cascade_rl.llm.guard`
-(``cascade_rl.serve.protocol`` and ``cascade_rl.serve.guard`` are deprecated aliases of them).
+preflight in :mod:`cascade_rl.llm.pooling`, the fail-fast guard in :mod:`cascade_rl.llm.guard`.
 The SWE judge is served by any OpenAI-compatible server (:mod:`cascade_rl.llm.judge`).
 """
