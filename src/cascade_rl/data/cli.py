@@ -264,7 +264,7 @@ def constrain(
     IFEval / IFBench-training families, described in the verifier's own wording, with kwargs and
     combinations that a response can satisfy (each row is checked against a constructed answer).
     Decontaminate them with `decontaminate --text base_text`."""
-    from cascade_rl.data.constrain import constrain_files
+    from cascade_rl.data.constrain.files import constrain_files
 
     _run(
         f"constrain ({families}, {constraints} per row, seed {seed})",
