@@ -327,16 +327,14 @@ GENERATOR_HELP = "Local checkpoint directory or OpenAI-compatible server as http
 def open_generator(spec: str, concurrency: int) -> Any:
     """A generation backend from a CLI spec, servers limited to ``concurrency`` requests."""
     from cascade_rl.llm import load_generator
+    from cascade_rl.llm.transport import is_server_spec
 
-    url = spec.removeprefix("openai:")
-    if url.startswith(("http://", "https://")):
-        base_url, _, model = url.partition("#")
-        if not model:
-            raise DataError(f"server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
-        return load_generator({"base_url": base_url, "model": model, "max_concurrency": concurrency})
-    if not Path(spec).expanduser().is_dir():
+    if not is_server_spec(spec) and not Path(spec).expanduser().is_dir():
         raise DataError(f"{spec}: not a model directory nor a server URL ({GENERATOR_HELP})")
-    return load_generator({"model_path": spec, "batch_size": max(1, concurrency)})
+    try:
+        return load_generator(spec, server={"max_concurrency": concurrency}, local={"batch_size": max(1, concurrency)})
+    except ValueError as error:
+        raise DataError(str(error)) from None
 
 
 @app.command()

@@ -29,7 +29,7 @@ that arrive together are scored together in forward passes of similar lengths. A
 
 **Client** (:class:`TeacherClient`): the completion tokens' log-probabilities of many
 sequences, requested concurrently within a limit, with a timeout per request and retries with
-backoff (the project's OpenAI-compatible HTTP client).
+backoff (it is an :class:`~cascade_rl.llm.transport.HttpClient`).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from cascade_rl.llm.openai_compat import OpenAICompatGenerator
-from cascade_rl.llm.pooling import ProtocolError, parse_server
+from cascade_rl.llm.pooling import ProtocolError
+from cascade_rl.llm.transport import Connection, HttpClient, parse_server_spec
 
 
 # ---------------------------------------------------------------------------- the model side
@@ -277,7 +277,7 @@ def serve_teacher(
 
 
 # ---------------------------------------------------------------------------- the client
-class TeacherClient:
+class TeacherClient(HttpClient):
     """Token log-probabilities from a teacher server (module docstring). ``url``:
     ``http://host:port[/v1][#served-model-name]``."""
 
@@ -290,18 +290,11 @@ class TeacherClient:
         max_retries: int = 3,
         api_key: str | None = None,
     ) -> None:
-        try:
-            self.root, self.model = parse_server(url)
-        except ValueError:
-            raise ValueError(f"teacher server {url!r} is not an http(s)://host:port URL") from None
-        self._http = OpenAICompatGenerator(
-            self.root,
-            self.model or "default",
-            api_key=api_key,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            max_retries=max_retries,
+        spec = parse_server_spec(url, what="teacher server")
+        super().__init__(
+            spec.root, api_key=api_key, max_concurrency=max_concurrency, timeout=timeout, max_retries=max_retries
         )
+        self.root, self.model = spec.root, spec.model
 
     def __repr__(self) -> str:
         return f"TeacherClient({self.root!r}, model={self.model!r})"
@@ -311,11 +304,11 @@ class TeacherClient:
     ) -> list[list[float]]:
         """For each ``(prompt_ids, completion_ids)``, the teacher's log-probability of every
         completion token given everything before it (blocking; thread-safe)."""
-        return self._http.run_sync(self._all(sequences, temperature))
+        return self.run_sync(self._all(sequences, temperature))
 
     def tokenize(self, text: str) -> list[int]:
         """The server's token ids of ``text`` (no special tokens added)."""
-        response = self._http.run_sync(self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))
+        response = self.run_sync(self.post("/tokenize", self._named({"prompt": text, "add_special_tokens": False})))
         tokens = response.get("tokens")
         if not isinstance(tokens, list):
             raise ProtocolError(f"{self.root}/tokenize: no 'tokens' in {str(response)[:200]}")
@@ -323,31 +316,24 @@ class TeacherClient:
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         """The server's text of ``tokens``."""
-        response = self._http.run_sync(self._post("/detokenize", {"tokens": [int(t) for t in tokens]}))
+        response = self.run_sync(self.post("/detokenize", self._named({"tokens": [int(t) for t in tokens]})))
         if not isinstance(response.get("prompt"), str):
             raise ProtocolError(f"{self.root}/detokenize: no 'prompt' in {str(response)[:200]}")
         return response["prompt"]
 
-    def close(self) -> None:
-        self._http.close()
-
     async def _all(self, sequences, temperature: float) -> list[list[float]]:
-        async with self._http._client() as client:
-            return list(await asyncio.gather(*(self._one(client, p, c, temperature) for p, c in sequences)))
+        async with self.connect() as connection:
+            return list(await asyncio.gather(*(self._one(connection, p, c, temperature) for p, c in sequences)))
 
-    async def _one(self, client: Any, prompt: Sequence[int], completion: Sequence[int], temperature: float):
+    async def _one(self, connection: Connection, prompt: Sequence[int], completion: Sequence[int], temperature: float):
         ids = [int(t) for t in (*prompt, *completion)]
         body = {"prompt": ids, "max_tokens": 1, "temperature": temperature, "prompt_logprobs": 1}
-        if self.model:
-            body["model"] = self.model
-        response = await self._http._post_with_retries(client, "/v1/completions", body)
+        response = await connection.post("/v1/completions", self._named(body))
         return completion_logprobs(response, ids, len(prompt), where=self.root)
 
-    async def _post(self, path: str, body: dict) -> dict:
-        if self.model:
-            body = {**body, "model": self.model}
-        async with self._http._client() as client:
-            return await self._http._post_with_retries(client, path, body)
+    def _named(self, body: dict) -> dict:
+        """The request body with the served model's name, when the URL gives one."""
+        return {**body, "model": self.model} if self.model else body
 
 
 def completion_logprobs(response: Mapping[str, Any], ids: Sequence[int], start: int, *, where: str) -> list[float]:

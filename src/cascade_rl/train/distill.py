@@ -69,7 +69,7 @@ from cascade_rl.train.common import (
 )
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
 from cascade_rl.train.filtering import MODES
-from cascade_rl.train.grpo import CascadeGRPOTrainer, _rewind_logs, _write_data_report, grpo_config
+from cascade_rl.train.grpo import CascadeGRPOTrainer, grpo_config, rewind_logs, write_data_report
 from cascade_rl.train.lm_head import install_lm_head
 from cascade_rl.train.reward_adapter import ScoredBatch
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
@@ -429,7 +429,7 @@ def run_distill_stage(
 
 
 def _write_records(stage_dir: Path, data: DistillData, model_in: Path, teachers: Mapping[str, TeacherSpec]) -> None:
-    _write_data_report(stage_dir, data.report)
+    write_data_report(stage_dir, data.report)
     student = Path(model_in)
     record = {
         "student": str(student),
@@ -461,7 +461,7 @@ def _train(
     if resume is not None:
         schedule.load_state_dict(resume.state["schedule"])
         done = resume.global_step
-    distributed.on_main("sub-stage logs", lambda: _rewind_logs(substage_dir, done, 0))
+    distributed.on_main("sub-stage logs", lambda: rewind_logs(substage_dir, done, 0))
     recorder = RolloutRecorder(tokenizer)
     trainer = DistillTrainer(
         model=str(model),

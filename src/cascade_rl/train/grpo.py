@@ -333,7 +333,7 @@ def run_grpo_stage(
     )
     data = rl_data_from(stage, [prompts[i] for i in kept], report)
     log.info("%s: %s", stage.name, data.report.summary())
-    distributed.on_main("stage data report", lambda: _write_data_report(stage_dir, data.report))
+    distributed.on_main("stage data report", lambda: write_data_report(stage_dir, data.report))
 
     def run_substage(index: int, step: CurriculumStep, model: Path, substage_dir: Path) -> dict:
         return _run_substage(stage, step, index, data, model, substage_dir, runtime, seed, reward_options, model_dtype)
@@ -343,7 +343,7 @@ def run_grpo_stage(
     return model
 
 
-def _write_data_report(stage_dir: Path, report: LoadReport) -> None:
+def write_data_report(stage_dir: Path, report: LoadReport) -> None:
     stage_dir.mkdir(parents=True, exist_ok=True)
     summary = {"kept": report.kept, "read": report.read, "skipped": dict(report.skipped)}
     (stage_dir / "data_report.json").write_text(json.dumps(summary))
@@ -370,7 +370,7 @@ def _run_substage(
     resume = resume_point(trainer_dir)
     schedule, offset, done_steps = _schedule_for(stage, substage_data, substage_dir, index, seed, resume)
     rule = TruncationStopRule.for_step(step)
-    history = distributed.on_main("sub-stage logs", lambda: _rewind_logs(substage_dir, done_steps, offset))
+    history = distributed.on_main("sub-stage logs", lambda: rewind_logs(substage_dir, done_steps, offset))
     for logged_step, ratio in history:  # the stop rule continues where the interrupted run was
         rule.observe(logged_step, ratio)
     rows = substage_data.row_index()
@@ -457,7 +457,7 @@ def _batch_split(stage: GRPOStage) -> str:
     return "half" if "half" in stage.thinking.values() else "think"
 
 
-def _rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[tuple[int, float]]:
+def rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[tuple[int, float]]:
     """Forget what a crashed run logged after its last checkpoint; return the truncation ratios
     logged before it (main process)."""
     truncate_jsonl(substage_dir / "metrics.jsonl", done_steps)

@@ -52,17 +52,9 @@ def _problems(references: list[str], shipped: bool) -> list:
 def _generator(spec: str, concurrency: int, timeout: float, batch_size: int, device: str | None) -> Any:
     from cascade_rl.llm import load_generator
 
-    url = spec.removeprefix("openai:")
-    if url.startswith(("http://", "https://")):
-        base_url, _, model = url.partition("#")
-        options: dict[str, Any] = {"base_url": base_url, "model": model, "max_concurrency": concurrency}
-        options["timeout"] = timeout
-    else:
-        options = {"model_path": spec.removeprefix("local:"), "batch_size": batch_size}
-        if device:
-            options["device"] = device
+    local: dict[str, Any] = {"batch_size": batch_size, **({"device": device} if device else {})}
     try:
-        return load_generator(options)
+        return load_generator(spec, server={"max_concurrency": concurrency, "timeout": timeout}, local=local)
     except (ValueError, FileNotFoundError, OSError) as error:
         raise _fail(ValueError(f"--generator {spec}: {error}")) from None
 
