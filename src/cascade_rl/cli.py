@@ -119,7 +119,9 @@ def run(
     ),
     only: str | None = typer.Option(None, "--only", help="Run just this stage (earlier stages must have finished)."),
     start_from: str | None = typer.Option(None, "--from", help="Redo this stage and every later one."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the plan; train nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Validate, print the plan and where each setting comes from; train nothing."
+    ),
     as_json: bool = typer.Option(False, "--json", help="With --dry-run: print the fully resolved recipe as JSON."),
 ) -> None:
     """Run a Cascade RL recipe: SFT -> reward model -> RLHF -> IF-RL -> Math RL -> Code RL -> SWE RL.
@@ -135,12 +137,15 @@ def run(
         console.print(f"[red]invalid recipe[/red] {error}")
         raise typer.Exit(2) from None
     if dry_run:
-        from cascade_rl.plan import describe_plan
+        from cascade_rl.plan import describe_plan, describe_sources
+        from cascade_rl.recipe import read_recipe_file
 
         if as_json:
             print(json.dumps(parsed.model_dump(mode="json"), indent=2))
-        else:
-            Console().print(describe_plan(parsed, out))
+            return
+        Console().print(describe_plan(parsed, out))
+        for table in describe_sources(read_recipe_file(recipe), parsed):
+            Console().print(table)
         return
     import logging
 

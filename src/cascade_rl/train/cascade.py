@@ -39,6 +39,7 @@ from cascade_rl.recipe import (
     DistillStage,
     EvalStage,
     GRPOStage,
+    OnPolicyStage,
     Recipe,
     RecipeError,
     RewardModelStage,
@@ -355,16 +356,13 @@ def check_reward_servers(stage: GRPOStage, options: dict[str, dict], runtime: An
 
 
 def check_process_layout(recipe: Recipe, processes: int) -> None:
-    """Every GRPO stage's step must split evenly over the processes and micro-batches; a recipe
+    """Every on-policy stage's step must split evenly over the processes and micro-batches; a recipe
     whose step cannot is refused before any compute, naming the stage and the field."""
-    from cascade_rl.train.distill import as_grpo_stage
     from cascade_rl.train.grpo import batch_shape
 
     for stage in recipe.stages:
-        if isinstance(stage, GRPOStage):
+        if isinstance(stage, OnPolicyStage):
             batch_shape(stage, processes)
-        if isinstance(stage, DistillStage):
-            batch_shape(as_grpo_stage(stage), processes)
 
 
 def publish(model: Path, stage_dir: Path) -> Path:

@@ -56,7 +56,7 @@ import torch
 from cascade_rl.chat import stop_token_ids, with_mode, with_tools
 from cascade_rl.data.loading import LoadReport, as_messages, load_sources, read_rows, resolve_path
 from cascade_rl.data.rows import rename_fields
-from cascade_rl.recipe import CurriculumStep, DistillStage, DynamicFilter, GRPOStage, RecipeError, Runtime
+from cascade_rl.recipe import CurriculumStep, DistillStage, DynamicFilter, RecipeError, Runtime
 from cascade_rl.train import distributed
 from cascade_rl.train.common import (
     CheckpointMarker,
@@ -347,34 +347,13 @@ def distill_config(
     no entropy bonus) with this stage's sampling and batch, truncated responses kept in the loss,
     and the mismatch band as TRL's token_mask correction for vLLM rollouts."""
     return grpo_config(
-        as_grpo_stage(stage),
+        stage,
         substage_step(stage),
         mismatch_runtime(stage, runtime),
         output_dir,
         seed,
         model_dtype,
         run_name,
-    )
-
-
-def as_grpo_stage(stage: DistillStage) -> GRPOStage:
-    """The GRPO view of a distill stage's batch and sampling settings (for the GRPO config and
-    the process-layout check)."""
-    fields = (
-        "name",
-        "data",
-        "rollouts_per_prompt",
-        "prompts_per_batch",
-        "per_device_batch_size",
-        "temperature",
-        "top_p",
-        "top_k",
-        "learning_rate",
-        "weight_decay",
-        "max_grad_norm",
-    )
-    return GRPOStage.model_construct(
-        **{name: getattr(stage, name) for name in fields}, curriculum=[substage_step(stage)]
     )
 
 

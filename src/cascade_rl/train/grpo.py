@@ -47,7 +47,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cascade_rl.data.loading import LoadReport
 from cascade_rl.llm.decode import install_decoder
-from cascade_rl.recipe import CurriculumStep, GRPOStage, RecipeError, Runtime
+from cascade_rl.recipe import CurriculumStep, DistillStage, GRPOStage, OnPolicyStage, RecipeError, Runtime
 from cascade_rl.train import distributed
 from cascade_rl.train.common import (
     CheckpointMarker,
@@ -84,7 +84,7 @@ logging.getLogger("trl.trainer.grpo_trainer").addFilter(_SkippedRolloutNotice())
 
 
 # ----------------------------------------------------------------------------- TRL configuration
-def batch_shape(stage: GRPOStage, processes: int) -> tuple[int, int]:
+def batch_shape(stage: OnPolicyStage, processes: int) -> tuple[int, int]:
     """(completions per micro-batch per process, micro-batches per step), or a one-line error
     naming the field when the step cannot be split evenly over ``processes``."""
     completions = stage.prompts_per_batch * stage.rollouts_per_prompt
@@ -105,7 +105,7 @@ def batch_shape(stage: GRPOStage, processes: int) -> tuple[int, int]:
 
 
 def grpo_config(
-    stage: GRPOStage,
+    stage: GRPOStage | DistillStage,
     step: CurriculumStep,
     runtime: Runtime,
     output_dir: Path,
