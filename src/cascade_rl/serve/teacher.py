@@ -34,7 +34,6 @@ backoff (it is an :class:`~cascade_rl.llm.transport.HttpClient`).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import math
@@ -352,31 +351,3 @@ def completion_logprobs(response: Mapping[str, Any], ids: Sequence[int], start: 
             raise ProtocolError(f"{where}: no log-probability for token {ids[t]} at position {t}")
         values.append(float(value))
     return values
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m cascade_rl.serve.teacher",
-        description="Serve a causal LM's token log-probabilities (vLLM's /v1/completions prompt_logprobs).",
-    )
-    parser.add_argument("path", help="Local checkpoint directory.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8001)
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available).")
-    parser.add_argument("--batch-size", type=int, default=8, help="Most sequences per forward pass.")
-    parser.add_argument("--served-model-name", default=None, help="Name clients give as 'model' (default: PATH).")
-    parser.add_argument("--log-level", default="warning")
-    args = parser.parse_args(argv)
-    serve_teacher(
-        args.path,
-        host=args.host,
-        port=args.port,
-        device=args.device,
-        batch_size=args.batch_size,
-        served_model_name=args.served_model_name,
-        log_level=args.log_level,
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -11,7 +11,6 @@ shares with the SWE reward (SPEC section 6), and the repair and judge prompts, a
 * :mod:`.rank`      best@k, majority@k, pass@k and their curves over k
 * :mod:`.data`      SWE SFT / RL data building (``cascade swe build-data``)
 * :mod:`.pipeline`  instances, checkouts, traces and predictions: the whole pipeline
-* :mod:`.cli`       ``cascade swe localize | repair | evaluate | build-data``
 
 Nothing heavy is imported here.
 """
