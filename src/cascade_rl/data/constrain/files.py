@@ -155,59 +155,18 @@ def constrain_files(
     for path in inputs:
         check_input(Path(path))
     counts = parse_counts(constraints)
-    pool = instruction_pool(families, exclude_ids)
-    select = parse_where(where)
+    rows = ConstrainedRows(
+        instruction_pool(families, exclude_ids),
+        counts,
+        text_field=text_field,
+        seed=seed,
+        limit=limit,
+        where=where,
+        prefix=prefix,
+        rejected=_previous_rejections(output, job.get("overwrite", False)),
+    )
     if limit is not None and limit < 1:
         raise DataError("--limit must be at least 1")
-    per_id: Counter = Counter()
-    per_count: Counter = Counter()
-    rejected: Counter = _previous_rejections(output, job.get("overwrite", False))
-
-    def count(data: dict) -> None:
-        per_id.update(data["instruction_id_list"])
-        per_count[len(data["instruction_id_list"])] += 1
-
-    def process(rows: Sequence[Row]) -> list:
-        outcomes: list = []
-        for row in rows:
-            if select is not None and not select(row.data):
-                outcomes.append(Drop(f"not selected by --where {where}"))
-                continue
-            if limit is not None and sum(per_count.values()) >= limit:
-                outcomes.append(Drop("beyond --limit"))
-                continue
-            try:
-                text = base_text(row.data, text_field)
-            except RowError as error:
-                outcomes.append(error)
-                continue
-            path, source = _source(row, row.data)
-            data = constrained_row(text, pool, counts, seed=seed, rejected=rejected)
-            if data is None:
-                outcomes.append(Drop("no satisfiable combination drawn"))
-                continue
-            data = {"id": f"{prefix or id_prefix(path)}-{source}-if", **data, "base_id": f"{Path(path).name}:{source}"}
-            count(data)
-            outcomes.append(Keep([data]))
-        return outcomes
-
-    def extra() -> dict:
-        total = sum(per_count.values()) or 1
-        family_of = {i: name for name, ids in FAMILIES.items() for i in ids}
-        table = [
-            {
-                "instruction": instruction,
-                "family": family_of[instruction],
-                "rows": per_id[instruction],
-                "% of rows": f"{100 * per_id[instruction] / total:.1f}",
-                "redrawn": rejected[instruction],
-            }
-            for instruction in pool
-        ]
-        table.sort(key=lambda r: (-r["rows"], r["instruction"]))
-        shares = [{"constraints": c, "rows": per_count[c]} for c in range(counts[0], counts[1] + 1)]
-        return {"per instruction": table, "constraints per row": shares}
-
     options = {
         "text_field": text_field,
         "constraints": list(counts),
@@ -218,7 +177,79 @@ def constrain_files(
         "where": where,
         "prefix": prefix,
     }
-    return run_job("constrain", inputs, output, process, options=options, warm=count, extra=extra, **job)
+    return run_job("constrain", inputs, output, rows.process, options=options, warm=rows.count, extra=rows.extra, **job)
+
+
+class ConstrainedRows:
+    """The rows of one ``cascade data constrain`` run: what each input row becomes (a
+    constrained row, or why it is dropped), and the tallies of the summary -- rows per
+    instruction and per constraint count, combinations drawn again per instruction."""
+
+    def __init__(
+        self,
+        pool: Sequence[str],
+        counts: tuple[int, int],
+        *,
+        text_field: str | None,
+        seed: int,
+        limit: int | None,
+        where: str | None,
+        prefix: str | None,
+        rejected: Counter,
+    ) -> None:
+        self.pool, self.counts, self.text_field, self.seed = pool, counts, text_field, seed
+        self.limit, self.where, self.select, self.prefix = limit, where, parse_where(where), prefix
+        self.rejected = rejected
+        self.per_id: Counter = Counter()
+        self.per_count: Counter = Counter()
+
+    def process(self, rows: Sequence[Row]) -> list:
+        return [self.outcome(row) for row in rows]
+
+    def outcome(self, row: Row) -> Keep | Drop | RowError:
+        """What one input row becomes (rows are counted as they are kept: ``--limit``)."""
+        if self.select is not None and not self.select(row.data):
+            return Drop(f"not selected by --where {self.where}")
+        if self.limit is not None and sum(self.per_count.values()) >= self.limit:
+            return Drop("beyond --limit")
+        try:
+            text = base_text(row.data, self.text_field)
+        except RowError as error:
+            return error
+        path, source = _source(row, row.data)
+        data = constrained_row(text, self.pool, self.counts, seed=self.seed, rejected=self.rejected)
+        if data is None:
+            return Drop("no satisfiable combination drawn")
+        row_id = f"{self.prefix or id_prefix(path)}-{source}-if"
+        data = {"id": row_id, **data, "base_id": f"{Path(path).name}:{source}"}
+        self.count(data)
+        return Keep([data])
+
+    def count(self, data: dict) -> None:
+        """Tally a row made (now, or by the interrupted run being resumed)."""
+        self.per_id.update(data["instruction_id_list"])
+        self.per_count[len(data["instruction_id_list"])] += 1
+
+    def extra(self) -> dict:
+        """The summary's tables: rows per instruction (and redraws), rows per constraint count."""
+        total = sum(self.per_count.values()) or 1
+        family_of = {i: name for name, ids in FAMILIES.items() for i in ids}
+        table = [
+            {
+                "instruction": instruction,
+                "family": family_of[instruction],
+                "rows": self.per_id[instruction],
+                "% of rows": f"{100 * self.per_id[instruction] / total:.1f}",
+                "redrawn": self.rejected[instruction],
+            }
+            for instruction in self.pool
+        ]
+        table.sort(key=lambda r: (-r["rows"], r["instruction"]))
+        low, high = self.counts
+        return {
+            "per instruction": table,
+            "constraints per row": [{"constraints": c, "rows": self.per_count[c]} for c in range(low, high + 1)],
+        }
 
 
 def _previous_rejections(output: Path, overwrite: bool) -> Counter:
