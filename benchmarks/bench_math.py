@@ -30,7 +30,8 @@ from typing import NamedTuple
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.language import is_mixed
-from cascade_rl.rewards.math import extract_boxed, score, strip_math_delimiters, verifier_pool, warm_up
+from cascade_rl.rewards.math import extract_boxed, score, verifier_pool, warm_up
+from cascade_rl.rewards.math_fast import strip_math_delimiters
 
 TARGET_RATIO = 10.0
 

@@ -1,8 +1,8 @@
 """Cost of a MOPD step over a GRPO step (issue 12): the same tiny student, prompts, batch (16
 prompts x 4 responses), sampling, response budget and optimizer, once as a GRPO stage (math
 verifier reward) and once as a distill stage whose two domains go to two teachers of the
-student's size, local (loaded in the training process) and served (two ``python -m
-cascade_rl.serve.teacher`` processes on loopback). Runs alternate (GRPO, MOPD local, MOPD served)
+student's size, local (loaded in the training process) and served (two ``cascade serve
+teacher`` processes on loopback). Runs alternate (GRPO, MOPD local, MOPD served)
 and the median wall time per step of each is compared; the first step of each run (warm-up) is
 left out. The extra cost of a MOPD step is scoring the responses: the teachers' forward passes
 and one forward pass of the student (``time/teacher``, ``time/student``).

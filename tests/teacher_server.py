@@ -1,4 +1,4 @@
-"""A real teacher server on loopback for tests: ``python -m cascade_rl.serve.teacher`` in its own
+"""A real teacher server on loopback for tests: ``cascade serve teacher`` in its own
 process, serving a tiny checkpoint with vLLM's ``/v1/completions`` ``prompt_logprobs`` protocol."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def served_teacher(path: Path, *, name: str = "teacher", log: Path | None = None
     """Serve ``path``; yields the root URL ``http://127.0.0.1:PORT`` (``{root}/v1#{name}`` names
     the model); the process is stopped on exit."""
     port = free_port()
-    command = [sys.executable, "-m", "cascade_rl.serve.teacher", str(path), "--port", str(port)]
+    command = [sys.executable, "-m", "cascade_rl.cli", "serve", "teacher", str(path), "--port", str(port)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     sink = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     process = subprocess.Popen([*command, "--served-model-name", name], stdout=sink, stderr=sink, env=env)

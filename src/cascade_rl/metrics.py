@@ -1,8 +1,8 @@
 """Sampling metrics for evaluation: avg@k, pass@k, majority@k, best@k (SPEC section 9).
 
-Pure math at the ground of the layer map (DESIGN.md, "Layers"; formerly
-``cascade_rl.eval.metrics``): benchmarks and reports (``eval/``), the SWE pipeline's candidate
-ranking (``swe/rank.py``) and anything else that counts samples use the same definitions.
+Pure math at the ground of the layer map (DESIGN.md, "Layers"): benchmarks and reports
+(``eval/``), the SWE pipeline's candidate ranking (``swe/rank.py``) and anything else that
+counts samples use the same definitions.
 
 Every function takes plain Python lists, one inner list per prompt holding that prompt's
 samples in generation order, and returns a fraction in [0, 1] averaged over prompts (the

@@ -6,19 +6,25 @@ ordered list of stages. Stage kinds:
 * ``sft`` — supervised fine-tuning in sub-stages (SPEC 3: 16K then 32K, one epoch each);
 * ``reward_model`` — a Bradley-Terry scalar reward model (SPEC 4: one epoch, LR 2e-6, batch 256);
 * ``grpo`` — one domain-wise RL stage (SPEC 5-6): rlhf, ifrl, math, code, swe or any name;
+* ``distill`` — multi-domain on-policy distillation (MOPD, docs/mopd.md);
 * ``eval`` — benchmarks only.
 
-Every field has a default taken from the paper and one line of help (``description``). A GRPO
-stage named ``rlhf``, ``ifrl``, ``math``, ``code`` or ``swe`` takes that stage's settings from
-the paper (SPEC section 6 table and the seed's hyper-parameter sections) for every field the
-recipe leaves out; :func:`paper_defaults` lists them. Errors name the field path and the
-allowed values (:class:`RecipeError`).
+The two on-policy kinds share their prompts, sampling and optimiser settings by inheritance
+(:class:`OnPolicyStage`), so one GRPO configuration serves both (``train/grpo.py``).
 
-**Why one file of about 900 lines** (DESIGN.md: files over ~500 lines say why): the recipe
-is one schema, and the paper's defaults are declared beside the fields they fill, so a reader
-finds every field, its help and its default in one place; the sections (model and runtime, data,
-evaluation, stages, paper defaults, loading) depend on the ones above them and nothing else
-in the project but the toy world's own option classes.
+Every field has a default and one line of help (``description``). The paper's per-stage
+settings are data: a GRPO stage extends a preset of ``presets/`` (``rlhf``, ``ifrl``, ``math``,
+``code``, ``swe``; SPEC section 6 table and the seed's hyper-parameter sections, cited in each
+file) -- the one its ``preset`` names, else the one named like the stage -- for every field the
+recipe leaves out (:func:`paper_defaults`); ``cascade run --dry-run`` shows which value came
+from where (:mod:`cascade_rl.plan`). Errors name the field path and the allowed values
+(:class:`RecipeError`).
+
+**Why one file of about 880 lines** (DESIGN.md: files over ~500 lines say why): the recipe
+is one schema, read top to bottom: every field with its help and default in one place, in
+sections (model and runtime, data, evaluation, stages, presets, loading) that depend on the
+ones above them and on nothing else in the project but the toy world's own option classes.
+Splitting it would split ``from cascade_rl.recipe import ...`` across modules for every caller.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from __future__ import annotations
 import copy
 import os
 import re
+from collections.abc import Mapping
 from datetime import date
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -203,6 +211,16 @@ def _sources(value: Any) -> Any:
     return value
 
 
+class WithData(Strict):
+    """A model with a ``data`` list of :class:`DataSource`, also written as a bare path or a
+    list of paths."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_data(cls, value: Any) -> Any:
+        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
+
+
 # ----------------------------------------------------------------------------- evaluation
 class Benchmark(Strict):
     name: str = Field(..., description="Benchmark name shown in the report (e.g. toy-math, aime24).")
@@ -292,7 +310,7 @@ class EvalSpec(Strict):
 
 
 # ----------------------------------------------------------------------------- stages
-class SFTSubstage(Strict):
+class SFTSubstage(WithData):
     name: str = Field("stage1", description="Sub-stage name.")
     data: list[DataSource] = Field(..., description="Data sources with upsampling factors.")
     max_length: int = Field(
@@ -311,11 +329,6 @@ class SFTSubstage(Strict):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_steps: int | None = Field(None, gt=0, description="Stop after this many steps (None = by epochs).")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _coerce_data(cls, value: Any) -> Any:
-        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
-
 
 class SFTStage(Strict):
     kind: Literal["sft"] = "sft"
@@ -327,7 +340,7 @@ class SFTStage(Strict):
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
 
-class RewardModelStage(Strict):
+class RewardModelStage(WithData):
     kind: Literal["reward_model"] = "reward_model"
     name: str = Field("rm", description="Stage name; GRPO stages refer to the model as '@<name>'.")
     base: str = Field(
@@ -341,11 +354,6 @@ class RewardModelStage(Strict):
     max_length: int = Field(4096, gt=0, description="Longest prompt + response; longer pairs are dropped.")
     max_steps: int | None = Field(None, gt=0, description="Stop after this many steps (None = by epochs).")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _coerce_data(cls, value: Any) -> Any:
-        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
 
 
 class CurriculumStep(Strict):
@@ -422,12 +430,53 @@ class Stabilisers(Strict):
     )
 
 
-class GRPOStage(Strict):
+class OnPolicyStage(WithData):
+    """What every on-policy stage shares (TRL's config + trainer pairs: one GRPO configuration
+    serves both, ``train/grpo.py``): the prompts, how many responses the policy samples per step
+    and how, and the optimiser. :class:`GRPOStage` rewards the samples with verifiers;
+    :class:`DistillStage` with teachers' log-probabilities."""
+
+    name: str = Field(..., description="Stage name (directory and report row).")
+    data: list[DataSource] = Field(
+        ..., description="Prompt rows (see docs/data-formats.md); each row's `domain` picks its reward or teacher."
+    )
+    thinking: ThinkingMode | dict[str, ThinkingMode] = Field(
+        "think",
+        description="think, no_think, or half (GRPO: every batch half /think, half /no_think; MOPD: every prompt in "
+        "both modes); or per reward domain, e.g. {preference: half, if_rm: no_think, math: think}.",
+    )
+    rollouts_per_prompt: int = Field(
+        8, ge=2, description="Responses sampled per prompt: G, the GRPO group size (paper: 8; SWE: 16)."
+    )
+    prompts_per_batch: int = Field(128, gt=0, description="Prompts per step (paper: 128).")
+    per_device_batch_size: int | None = Field(
+        None, gt=0, description="Completions per forward/backward micro-batch (None = the whole step)."
+    )
+    temperature: float = Field(
+        1.0, gt=0, description="Sampling temperature (MOPD: the teacher and student log-probabilities use it too)."
+    )
+    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling.")
+    top_k: int | None = Field(None, gt=0, description="Top-k sampling (IF-RL: 20); None = off.")
+    learning_rate: float = Field(2e-6, gt=0, description="AdamW learning rate (constant).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
+    lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
+    eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
+
+
+class GRPOStage(OnPolicyStage):
+    """One domain-wise RL stage (SPEC 5-6). A stage extends a preset of ``presets/`` (the
+    paper's settings): the one ``preset`` names, else the one named like the stage."""
+
     kind: Literal["grpo"] = "grpo"
     name: str = Field(
-        ..., description="rlhf, ifrl, math, code, swe take the paper's settings; any other name is generic GRPO."
+        ..., description="Stage name; rlhf, ifrl, math, code, swe extend the paper's preset of that name."
     )
-    data: list[DataSource] = Field(..., description="RL prompt rows (see docs/data-formats.md).")
+    preset: str | None = Field(
+        None,
+        description="The preset this stage extends (src/cascade_rl/presets/: rlhf, ifrl, math, code, swe); None = "
+        "the preset named like the stage, if any; none = no preset.",
+    )
     domain: str | None = Field(
         None,
         description="Reward domain for every row (math, ifeval, code, swe, preference, if_rm); "
@@ -437,22 +486,6 @@ class GRPOStage(Strict):
         default_factory=dict,
         description="Per-domain scorer options, e.g. {math: {language_penalty: -1}}; '@rm' names a reward_model stage.",
     )
-    thinking: ThinkingMode | dict[str, ThinkingMode] = Field(
-        "think",
-        description="think, no_think, or half (every batch half /think, half /no_think); or per reward domain, "
-        "e.g. {preference: half, if_rm: no_think, math: think} for a stage over several domains.",
-    )
-    rollouts_per_prompt: int = Field(8, ge=2, description="G, the group size (paper: 8; SWE: 16).")
-    prompts_per_batch: int = Field(128, gt=0, description="Prompts per RL step (paper: 128).")
-    per_device_batch_size: int | None = Field(
-        None, gt=0, description="Completions per forward/backward micro-batch (None = the whole step)."
-    )
-    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature.")
-    top_p: float = Field(0.95, gt=0, le=1, description="Rollout nucleus sampling.")
-    top_k: int | None = Field(None, gt=0, description="Rollout top-k (IF-RL: 20); None = off.")
-    learning_rate: float = Field(2e-6, gt=0, description="AdamW learning rate (constant).")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
     curriculum: list[CurriculumStep] = Field(
         ..., min_length=1, description="Sub-stages, each from the previous sub-stage's checkpoint."
     )
@@ -461,18 +494,15 @@ class GRPOStage(Strict):
         None, description="Keep only prompts that are hard but not hopeless for the starting policy (None = off)."
     )
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
-    lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
-    eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
     @model_validator(mode="before")
     @classmethod
-    def _paper_defaults(cls, value: Any, info: Any) -> Any:
+    def _extend_preset(cls, value: Any, info: Any) -> Any:
         if not isinstance(value, dict):
             return value
         kind = (info.context or {}).get("model_kind", "unified") if info is not None else "unified"
-        merged = _deep_merge(paper_defaults(str(value.get("name", "")), kind), value)
-        merged["data"] = _sources(merged.get("data"))
-        return merged
+        name = stage_preset(value)
+        return {**_deep_merge(paper_defaults(name, kind) if name else {}, value), "preset": name or "none"}
 
     def mode_of(self, domain: str) -> str:
         """The thinking mode of a row rewarded by ``domain`` (RecipeError when a per-domain
@@ -493,42 +523,25 @@ class EvalStage(Strict):
     benchmarks: list[str] | None = Field(None, description="Benchmark names (None = all of the recipe's).")
 
 
-class DistillStage(Strict):
+class DistillStage(OnPolicyStage):
     """Multi-domain on-policy distillation (MOPD, Nemotron-Cascade 2): the student samples its own
     responses, each prompt goes to its domain's teacher, and every sampled token gets the advantage
     log pi_teacher - log pi_student, trained with the GRPO stages' token-level loss (docs/mopd.md)."""
 
     kind: Literal["distill"] = "distill"
     name: str = Field("mopd", description="Stage name (directory and report row).")
-    data: list[DataSource] = Field(
-        ..., description="Prompt rows of several domains; each row's `domain` picks its teacher."
-    )
     teachers: dict[str, str] = Field(
         ...,
         min_length=1,
         description="Per domain its teacher: a stage of this run (its checkpoint), a local checkpoint directory, or a "
         "server http://host:port[/v1]#model answering /v1/completions with prompt_logprobs (vLLM).",
     )
-    thinking: ThinkingMode | dict[str, ThinkingMode] = Field(
-        "think",
-        description="Thinking mode of the prompts, for all or per domain ({math: think, ifeval: no_think}); "
-        "half: every prompt in both modes.",
-    )
     rollouts_per_prompt: int = Field(4, ge=2, description="Responses the student samples per prompt (report: 4).")
-    prompts_per_batch: int = Field(128, gt=0, description="Prompts per step (report: 128).")
-    per_device_batch_size: int | None = Field(
-        None, gt=0, description="Completions per forward/backward micro-batch (None = the whole step)."
-    )
-    max_response_length: int = Field(..., gt=0, description="Longer responses are truncated (and still trained).")
-    max_steps: int = Field(50, gt=0, description="Steps (report: about 50).")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature; teacher and student log-probs use it too.")
     top_p: float = Field(
         1.0, gt=0, le=1, description="Nucleus sampling (1.0: the student's own distribution, as the advantage assumes)."
     )
-    top_k: int | None = Field(None, gt=0, description="Top-k sampling; None = off.")
-    learning_rate: float = Field(2e-6, gt=0, description="AdamW learning rate (constant), as the RL stages.")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
+    max_response_length: int = Field(..., gt=0, description="Longer responses are truncated (and still trained).")
+    max_steps: int = Field(50, gt=0, description="Steps (report: about 50).")
     mismatch_band: tuple[float, float] | None = Field(
         (0.5, 2.0),
         description="vLLM rollouts only: a token whose pi_train/pi_inference ratio r is outside [low, high] gets "
@@ -539,13 +552,11 @@ class DistillStage(Strict):
     )
     teacher_concurrency: int = Field(16, gt=0, description="Served teachers: requests in flight per process.")
     teacher_timeout_s: float = Field(600.0, gt=0, description="Served teachers: seconds per request (then retried).")
-    lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
-    eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _coerce_data(cls, value: Any) -> Any:
-        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
+    @property
+    def stabilisers(self) -> Stabilisers:
+        """MOPD's objective: the GRPO stages' token-level loss, no KL term, no reward shaping."""
+        return Stabilisers()
 
     @model_validator(mode="after")
     def _consistent(self) -> DistillStage:
@@ -698,115 +709,51 @@ def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) ->
         options["reward_model"] = f"@{rm_stages[-1]}"
 
 
-# ----------------------------------------------------------------------------- paper defaults
-def paper_defaults(name: str, model_kind: ModelKind = "unified") -> dict[str, Any]:
-    """The paper's settings for the GRPO stage ``name`` (empty for other names).
+# ----------------------------------------------------------------------------- presets
+PRESETS = Path(__file__).with_name("presets")
 
-    Sources: SPEC section 6 and the seed's hyper-parameter paragraphs (RLHF: 12K, no overlong
-    filtering, T 0.6, ~800 steps; IF-RL: 8K, T 0.6, top-k 20, dynamic filtering, unified model in
-    no_think only; Math: 24K (overlong filtering) -> 32K -> 40K, T 1.0, stop at 10% clip ratio;
-    Code: 44K, no overlong filtering, T 1.0, LR 4e-6; SWE: 16 rollouts, 16K, overlong filtering,
-    input context 16K -> 24K, LR 2.5e-6).
-    """
-    common = {"rollouts_per_prompt": 8, "prompts_per_batch": 128, "top_p": 0.95}
-    thinking_model = model_kind == "thinking"
-    presets: dict[str, dict[str, Any]] = {
-        "rlhf": {
-            "domain": "preference",
-            "thinking": "think" if thinking_model else "half",
-            "temperature": 0.6,
-            "learning_rate": 2e-6,
-            "curriculum": [{"max_response_length": 12288, "overlong_filter": False, "max_steps": 800}],
-        },
-        "ifrl": {
-            "domain": "if_rm" if thinking_model else "ifeval",
-            "thinking": "think" if thinking_model else "no_think",
-            "temperature": 0.6,
-            "top_k": 20,
-            "learning_rate": 2e-6,
-            "dynamic_filter": {"enabled": True},
-            "curriculum": (
-                [
-                    {"max_response_length": 8192, "overlong_filter": True, "max_steps": 500},
-                    {"max_response_length": 16384, "overlong_filter": True, "max_steps": 300},
-                ]
-                if thinking_model
-                else [{"max_response_length": 8192, "overlong_filter": False, "max_steps": 2000}]
-            ),
-        },
-        "math": {
-            "domain": "math",
-            "thinking": "think",
-            "temperature": 1.0,
-            "learning_rate": 2e-6,
-            "dynamic_filter": {"enabled": True},
-            "reward_options": {"math": {"language_penalty": -1.0}},
-            "curriculum": (
-                [
-                    {
-                        "max_response_length": 28672,
-                        "overlong_filter": True,
-                        "max_steps": 200,
-                        "stop_truncation_ratio": 0.1,
-                        "stop_direction": "falls",
-                    },
-                    {
-                        "max_response_length": 40960,
-                        "overlong_filter": False,
-                        "max_steps": 200,
-                        "stop_truncation_ratio": 0.1,
-                        "stop_direction": "rises",
-                    },
-                ]
-                if thinking_model
-                else [
-                    {
-                        "max_response_length": 24576,
-                        "overlong_filter": True,
-                        "max_steps": 200,
-                        "stop_truncation_ratio": 0.1,
-                        "stop_direction": "falls",
-                    },
-                    {
-                        "max_response_length": 32768,
-                        "overlong_filter": False,
-                        "max_steps": 200,
-                        "stop_truncation_ratio": 0.1,
-                        "stop_direction": "rises",
-                    },
-                    {
-                        "max_response_length": 40960,
-                        "overlong_filter": False,
-                        "max_steps": 200,
-                        "stop_truncation_ratio": 0.1,
-                        "stop_direction": "rises",
-                    },
-                ]
-            ),
-        },
-        "code": {
-            "domain": "code",
-            "thinking": "think",
-            "temperature": 1.0,
-            "learning_rate": 4e-6,
-            "reward_options": {"code": {"language_penalty": 0.0}},
-            "curriculum": [{"max_response_length": 45056, "overlong_filter": False, "max_steps": 400}],
-        },
-        "swe": {
-            "domain": "swe",
-            "thinking": "think",
-            "temperature": 1.0,
-            "learning_rate": 2.5e-6,
-            "rollouts_per_prompt": 16,
-            "curriculum": [
-                {"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 16384},
-                {"max_response_length": 16384, "overlong_filter": True, "max_steps": 200, "max_prompt_length": 24576},
-            ],
-        },
-    }
-    if name not in presets:
+
+def preset_names() -> list[str]:
+    """The presets shipped in ``presets/`` (the paper's GRPO stages)."""
+    return sorted(path.stem for path in PRESETS.glob("*.yaml"))
+
+
+def stage_preset(stage: Mapping[str, Any]) -> str | None:
+    """The preset a GRPO stage (as written) extends: the one its ``preset`` names (``none``:
+    none), else the one named like the stage, else None. An unknown name is an error naming the
+    presets there are."""
+    named = stage.get("preset")
+    if named is None:
+        name = str(stage.get("name", ""))
+        return name if name in preset_names() else None
+    if named == "none":
+        return None
+    if named not in preset_names():
+        raise ValueError(f"preset: unknown preset {named!r}; presets: {', '.join(preset_names())}, or none")
+    return str(named)
+
+
+def paper_defaults(name: str, model_kind: ModelKind = "unified") -> dict[str, Any]:
+    """The settings of the preset ``name`` (``presets/NAME.yaml``; its ``thinking_model:``
+    section merged over the rest for a thinking model); empty when there is no such preset.
+    Sources: SPEC section 6 and the seed's hyper-parameter paragraphs, cited in each file."""
+    if name not in preset_names():
         return {}
-    return {**common, **copy.deepcopy(presets[name])}
+    settings = _read_preset(PRESETS / f"{name}.yaml")
+    variant = settings.pop("thinking_model", {})
+    return _deep_merge(settings, variant) if model_kind == "thinking" else settings
+
+
+def _read_preset(path: Path) -> dict[str, Any]:
+    return copy.deepcopy(_preset_text(path))
+
+
+@cache
+def _preset_text(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a preset is a YAML mapping of stage fields")
+    return data
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -855,10 +802,10 @@ def parse_recipe(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    return parse_recipe(_read_recipe_file(Path(path)), source=str(path))
+    return parse_recipe(read_recipe_file(Path(path)), source=str(path))
 
 
-def _read_recipe_file(path: Path, extended_by: tuple[Path, ...] = ()) -> Any:
+def read_recipe_file(path: Path, extended_by: tuple[Path, ...] = ()) -> Any:
     """A recipe file's YAML. ``extends: BASE.yaml`` (relative to the file) starts from the base
     recipe: this file's fields are merged over the base's, and its stages come after the base's."""
     if not path.is_file():
@@ -874,7 +821,7 @@ def _read_recipe_file(path: Path, extended_by: tuple[Path, ...] = ()) -> Any:
     base_path = (path.parent / str(data.pop("extends"))).resolve()
     if base_path in extended_by or base_path == path.resolve():
         raise RecipeError(f"{path}: extends {base_path}, which extends it back")
-    base = _read_recipe_file(base_path, (*extended_by, path.resolve()))
+    base = read_recipe_file(base_path, (*extended_by, path.resolve()))
     if not isinstance(base, dict):
         raise RecipeError(f"{path}: extends {base_path}, which is not a recipe mapping")
     stages = list(base.get("stages") or []) + list(data.pop("stages", None) or [])

@@ -13,9 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_rl.cli import app
-from cascade_rl.data import constrain as c
 from cascade_rl.data.commands import decontaminate_files
+from cascade_rl.data.constrain import draws, files, witness
+from cascade_rl.data.constrain import vocabulary as vocab
 from cascade_rl.data.loading import rl_normaliser
+from cascade_rl.data.rows import DataError
 from cascade_rl.rewards.ifeval import IFEVAL_IDS, build_description, check, score
 
 #: word problems and programming tasks written for these tests (GSM8K / MBPP-like shapes)
@@ -53,7 +55,7 @@ TASKS = [
     "Write a python function to find the largest element of a list of numbers.",
     "Write a function to merge two sorted lists into one sorted list.",
 ]
-POOL = c.instruction_pool(["ifeval", "iftrain"])
+POOL = draws.instruction_pool(["ifeval", "iftrain"])
 
 
 def write(path: Path, rows) -> Path:
@@ -70,7 +72,7 @@ def drawn_rows(seeds=range(12), counts=(1, 3)):
     texts = [q for q, _ in QUESTIONS] + TASKS
     for seed in seeds:
         for index, text in enumerate(texts):
-            drawn = c.draw_row(text, random.Random(f"{seed}:{index}"), POOL, counts)
+            drawn = draws.draw_row(text, random.Random(f"{seed}:{index}"), POOL, counts)
             assert drawn is not None
             yield text, drawn
 
@@ -82,51 +84,53 @@ def run(*args):
 def test_the_same_seed_builds_the_same_rows_and_a_row_does_not_depend_on_the_others(tmp_path):
     source = write(tmp_path / "train.jsonl", [{"question": q, "answer": a} for q, a in QUESTIONS])
     first, again, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
-    c.constrain_files([source], first, families=["ifeval", "iftrain"], seed=3, prefix="q", progress=False)
+    files.constrain_files([source], first, families=["ifeval", "iftrain"], seed=3, prefix="q", progress=False)
     moved = write(tmp_path / "elsewhere" / "train.jsonl", [{"question": q, "answer": a} for q, a in QUESTIONS])
-    c.constrain_files([moved], again, families=["ifeval", "iftrain"], seed=3, prefix="q", progress=False)
-    c.constrain_files([source], other, families=["ifeval", "iftrain"], seed=4, progress=False)
+    files.constrain_files([moved], again, families=["ifeval", "iftrain"], seed=3, prefix="q", progress=False)
+    files.constrain_files([source], other, families=["ifeval", "iftrain"], seed=4, progress=False)
     assert first.read_text() == again.read_text()
     assert first.read_text() != other.read_text()
     limited = tmp_path / "limited.jsonl"
-    c.constrain_files([source], limited, families=["ifeval", "iftrain"], seed=3, limit=2, prefix="q", progress=False)
+    files.constrain_files(
+        [source], limited, families=["ifeval", "iftrain"], seed=3, limit=2, prefix="q", progress=False
+    )
     assert lines(limited) == lines(first)[:2]
     assert [r["id"] for r in lines(first)] == [f"q-{i}-if" for i in range(1, len(QUESTIONS) + 1)]
-    assert c.id_prefix("data/gsm8k/train.jsonl") == "gsm8k-train" and c.id_prefix("mbpp/mbpp.jsonl") == "mbpp"
+    assert files.id_prefix("data/gsm8k/train.jsonl") == "gsm8k-train" and files.id_prefix("mbpp/mbpp.jsonl") == "mbpp"
 
 
 def test_conflicting_instructions_are_never_drawn_together():
     rng = random.Random(0)
     for _ in range(2000):
-        ids = c.draw_ids(rng, c.draw_count(rng, 1, 5), POOL)
+        ids = draws.draw_ids(rng, draws.draw_count(rng, 1, 5), POOL)
         assert len(set(ids)) == len(ids)
-        assert all(c.compatible(a, b) for a, b in itertools.combinations(ids, 2))
+        assert all(draws.compatible(a, b) for a, b in itertools.combinations(ids, 2))
         if len(ids) > 1:
-            assert not any(c.SPECS[i].only_with == c.ALONE for i in ids)
+            assert not any(draws.SPECS[i].only_with == draws.ALONE for i in ids)
     contradictions = [
-        (c.LOWERCASE, c.CAPITALS),
-        (c.LANGUAGE, c.LOWERCASE),
-        (c.LANGUAGE, c.EXISTENCE),
-        (c.WORD_COUNT, c.LETTER_COUNT),
-        (c.END_PHRASE, c.LAST_WORD),
-        (c.PARAGRAPHS, c.NTH_PARAGRAPH),
-        (c.PARAGRAPHS, c.TWO_RESPONSES),
-        (c.JSON, c.BULLETS),
-        (c.JSON, c.PARAGRAPHS),
-        (c.REPEAT_PROMPT, c.FORBIDDEN),
-        (c.REPEAT_PROMPT, c.QUOTATION),
-        (c.CONSTRAINED, c.NO_COMMA),
-        (c.NO_DOT, c.POSTSCRIPT),
-        (c.LETTER_FREQUENCY, c.LETTER_FREQUENCY_2),
+        (vocab.LOWERCASE, vocab.CAPITALS),
+        (vocab.LANGUAGE, vocab.LOWERCASE),
+        (vocab.LANGUAGE, vocab.EXISTENCE),
+        (vocab.WORD_COUNT, vocab.LETTER_COUNT),
+        (vocab.END_PHRASE, vocab.LAST_WORD),
+        (vocab.PARAGRAPHS, vocab.NTH_PARAGRAPH),
+        (vocab.PARAGRAPHS, vocab.TWO_RESPONSES),
+        (vocab.JSON, vocab.BULLETS),
+        (vocab.JSON, vocab.PARAGRAPHS),
+        (vocab.REPEAT_PROMPT, vocab.FORBIDDEN),
+        (vocab.REPEAT_PROMPT, vocab.QUOTATION),
+        (vocab.CONSTRAINED, vocab.NO_COMMA),
+        (vocab.NO_DOT, vocab.POSTSCRIPT),
+        (vocab.LETTER_FREQUENCY, vocab.LETTER_FREQUENCY_2),
     ]
     for first, second in contradictions:
-        assert not c.compatible(first, second) and not c.compatible(second, first), (first, second)
-    assert c.compatible(c.NO_COMMA, c.TITLE) and c.compatible(c.EXISTENCE, c.JSON)
+        assert not draws.compatible(first, second) and not draws.compatible(second, first), (first, second)
+    assert draws.compatible(vocab.NO_COMMA, vocab.TITLE) and draws.compatible(vocab.EXISTENCE, vocab.JSON)
 
 
 def test_every_drawn_row_has_an_answer_that_scores_one():
     for _, drawn in drawn_rows(counts=(1, 4)):
-        response = c.satisfying_response(drawn.ids, drawn.kwargs)
+        response = witness.satisfying_response(drawn.ids, drawn.kwargs)
         assert response is not None
         result = score(response, instruction_id_list=drawn.ids, kwargs=drawn.kwargs, prompt=drawn.prompt)
         assert result.reward == 1.0, (drawn.ids, response)
@@ -138,7 +142,7 @@ def test_the_prompt_carries_the_registry_descriptions_and_the_request_to_repeat(
         assert drawn.prompt.startswith(text)
         for instruction, kwargs in zip(drawn.ids, drawn.kwargs):
             assert build_description(instruction, kwargs) in drawn.prompt
-            if instruction == c.REPEAT_PROMPT:  # IFEval's convention: everything before the sentence
+            if instruction == vocab.REPEAT_PROMPT:  # IFEval's convention: everything before the sentence
                 seen_repeat = True
                 assert drawn.prompt.startswith(kwargs["prompt_to_repeat"] + " ")
                 assert drawn.prompt.endswith(build_description(instruction, kwargs))
@@ -146,13 +150,18 @@ def test_the_prompt_carries_the_registry_descriptions_and_the_request_to_repeat(
 
 
 def test_combinations_that_cannot_hold_have_no_answer():
-    assert c.satisfying_response([c.LOWERCASE, c.CAPITALS], [{}, {}]) is None
+    assert witness.satisfying_response([vocab.LOWERCASE, vocab.CAPITALS], [{}, {}]) is None
     long_request = " ".join(["word"] * 60)
     repeat = {"prompt_to_repeat": long_request}
     limit = {"relation": "less than", "num_words": 40}
-    assert c.satisfying_response([c.REPEAT_PROMPT, c.WORD_COUNT], [repeat, limit]) is None
-    assert c.satisfying_response([c.END_PHRASE, c.NO_DOT], [{"end_phrase": "Hope this helps."}, {}]) is None
-    assert c.satisfying_response([c.END_PHRASE, c.NO_DOT], [{"end_phrase": "Over to you now"}, {}]) is not None
+    assert witness.satisfying_response([vocab.REPEAT_PROMPT, vocab.WORD_COUNT], [repeat, limit]) is None
+    assert (
+        witness.satisfying_response([vocab.END_PHRASE, vocab.NO_DOT], [{"end_phrase": "Hope this helps."}, {}]) is None
+    )
+    assert (
+        witness.satisfying_response([vocab.END_PHRASE, vocab.NO_DOT], [{"end_phrase": "Over to you now"}, {}])
+        is not None
+    )
 
 
 def test_the_bare_answer_scores_zero_when_it_breaks_a_constraint():
@@ -166,7 +175,15 @@ def test_the_bare_answer_scores_zero_when_it_breaks_a_constraint():
         result = score(bare, instruction_id_list=drawn.ids, kwargs=drawn.kwargs)
         assert result.reward == (1.0 if all(kept) else 0.0)
         zero += result.reward == 0.0
-        for instruction in (c.CAPITALS, c.QUOTATION, c.TITLE, c.JSON, c.TWO_RESPONSES, c.POSTSCRIPT, c.LANGUAGE):
+        for instruction in (
+            vocab.CAPITALS,
+            vocab.QUOTATION,
+            vocab.TITLE,
+            vocab.JSON,
+            vocab.TWO_RESPONSES,
+            vocab.POSTSCRIPT,
+            vocab.LANGUAGE,
+        ):
             if instruction in drawn.ids:
                 assert result.reward == 0.0
     assert zero > 40
@@ -174,19 +191,19 @@ def test_the_bare_answer_scores_zero_when_it_breaks_a_constraint():
 
 def test_kwargs_use_the_text_or_the_word_list_and_avoid_each_other():
     for text, drawn in drawn_rows(seeds=range(30)):
-        own = set(c.content_words(text)) | set(c.WORDS)
+        own = set(draws.content_words(text)) | set(vocab.WORDS)
         given = dict(zip(drawn.ids, drawn.kwargs))
-        required = list(given.get(c.EXISTENCE, {}).get("keywords", []))
-        for instruction in (c.FREQUENCY, c.WORD_ONCE, c.WORD_NUMBER):
+        required = list(given.get(vocab.EXISTENCE, {}).get("keywords", []))
+        for instruction in (vocab.FREQUENCY, vocab.WORD_ONCE, vocab.WORD_NUMBER):
             if instruction in given:
                 required.append(given[instruction]["keyword"])
-        banned = list(given.get(c.FORBIDDEN, {}).get("forbidden_words", []))
+        banned = list(given.get(vocab.FORBIDDEN, {}).get("forbidden_words", []))
         assert set(required + banned) <= own
         assert not any(b in r or r in b for b in banned for r in required)
-        if c.WORD_COUNT in given:
-            assert 30 <= given[c.WORD_COUNT]["num_words"] <= 251
-        if c.END_PHRASE in given:
-            assert given[c.END_PHRASE]["end_phrase"] in c.END_PHRASES
+        if vocab.WORD_COUNT in given:
+            assert 30 <= given[vocab.WORD_COUNT]["num_words"] <= 251
+        if vocab.END_PHRASE in given:
+            assert given[vocab.END_PHRASE]["end_phrase"] in vocab.END_PHRASES
 
 
 def test_cli_writes_rl_rows_and_prints_the_summary(tmp_path):
@@ -216,15 +233,20 @@ def test_cli_writes_rl_rows_and_prints_the_summary(tmp_path):
 def test_only_the_ifeval_family_by_default_and_exclusions(tmp_path):
     source = write(tmp_path / "q.jsonl", [{"question": q} for q, _ in QUESTIONS * 4])
     output = tmp_path / "out.jsonl"
-    c.constrain_files([source], output, exclude_ids=["change_case:", c.NO_COMMA], progress=False)
+    files.constrain_files([source], output, exclude_ids=["change_case:", vocab.NO_COMMA], progress=False)
     used = {i for row in lines(output) for i in row["instruction_id_list"]}
-    assert used <= set(IFEVAL_IDS) - {c.NO_COMMA, c.CAPITALS, c.LOWERCASE, c.CAPITAL_WORDS}
-    with pytest.raises(c.DataError):
-        c.instruction_pool(["ifbench"])
+    assert used <= set(IFEVAL_IDS) - {
+        vocab.NO_COMMA,
+        vocab.CAPITALS,
+        vocab.LOWERCASE,
+        vocab.CAPITAL_WORDS,
+    }
+    with pytest.raises(DataError):
+        draws.instruction_pool(["ifbench"])
 
 
 def test_decontaminate_on_the_request_not_on_the_constraint_templates(tmp_path):
-    lowercase = build_description(c.LOWERCASE, {})
+    lowercase = build_description(vocab.LOWERCASE, {})
     benchmark = write(
         tmp_path / "ifeval.jsonl",
         [
@@ -234,9 +256,9 @@ def test_decontaminate_on_the_request_not_on_the_constraint_templates(tmp_path):
     )
     source = write(tmp_path / "q.jsonl", [{"question": q} for q, _ in QUESTIONS])
     rows = tmp_path / "rows.jsonl"
-    others = [i for i in IFEVAL_IDS if i != c.LOWERCASE]
-    c.constrain_files([source], rows, constraints="1", exclude_ids=others, progress=False)
-    assert all(r["instruction_id_list"] == [c.LOWERCASE] for r in lines(rows))
+    others = [i for i in IFEVAL_IDS if i != vocab.LOWERCASE]
+    files.constrain_files([source], rows, constraints="1", exclude_ids=others, progress=False)
+    assert all(r["instruction_id_list"] == [vocab.LOWERCASE] for r in lines(rows))
     whole = decontaminate_files([rows], tmp_path / "whole.jsonl", {"ifeval": benchmark}, progress=False)
     assert whole.dropped and whole.kept == 0  # every row shares the template's 9-grams
     request = decontaminate_files(

@@ -1,6 +1,7 @@
 import pytest
 
-from cascade_rl.data.hygiene import decontaminate, dedup, words
+from cascade_rl.data.hygiene import decontaminate, dedup
+from cascade_rl.text import words
 
 
 def test_nine_gram_overlap_is_dropped_and_eight_gram_is_not():

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from cascade_rl.cli import app
 from cascade_rl.eval.compare import CompareError, compare, markdown, write_comparison
-from cascade_rl.eval.report import PNG_SIGNATURE
+from cascade_rl.eval.plots import PNG_SIGNATURE
 
 RIGHT, WRONG = [1.0, 1.0], [0.0, 0.0]
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from rich.console import Console
 
+from cascade_rl.eval.forgetting import Change, paired_stderr
 from cascade_rl.eval.recovery import Measured, Recovery, RecoveryRow, run_recovery, summary_sentence
-from cascade_rl.eval.report import Change, build_report, paired_stderr, print_summary
+from cascade_rl.eval.report import build_report, print_summary
 
 
 def value(v, se):

@@ -7,7 +7,9 @@ import pytest
 from matplotlib.image import imread
 from rich.console import Console
 
-from cascade_rl.eval.report import PNG_SIGNATURE, build_report, format_table, print_summary
+from cascade_rl.eval.plots import PNG_SIGNATURE
+from cascade_rl.eval.report import build_report, print_summary
+from cascade_rl.eval.tables import format_table
 
 BENCHMARKS = ["toy-math", "toy-code", "toy-arena"]
 # stage dir -> (stage.json, eval.json or None). Hand-chosen numbers:
@@ -176,7 +178,7 @@ def test_custom_targets_and_thresholds(run_dir):
 
 
 def test_a_change_equal_to_the_target_or_limit_up_to_float_error_counts_as_equal():
-    from cascade_rl.eval.report import TargetCheck, is_forgetting
+    from cascade_rl.eval.forgetting import TargetCheck, is_forgetting
 
     start, end = 22.333333333333332, 32.33333333333333  # 67 and 97 of 300: 9.999999999999996 apart
     assert end - start < 10 and TargetCheck("ifrl", "toy-ifeval", start, end, 10.0).gain_met
@@ -397,7 +399,7 @@ def test_a_fall_within_twice_its_paired_error_is_not_forgetting(tmp_path):
 
 
 def test_arena_samples_are_paired_by_their_wins_against_the_baseline(tmp_path):
-    from cascade_rl.eval.report import SampleRule, read_samples
+    from cascade_rl.eval.runs import SampleRule, read_samples
 
     path = tmp_path / "toy-arena.jsonl"
     rows = [
@@ -445,7 +447,7 @@ def test_response_length_and_entropy_per_stage(tmp_path):
 
 
 def test_a_gain_within_twice_its_paired_error_does_not_meet_the_target():
-    from cascade_rl.eval.report import TargetCheck
+    from cascade_rl.eval.forgetting import TargetCheck
 
     noisy = TargetCheck("code", "mbpp", 2.0, 7.2, 0.0, gain_stderr=3.0)  # +5.2, error 3.0
     assert not noisy.gain_met

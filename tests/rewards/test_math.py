@@ -13,12 +13,11 @@ from hypothesis import strategies as st
 from cascade_rl.rewards.math import (
     _memoised_math_verify,
     extract_boxed,
-    fast_verdict,
     math_verify_equal,
-    normalize_answer,
     score,
     verifier_pool,
 )
+from cascade_rl.rewards.math_fast import fast_verdict, normalize_answer
 from cascade_rl.scoring import score_file
 
 PATHOLOGICAL = "\\boxed{9^{9^{9^{9}}}}"

@@ -271,7 +271,7 @@ def test_converted_bfcl_rows_are_scored_with_their_schema():
 def test_strict_types_option_reaches_the_scorer_from_cascade_score_and_benchmarks(tmp_path):
     import json
 
-    from cascade_rl.cli import _parse_options
+    from cascade_rl.cli.common import parse_options as _parse_options
     from cascade_rl.eval.benchmarks import score_samples
     from cascade_rl.scoring import score_file
 

@@ -1,11 +1,11 @@
-"""`cascade swe ...` (swe/cli.py), and the end-to-end run with the local transformers backend."""
+"""`cascade swe ...` (cli/swe.py), and the end-to-end run with the local transformers backend."""
 
 import json
 
 from conftest import git_state
 from typer.testing import CliRunner
 
-from cascade_rl.swe.cli import app
+from cascade_rl.cli.swe import app
 from cascade_rl.swe.fixtures import FIXTURES, fixture_dir
 
 runner = CliRunner()

@@ -7,8 +7,8 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from cascade_rl.data.hygiene import words as _words
 from cascade_rl.rewards.registry import get_domain, missing_fields
+from cascade_rl.text import words as _words
 from cascade_rl.world import WorldManifest, WorldSizes, build_world
 from cascade_rl.world.build import BENCHMARKS, scaffolding
 from cascade_rl.world.decontam import row_text

@@ -2,7 +2,7 @@
 disjointness): conversion, exact dedup, n-gram decontamination against named benchmarks, and
 the check that SFT, RLHF and RL prompt sets share no prompt. Each runs through
 :func:`cascade_rl.data.job.run_job` (progress, resumable output, summary, malformed rows named
-by file and line); the CLI is :mod:`cascade_rl.data.cli`.
+by file and line); the commands are :mod:`cascade_rl.cli.data`.
 """
 
 from __future__ import annotations

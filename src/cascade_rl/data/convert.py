@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cascade_rl.data.constrain import constrain
+from cascade_rl.data.constrain.files import constrain
 from cascade_rl.data.job import Drop
 from cascade_rl.data.rows import RowError, message_text, pluck
 from cascade_rl.data.shapes import as_messages, normalise_preference, normalise_sft

@@ -32,7 +32,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from cascade_rl.text import words  # the project's word; importable from here as before
+from cascade_rl.text import words
 
 Row = TypeVar("Row")
 

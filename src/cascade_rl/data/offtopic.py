@@ -110,68 +110,94 @@ def offtopic_pairs(
     **job: Any,
 ) -> Summary:
     """Run the appendix C.1 pipeline (module docstring) over the prompts of ``inputs``."""
-    from cascade_rl.llm import generate_many
-
     total = prevalidate(inputs, instruction_of, skip_malformed=skip_malformed)
-    sampling = dict(sampling or {})
-    rewriter = models.rewriter or models.strong
-
-    def user(text: str) -> list[dict]:
-        return [{"role": "user", "content": text, "mode": mode}]
-
-    def process(rows: Sequence[Row]) -> list:
-        outcomes: list = [None] * len(rows)
-        work: dict[int, str] = {}
-        for i, row in enumerate(rows):
-            try:
-                work[i] = instruction_of(row.data)
-            except RowError as error:
-                outcomes[i] = error
-        order = list(work)
-        rewrites = generate_many(
-            rewriter, [user(REWRITE_TEMPLATE.format(instruction=work[i])) for i in order], n=1, **sampling
-        )
-        rewritten = {i: clean_rewrite(texts[0]) for i, texts in zip(order, rewrites)}
-        for i in order:
-            if not rewritten[i] or rewritten[i] == work[i]:
-                outcomes[i] = Drop("no usable rewrite")
-        order = [i for i in order if outcomes[i] is None]
-        verdicts = judge_all(models.judge, [user(JUDGE_TEMPLATE.format(a=work[i], b=rewritten[i])) for i in order])
-        same = dict(zip(order, verdicts))
-        for i in order:
-            if same[i] >= same_threshold:
-                outcomes[i] = Drop("judge: the rewrite asks the same thing")
-        order = [i for i in order if outcomes[i] is None]
-        rejected = generate_many(models.strong, [user(rewritten[i]) for i in order], n=1, **sampling)
-        chosen = generate_many(models.weak, [user(work[i]) for i in order], n=1, **sampling)
-        for i, bad, good in zip(order, rejected, chosen):
-            bad_answer, good_answer = _answer(bad[0]), _answer(good[0])
-            if not bad_answer.strip() or not good_answer.strip():
-                outcomes[i] = Drop("empty or unfinished answer")
-                continue
-            outcomes[i] = Keep(
-                [
-                    {
-                        "prompt": [{"role": "user", "content": work[i]}],
-                        "chosen": [{"role": "assistant", "content": good_answer}],
-                        "rejected": [{"role": "assistant", "content": bad_answer}],
-                        "rewritten_prompt": rewritten[i],
-                        "judge_p_same": round(same[i], 4),
-                        "source": "offtopic",
-                    }
-                ]
-            )
-        return outcomes
-
-    options = {"models": models.specs, "same_threshold": same_threshold, "sampling": sampling, "mode": mode}
+    steps = OfftopicSteps(models, same_threshold=same_threshold, sampling=dict(sampling or {}), mode=mode)
+    options = {"models": models.specs, "same_threshold": same_threshold, "sampling": steps.sampling, "mode": mode}
     return run_job(
         "offtopic",
         inputs,
         output,
-        process,
+        steps.process,
         options=options,
         batch_size=batch_size,
         skip_malformed=skip_malformed,
         total=total,
         **job,
     )
+
+
+class OfftopicSteps:
+    """The steps of appendix C.1 over a batch of rows, each on the rows still standing: read
+    the instruction, rewrite it, ask the judge whether the rewrite asks the same thing, answer
+    both (a row a step rules out is dropped with the reason)."""
+
+    def __init__(self, models: OfftopicModels, *, same_threshold: float, sampling: dict[str, Any], mode: str):
+        self.models, self.same_threshold, self.sampling, self.mode = models, same_threshold, sampling, mode
+
+    def process(self, rows: Sequence[Row]) -> list:
+        outcomes: list = [None] * len(rows)
+        instructions = self.instructions(rows, outcomes)
+        rewritten = self.rewrite(instructions, outcomes)
+        same = self.judge(instructions, rewritten, outcomes)
+        self.answer(instructions, rewritten, same, outcomes)
+        return outcomes
+
+    def instructions(self, rows: Sequence[Row], outcomes: list) -> dict[int, str]:
+        work: dict[int, str] = {}
+        for i, row in enumerate(rows):
+            try:
+                work[i] = instruction_of(row.data)
+            except RowError as error:
+                outcomes[i] = error
+        return work
+
+    def rewrite(self, work: dict[int, str], outcomes: list) -> dict[int, str]:
+        order = standing(work, outcomes)
+        prompts = [self.user(REWRITE_TEMPLATE.format(instruction=work[i])) for i in order]
+        rewrites = self.generate(self.models.rewriter or self.models.strong, prompts)
+        rewritten = {i: clean_rewrite(texts[0]) for i, texts in zip(order, rewrites)}
+        for i in order:
+            if not rewritten[i] or rewritten[i] == work[i]:
+                outcomes[i] = Drop("no usable rewrite")
+        return rewritten
+
+    def judge(self, work: dict[int, str], rewritten: dict[int, str], outcomes: list) -> dict[int, float]:
+        order = standing(work, outcomes)
+        questions = [self.user(JUDGE_TEMPLATE.format(a=work[i], b=rewritten[i])) for i in order]
+        same = dict(zip(order, judge_all(self.models.judge, questions)))
+        for i in order:
+            if same[i] >= self.same_threshold:
+                outcomes[i] = Drop("judge: the rewrite asks the same thing")
+        return same
+
+    def answer(self, work: dict[int, str], rewritten: dict[int, str], same: dict[int, float], outcomes: list) -> None:
+        order = standing(work, outcomes)
+        rejected = self.generate(self.models.strong, [self.user(rewritten[i]) for i in order])
+        chosen = self.generate(self.models.weak, [self.user(work[i]) for i in order])
+        for i, bad, good in zip(order, rejected, chosen):
+            bad_answer, good_answer = _answer(bad[0]), _answer(good[0])
+            if not bad_answer.strip() or not good_answer.strip():
+                outcomes[i] = Drop("empty or unfinished answer")
+                continue
+            pair = {
+                "prompt": [{"role": "user", "content": work[i]}],
+                "chosen": [{"role": "assistant", "content": good_answer}],
+                "rejected": [{"role": "assistant", "content": bad_answer}],
+                "rewritten_prompt": rewritten[i],
+                "judge_p_same": round(same[i], 4),
+                "source": "offtopic",
+            }
+            outcomes[i] = Keep([pair])
+
+    def user(self, text: str) -> list[dict]:
+        return [{"role": "user", "content": text, "mode": self.mode}]
+
+    def generate(self, model: Any, prompts: list[list[dict]]) -> list[list[str]]:
+        from cascade_rl.llm import generate_many
+
+        return generate_many(model, prompts, n=1, **self.sampling)
+
+
+def standing(work: dict[int, str], outcomes: list) -> list[int]:
+    """The rows of ``work`` that no step has ruled out yet, in order."""
+    return [i for i in work if outcomes[i] is None]

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from cascade_rl.eval.forgetting import Change, change, paired_stderr
 from cascade_rl.eval.runs import RunSummary, StageRecord, evaluations, summarize_run
 from cascade_rl.eval.tables import format_duration, format_table, value_text
@@ -352,35 +350,6 @@ def write_comparison(comparison: Comparison, out_dir: Path) -> Path:
     return path
 
 
-# ---------------------------------------------------------------- command
-
-
-def compare_command(
-    runs: list[Path] = typer.Argument(..., help="Two or more run directories (runs/<run>) of finished recipes."),
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        help="Where to write compare.md / .json / .png (default: runs/compare-A-vs-B beside the first run).",
-    ),
-    partial: bool = typer.Option(False, "--partial", help="Also compare runs that have not finished every stage."),
-) -> None:
-    """Compare runs side by side: final benchmark values, gains over SFT, largest falls and cost,
-    each with its standard error (e.g. recipes/tiny.yaml against recipes/tiny-joint.yaml)."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    console = Console(stderr=True, soft_wrap=True)
-    try:
-        comparison = compare(runs, partial=partial)
-    except (CompareError, ValueError) as error:
-        console.print(f"[red]error[/red]: {escape(str(error))}", highlight=False)
-        raise typer.Exit(2) from None
-    for note in comparison.notes():
-        console.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False)
-    path = write_comparison(comparison, out or _default_out(runs))
-    print(markdown(comparison))
-    console.print(f"comparison: {path}")
-
-
-def _default_out(runs: Sequence[Path]) -> Path:
+def default_output(runs: Sequence[Path]) -> Path:
+    """Where a comparison goes unless told: ``compare-A-vs-B`` beside the first run."""
     return Path(runs[0]).parent / ("compare-" + "-vs-".join(Path(r).name for r in runs))

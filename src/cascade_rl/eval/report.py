@@ -32,8 +32,7 @@ reward reaches the benchmark's ``pass_threshold``; an arena sample wins against 
 reward-model score). A fall counts as **forgetting** only when it exceeds both the forgetting
 limit and twice its paired standard error (a fall whose error is unknown: the limit alone).
 
-**Modules.** This module writes the markdown and JSON and re-exports the names below for
-callers of the single module it used to be: reading the run directory is
+**Modules.** This module writes the markdown and JSON; reading the run directory is
 :mod:`cascade_rl.eval.runs`, changes, forgetting and targets :mod:`cascade_rl.eval.forgetting`,
 tables :mod:`cascade_rl.eval.tables`, plots :mod:`cascade_rl.eval.plots`; what distillation
 stages won back is :mod:`cascade_rl.eval.recovery`.
@@ -53,97 +52,33 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.eval.forgetting import (
-    ROUNDING,
     Change,
     TargetCheck,
-    change,
     check_targets,
-    forgetting_matrix,
-    gain_for,
     is_forgetting,
-    paired_stderr,
     stage_changes,
 )
 from cascade_rl.eval.levels import levels_section
-from cascade_rl.eval.plots import PNG_SIGNATURE, plot_forgetting, plot_length_entropy, plot_training_curves
+from cascade_rl.eval.plots import plot_forgetting, plot_length_entropy, plot_training_curves
 from cascade_rl.eval.recovery import add_recovery, print_recovery
 from cascade_rl.eval.runs import (
-    BASE_DIR,
     BASELINE_LABEL,
     DEFAULT_FORGETTING_LIMIT,
-    DEFAULT_MIN_GAIN,
     SAMPLE_RATES,
-    STAGE_KINDS,
-    TRAINING_KINDS,
     TREND_STEPS,
     RunSummary,
-    SampleRule,
-    SampleSummary,
     StageRecord,
-    _read_json,
     evaluations,
-    length_counter,
-    load_stages,
-    read_eval,
-    read_metrics,
-    read_samples,
-    read_stage_info,
-    recipe_sample_rules,
+    read_json,
     recipe_targets,
     summarize_run,
     trend,
 )
-from cascade_rl.eval.tables import _column_title, _signed, format_cell, format_duration, format_table, value_text
-
-__all__ = [
-    "BASELINE_LABEL",
-    "BASE_DIR",
-    "DEFAULT_FORGETTING_LIMIT",
-    "DEFAULT_MIN_GAIN",
-    "PNG_SIGNATURE",
-    "ROUNDING",
-    "SAMPLE_RATES",
-    "STAGE_KINDS",
-    "TRAINING_KINDS",
-    "TREND_STEPS",
-    "Change",
-    "RunSummary",
-    "SampleRule",
-    "SampleSummary",
-    "StageRecord",
-    "TargetCheck",
-    "build_report",
-    "change",
-    "check_targets",
-    "evaluations",
-    "forgetting_matrix",
-    "format_cell",
-    "format_duration",
-    "format_table",
-    "gain_for",
-    "is_forgetting",
-    "length_counter",
-    "load_stages",
-    "paired_stderr",
-    "plot_forgetting",
-    "plot_length_entropy",
-    "plot_training_curves",
-    "print_summary",
-    "read_eval",
-    "read_metrics",
-    "read_samples",
-    "read_stage_info",
-    "recipe_sample_rules",
-    "recipe_targets",
-    "stage_changes",
-    "summarize_run",
-    "trend",
-    "value_text",
-]
+from cascade_rl.eval.tables import column_title, format_cell, format_duration, format_table, signed, value_text
 
 
 def _eval_table(summary: RunSummary) -> str:
-    columns = ["after stage", "kind", "wall"] + [_column_title(b, summary.labels) for b in summary.benchmarks]
+    columns = ["after stage", "kind", "wall"] + [column_title(b, summary.labels) for b in summary.benchmarks]
     rows = []
     for record in evaluations(summary):
         wall = None if record.name == BASELINE_LABEL else format_duration(record.wall_s)
@@ -259,8 +194,8 @@ def _length_entropy_section(summary: RunSummary, plot: str | None) -> list[str]:
             entropy, length = trend(row.metrics, "entropy"), trend(row.metrics, "response_length/mean")
             table.append(
                 [row.name]
-                + ([entropy[0], entropy[1], _signed(entropy[1] - entropy[0], digits=3)] if entropy else [None] * 3)
-                + ([length[0], length[1], _signed(length[1] - length[0])] if length else [None] * 3)
+                + ([entropy[0], entropy[1], signed(entropy[1] - entropy[0], digits=3)] if entropy else [None] * 3)
+                + ([length[0], length[1], signed(length[1] - length[0])] if length else [None] * 3)
             )
         lines += [
             format_table(
@@ -458,7 +393,7 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
     from rich.table import Table
 
     if isinstance(report, (str, Path)):
-        report = _read_json(Path(report))
+        report = read_json(Path(report))
     console = console or Console()
     if not console.is_terminal:  # piped or logged: rich would assume 80 columns and cut names
         console.width = max(console.width, 160)

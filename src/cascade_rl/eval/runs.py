@@ -69,7 +69,7 @@ class RunSummary:
     length_unit: str = "tokens"
 
 
-def _read_json(path: Path) -> Any:
+def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
@@ -84,7 +84,7 @@ def _number(value: Any, where: str) -> float:
 
 def read_stage_info(path: Path) -> dict[str, Any]:
     """stage.json, validated: index, name, kind, wall_s, status."""
-    info = _read_json(path)
+    info = read_json(path)
     if not isinstance(info, dict):
         raise ValueError(f"{path}: expected a JSON object")
     missing = [key for key in ("index", "name", "kind") if key not in info]
@@ -102,7 +102,7 @@ def read_eval(path: Path) -> tuple[dict[str, float], dict[str, str], dict[str, f
     benchmark -> standard error over prompts where recorded in ``extra.stderr``)."""
     if not path.exists():
         return {}, {}, {}
-    raw = _read_json(path)
+    raw = read_json(path)
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected an object mapping benchmark -> value")
     values: dict[str, float] = {}
@@ -163,7 +163,7 @@ def recipe_sample_rules(run_dir: Path) -> dict[str, SampleRule]:
     """Per benchmark of the run's recipe.json, its pass threshold and whether its value is an
     average over samples (avg@k, win rate)."""
     path = Path(run_dir) / "recipe.json"
-    spec = (_read_json(path).get("eval") or {}) if path.exists() else {}
+    spec = (read_json(path).get("eval") or {}) if path.exists() else {}
     rules = {}
     for bench in spec.get("benchmarks") or []:
         if isinstance(bench, dict) and "name" in bench:
@@ -348,7 +348,7 @@ def recipe_targets(run_dir: Path) -> tuple[dict[str, str], float | dict[str, flo
     """(targets, min gain, forgetting limit) of the recipe the run was made with, read from
     ``run_dir/recipe.json``; no targets when the run has no recipe.json."""
     path = Path(run_dir) / "recipe.json"
-    spec = (_read_json(path).get("eval") or {}) if path.exists() else {}
+    spec = (read_json(path).get("eval") or {}) if path.exists() else {}
     targets = spec.get("targets") or {}
     if not isinstance(targets, dict) or not all(isinstance(v, str) for v in targets.values()):
         raise ValueError(f"{path}: eval.targets must map stage names to benchmark names, got {targets!r}")

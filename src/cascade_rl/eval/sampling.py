@@ -31,17 +31,14 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from cascade_rl.llm.base import GenerationError, Generator, generate_many
+from cascade_rl.llm.factory import load_generator
 from cascade_rl.llm.local import LocalGenerator
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator
+from cascade_rl.llm.transport import is_server_spec
 
 Messages = Sequence[Mapping[str, Any]]
-SERVER_PREFIXES = ("http://", "https://", "openai:")
 #: sequences handed to the vLLM engine per call, in batches of the evaluation's batch size
 VLLM_CALL_FACTOR = 4
-
-
-def is_server_spec(model: Any) -> bool:
-    return isinstance(model, str) and model.startswith(SERVER_PREFIXES)
 
 
 def open_generator(
@@ -59,17 +56,15 @@ def open_generator(
     if not isinstance(model, (str, Path)):
         return model
     spec = str(model)
-    if is_server_spec(spec):
-        base_url, _, name = spec.removeprefix("openai:").partition("#")
-        if not name:
-            raise ValueError(f"server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
-        return OpenAICompatGenerator(base_url, name, max_concurrency=max_concurrency, timeout=timeout)
-    path = Path(spec).expanduser()
-    if not path.is_dir():
+    if not is_server_spec(spec) and not Path(spec).expanduser().is_dir():
         raise FileNotFoundError(
             f"model {spec!r} is neither a checkpoint directory nor a server spec (http://host:port/v1#MODEL)"
         )
-    return LocalGenerator(path, batch_size=batch_size, dtype=None if dtype in (None, "auto") else dtype, engine=engine)
+    return load_generator(
+        spec if is_server_spec(spec) else str(Path(spec).expanduser()),
+        server={"max_concurrency": max_concurrency, "timeout": timeout},
+        local={"batch_size": batch_size, "dtype": None if dtype in (None, "auto") else dtype, "engine": engine},
+    )
 
 
 def describe(generator: Generator) -> str:

@@ -55,14 +55,14 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m"
 
 
-def _signed(value: float | None, bold: bool = False, digits: int = 1) -> str | None:
+def signed(value: float | None, bold: bool = False, digits: int = 1) -> str | None:
     if value is None:
         return None
     text = f"{value:+.{digits}f}"
     return f"**{text}**" if bold else text
 
 
-def _column_title(benchmark: str, labels: Mapping[str, str]) -> str:
+def column_title(benchmark: str, labels: Mapping[str, str]) -> str:
     return f"{benchmark} ({labels[benchmark]})" if benchmark in labels else benchmark
 
 

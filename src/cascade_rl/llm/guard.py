@@ -1,7 +1,7 @@
 """Fail fast while a server is down (SPEC section 5: a reward that cannot be computed scores 0;
 the run goes on).
 
-A client retries each request with backoff (:class:`~cascade_rl.llm.openai_compat.OpenAICompatGenerator`),
+A client retries each request with backoff (:class:`~cascade_rl.llm.transport.HttpClient`),
 so one request to a dead or hanging server costs ``(max_retries + 1) * timeout`` seconds plus
 the backoff. Without a guard, a batch of 1,024 rollouts against a hanging reward model would
 cost that once per wave of ``max_concurrency`` requests: hours per RL step. A
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from cascade_rl.llm.base import GenerationError
-from cascade_rl.llm.openai_compat import RETRY_STATUS
+from cascade_rl.llm.transport import RETRY_STATUS
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

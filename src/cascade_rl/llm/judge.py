@@ -113,7 +113,7 @@ class YesNoJudge:
     ) -> None:
         backend = backend_or_model
         if isinstance(backend, (str, Mapping)):
-            backend = load_generator(_with_server_defaults(backend))
+            backend = load_generator(backend, server=JUDGE_SERVER_DEFAULTS)
         if not isinstance(backend, (LocalGenerator, OpenAICompatGenerator)):
             raise TypeError(
                 f"YesNoJudge needs a LocalGenerator, an OpenAICompatGenerator or a spec, "
@@ -184,20 +184,6 @@ class YesNoJudge:
         """The word (YES / NO) a judge response gives after the prefix, outside its thinking."""
         match = self._answer_re.search(split_thinking(response).answer)
         return match.group(1) if match else None
-
-
-def _with_server_defaults(spec: str | Mapping[str, Any]) -> str | dict[str, Any]:
-    """A server spec as a dict with :data:`JUDGE_SERVER_DEFAULTS` under its own settings; other
-    specs (local models) unchanged."""
-    if isinstance(spec, Mapping):
-        return {**JUDGE_SERVER_DEFAULTS, **spec} if "base_url" in spec else dict(spec)
-    url = spec.strip().removeprefix("openai:")
-    if not url.startswith(("http://", "https://")):
-        return spec
-    base_url, _, model = url.partition("#")
-    if not model:
-        raise ValueError(f"judge server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
-    return {**JUDGE_SERVER_DEFAULTS, "base_url": base_url, "model": model}
 
 
 def load_judge(spec: str | Mapping[str, Any]) -> YesNoJudge:

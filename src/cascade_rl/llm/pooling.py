@@ -38,8 +38,8 @@ reward model (``token_classify``) returns one vector per token, and its last tok
 concurrently -- at most ``max_concurrency`` in flight; the server batches what arrives together
 (vLLM's continuous batching; ``cascade serve``'s ``--batch-size``). Each request has a wall-clock
 ``timeout`` and is retried up to ``max_retries`` times on connection errors, timeouts, HTTP 429
-and 5xx, with exponential backoff (the HTTP machinery of
-:class:`~cascade_rl.llm.openai_compat.OpenAICompatGenerator`, ``Retry-After`` honoured). A
+and 5xx, with exponential backoff (it is an :class:`~cascade_rl.llm.transport.HttpClient`,
+``Retry-After`` honoured). A
 request that still fails gives that conversation no score and an error (the reward then scores
 it 0 with ``details["error"]``, which the GRPO adapter counts as ``reward/errors``); the other
 conversations are scored. After a server failure the client fails fast for ``cooldown`` seconds
@@ -57,14 +57,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 from cascade_rl.llm.base import GenerationError
 from cascade_rl.llm.guard import ServiceGuard, wait_for_url
-from cascade_rl.llm.openai_compat import OpenAICompatGenerator
+from cascade_rl.llm.transport import Connection, HttpClient, parse_server_spec
 
 Conversation = Sequence[Mapping[str, Any]]
-SERVER_SCHEMES = ("http://", "https://")
 
 
 class RewardResult(NamedTuple):
@@ -76,23 +74,6 @@ class RewardResult(NamedTuple):
 
 class ProtocolError(ValueError):
     """A request or response that does not follow the protocol."""
-
-
-def is_server(spec: object) -> bool:
-    """Whether a ``reward_model`` option names a server rather than a local checkpoint."""
-    return isinstance(spec, str) and spec.strip().startswith(SERVER_SCHEMES)
-
-
-def parse_server(spec: str) -> tuple[str, str | None]:
-    """``(root URL, model name or None)`` of ``http://host:port[/v1][/pooling][#MODEL]``."""
-    url, _, model = spec.strip().partition("#")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"reward-model server {spec!r} is not an http(s)://host:port URL")
-    root = url.rstrip("/")
-    for suffix in ("/pooling", "/v1"):
-        root = root.removesuffix(suffix)
-    return root, model or None
 
 
 # ---------------------------------------------------------------------------- shapes
@@ -136,8 +117,9 @@ def score_from_response(response: Mapping[str, Any]) -> float:
 # ---------------------------------------------------------------------------- client
 
 
-class RewardModelClient:
-    """Scores conversations with a reward-model server (module docstring)."""
+class RewardModelClient(HttpClient):
+    """Scores conversations with a reward-model server (module docstring). ``url``:
+    ``http://host:port[/v1][/pooling][#MODEL]``."""
 
     def __init__(
         self,
@@ -146,23 +128,13 @@ class RewardModelClient:
         max_concurrency: int = 16,
         timeout: float = 120.0,
         max_retries: int = 3,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
         cooldown: float = 60.0,
-        api_key: str | None = None,
+        **http: Any,
     ) -> None:
-        self.root, self.model = parse_server(url)
+        spec = parse_server_spec(url, what="reward-model server")
+        super().__init__(spec.root, max_concurrency=max_concurrency, timeout=timeout, max_retries=max_retries, **http)
+        self.root, self.model = spec.root, spec.model
         self.url = f"{self.root}/pooling"
-        self._http = OpenAICompatGenerator(
-            self.root,
-            self.model or "default",
-            api_key=api_key,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            max_retries=max_retries,
-            backoff_base=backoff_base,
-            backoff_max=backoff_max,
-        )
         self.guard = ServiceGuard(self.url, limit=max_concurrency, cooldown=cooldown)
 
     def __repr__(self) -> str:
@@ -170,24 +142,21 @@ class RewardModelClient:
 
     def score(self, conversations: Sequence[Conversation], *, max_length: int | None = None) -> list[RewardResult]:
         """One result per conversation (blocking; thread-safe)."""
-        return self._http.run_sync(self.ascore(conversations, max_length=max_length))
+        return self.run_sync(self.ascore(conversations, max_length=max_length))
 
     async def ascore(
         self, conversations: Sequence[Conversation], *, max_length: int | None = None
     ) -> list[RewardResult]:
-        async with self._http._client() as client:
-            return list(await asyncio.gather(*(self._one(client, c, max_length) for c in conversations)))
+        async with self.connect() as connection:
+            return list(await asyncio.gather(*(self._one(connection, c, max_length) for c in conversations)))
 
-    async def _one(self, client: Any, conversation: Conversation, max_length: int | None) -> RewardResult:
+    async def _one(self, connection: Connection, conversation: Conversation, max_length: int | None) -> RewardResult:
         body = pooling_request(conversation, model=self.model, max_length=max_length)
         try:
-            response = await self.guard.run(lambda: self._http._post_with_retries(client, "/pooling", body))
+            response = await self.guard.run(lambda: connection.post("/pooling", body))
             return RewardResult(score_from_response(response))
         except (GenerationError, ProtocolError) as error:
             return RewardResult(None, f"reward-model server: {error}")
-
-    def close(self) -> None:
-        self._http.close()
 
 
 @lru_cache(maxsize=8)
@@ -205,7 +174,7 @@ def check_server(
     """Raise ``RuntimeError`` (one line, naming the URL) unless the server at ``url`` answers
     ``/health`` and scores one tiny conversation (with ``truncate_prompt_tokens`` =
     ``max_length`` when given) within ``timeout`` seconds; returns that score."""
-    root, model = parse_server(url)
+    root = parse_server_spec(url, what="reward-model server").root
     deadline = time.monotonic() + timeout
     try:
         wait_for_url(f"{root}/health", deadline)

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import split_thinking
-from cascade_rl.llm.pooling import RewardResult, check_server, is_server, reward_model_client
+from cascade_rl.llm.pooling import RewardResult, check_server, reward_model_client
+from cascade_rl.llm.transport import is_server_spec
 from cascade_rl.rewards.base import Score
 
 #: reward options that configure a reward-model server client (module docstring)
@@ -186,7 +187,7 @@ def rm_results(
     (module docstring); a result without a value carries the server's error."""
     check_max_length(max_length)
     conversations = [rm_conversation(r) for r in requests]
-    if is_server(reward_model):
+    if is_server_spec(reward_model):
         client = reward_model_client(str(reward_model).strip(), **server_options(options))
         return client.score(conversations, max_length=max_length)
     model = load_reward_model(str(reward_model))
@@ -284,7 +285,7 @@ def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0
     spec = options.get("reward_model")
     if spec is None or not isinstance(spec, (str, Path)):
         return  # required_options reports a missing one
-    if is_server(spec):
+    if is_server_spec(spec):
         try:
             check_server(
                 str(spec), max_length=options.get("max_length"), timeout=timeout, api_key=options.get("api_key")

@@ -3,7 +3,7 @@ the Agentless prompts they come from: the repair prompt asks for SEARCH/REPLACE 
 format :mod:`cascade_rl.rewards.swe_edits` reads, and the judge prompt is the SWE reward's
 semantic similarity (:mod:`cascade_rl.rewards.swe`). They live beside the reward that reads
 their answers, below the SWE pipeline and the toy world that write them (DESIGN.md, "Layers");
-:mod:`cascade_rl.swe.prompts` re-exports them with the pipeline's other prompts.
+the pipeline's localisation and reproduction-test prompts are :mod:`cascade_rl.swe.prompts`.
 """
 
 from __future__ import annotations

@@ -26,26 +26,17 @@ Errors answer ``{"error": {"message", "type", "code"}}`` with the HTTP status.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from cascade_rl.llm.pooling import pooling_response
 from cascade_rl.rewards.preference import RewardModel
-
-
-class RequestError(ValueError):
-    """A request the server refuses, with its HTTP status."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+from cascade_rl.serve.app import Batcher, RequestError, batched_app, failure_response, json_body, model_list
 
 
 @dataclass(frozen=True)
@@ -103,65 +94,11 @@ def _rendered(messages: Any, model: RewardModel) -> str:
         raise RequestError(f"the chat template cannot render these messages: {error}") from None
 
 
-class Batcher:
-    """Scores token sequences from many requests in shared forward passes (module docstring)."""
-
-    def __init__(self, model: RewardModel, batch_size: int):
-        self.model, self.batch_size = model, batch_size
-        self.drain = 8  # take up to drain * batch_size queued inputs at once, to group them by length
-        self.queue: asyncio.Queue[tuple[list[int], asyncio.Future]] = asyncio.Queue()
-        self.inputs = 0  # scored so far
-
-    async def score(self, sequences: Sequence[list[int]]) -> list[float]:
-        loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in sequences]
-        for ids, future in zip(sequences, futures):
-            self.queue.put_nowait((ids, future))
-        return list(await asyncio.gather(*futures))
-
-    async def run(self) -> None:
-        while True:
-            batch = [await self.queue.get()]
-            while len(batch) < self.batch_size * self.drain and not self.queue.empty():
-                batch.append(self.queue.get_nowait())
-            batch = [(ids, future) for ids, future in batch if not future.done()]  # cancelled: client left
-            if not batch:
-                continue
-            try:  # score_ids sorts by length, then runs forward passes of batch_size
-                scores = await asyncio.to_thread(
-                    self.model.score_ids, [ids for ids, _ in batch], batch_size=self.batch_size
-                )
-            except Exception as error:  # noqa: BLE001 - every waiting request gets it
-                results: list[Any] = [error] * len(batch)
-            else:
-                results = scores
-            self.inputs += len(batch)
-            for (_, future), result in zip(batch, results):
-                if future.done():
-                    continue
-                if isinstance(result, Exception):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
-
-
 def create_app(model: RewardModel, *, name: str, max_length: int, batch_size: int = 8) -> FastAPI:
     """The FastAPI application serving ``model`` as ``name`` (module docstring)."""
-    batcher = Batcher(model, batch_size)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
-        task = asyncio.create_task(batcher.run())
-        yield
-        task.cancel()
-
-    app = FastAPI(title="cascade reward model", lifespan=lifespan)
-    app.state.batcher = batcher
+    batcher = Batcher(model, batch_size)  # type: ignore[arg-type]  # scores token id lists
+    app = batched_app("cascade reward model", batcher)
     created = int(time.time())
-
-    def error(message: str, status: int) -> JSONResponse:
-        kind = "NotFoundError" if status == 404 else "BadRequestError" if status < 500 else "InternalServerError"
-        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
     @app.get("/health")
     async def health() -> dict:
@@ -169,30 +106,20 @@ def create_app(model: RewardModel, *, name: str, max_length: int, batch_size: in
 
     @app.get("/v1/models")
     async def models() -> dict:
-        card = {"id": name, "object": "model", "created": created, "owned_by": "cascade", "root": model.path}
-        return {"object": "list", "data": [{**card, "max_model_len": max_length}]}
+        return model_list(name, model, max_length, created)  # type: ignore[arg-type]
 
     @app.post("/pooling")
     async def pooling(request: Request):
         try:
-            job = read_request(await _json_body(request), model, name=name, max_length=max_length)
+            job = read_request(await json_body(request), model, name=name, max_length=max_length)
             sequences = await asyncio.to_thread(_encode_all, model, job)
             scores = await batcher.score(sequences)
-        except RequestError as problem:
-            return error(str(problem), problem.status)
-        except Exception as problem:  # noqa: BLE001 - reported to the client as a 500
-            return error(f"{type(problem).__name__}: {problem}", 500)
+        except Exception as problem:  # noqa: BLE001 - the client gets its status (a 500 if unforeseen)
+            return failure_response(problem)
         vectors = [[_activated(s, model) if job.activation else s] for s in scores]
         return pooling_response(name, vectors, sum(len(ids) for ids in sequences))
 
     return app
-
-
-async def _json_body(request: Request) -> Any:
-    try:
-        return await request.json()
-    except ValueError as problem:
-        raise RequestError(f"the request body is not JSON: {problem}") from None
 
 
 def _encode_all(model: RewardModel, job: PoolingJob) -> list[list[int]]:

@@ -29,14 +29,12 @@ that arrive together are scored together in forward passes of similar lengths. A
 
 **Client** (:class:`TeacherClient`): the completion tokens' log-probabilities of many
 sequences, requested concurrently within a limit, with a timeout per request and retries with
-backoff (the project's OpenAI-compatible HTTP client).
+backoff (it is an :class:`~cascade_rl.llm.transport.HttpClient`).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import math
 import threading
 import time
@@ -46,10 +44,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
-from cascade_rl.llm.openai_compat import OpenAICompatGenerator
-from cascade_rl.llm.pooling import ProtocolError, parse_server
+from cascade_rl.llm.pooling import ProtocolError
+from cascade_rl.llm.transport import Connection, HttpClient, parse_server_spec
+from cascade_rl.serve.app import Batcher, RequestError, batched_app, failure_response, json_body, model_list
 
 
 # ---------------------------------------------------------------------------- the model side
@@ -126,14 +124,6 @@ class TokenScorer:
 
 
 # ---------------------------------------------------------------------------- the server
-class RequestError(ValueError):
-    """A request the server refuses, with its HTTP status."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
-
-
 def read_completion_request(body: Any, scorer: TokenScorer, *, name: str) -> ScoringJob:
     """Validate a ``/v1/completions`` body (module docstring) into a :class:`ScoringJob`."""
     if not isinstance(body, Mapping):
@@ -164,94 +154,95 @@ def read_completion_request(body: Any, scorer: TokenScorer, *, name: str) -> Sco
 
 def create_app(scorer: TokenScorer, *, name: str, batch_size: int = 8) -> FastAPI:
     """The FastAPI application serving ``scorer`` as ``name`` (module docstring)."""
-    from cascade_rl.serve.server import Batcher
+    batcher = Batcher(scorer, batch_size)
+    app = batched_app("cascade distillation teacher", batcher)
+    routes = TeacherRoutes(scorer, batcher, name)
+    app.get("/health")(routes.health)
+    app.get("/v1/models")(routes.models)
+    app.post("/tokenize")(routes.tokenize)
+    app.post("/detokenize")(routes.detokenize)
+    app.post("/v1/completions")(routes.completions)
+    return app
 
-    batcher = Batcher(scorer, batch_size)  # type: ignore[arg-type]  # any model with score_ids
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
-        task = asyncio.create_task(batcher.run())
-        yield
-        task.cancel()
+class TeacherRoutes:
+    """The endpoints of a teacher server (module docstring), one method each."""
 
-    app = FastAPI(title="cascade distillation teacher", lifespan=lifespan)
-    created = int(time.time())
+    def __init__(self, scorer: TokenScorer, batcher: Batcher, name: str) -> None:
+        self.scorer, self.batcher, self.name = scorer, batcher, name
+        self.created = int(time.time())
 
-    def error(message: str, status: int) -> JSONResponse:
-        kind = "NotFoundError" if status == 404 else "BadRequestError" if status < 500 else "InternalServerError"
-        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+    async def health(self) -> dict:
+        scorer = self.scorer
+        return {
+            "status": "ok",
+            "model": self.name,
+            "sequences": self.batcher.inputs,
+            "forward_passes": scorer.forward_passes,
+        }
 
-    async def body_of(request: Request) -> Any:
+    async def models(self) -> dict:
+        return model_list(self.name, self.scorer, self.scorer.max_length, self.created)
+
+    async def tokenize(self, request: Request):
         try:
-            return await request.json()
-        except ValueError as problem:
-            raise RequestError(f"the request body is not JSON: {problem}") from None
-
-    @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok", "model": name, "sequences": batcher.inputs, "forward_passes": scorer.forward_passes}
-
-    @app.get("/v1/models")
-    async def models() -> dict:
-        card = {"id": name, "object": "model", "created": created, "owned_by": "cascade", "root": scorer.path}
-        return {"object": "list", "data": [{**card, "max_model_len": scorer.max_length}]}
-
-    @app.post("/tokenize")
-    async def tokenize(request: Request):
-        try:
-            body = await body_of(request)
+            body = await json_body(request)
             if not isinstance(body, Mapping) or not isinstance(body.get("prompt"), str):
                 raise RequestError("give 'prompt' (a string)")
         except RequestError as problem:
-            return error(str(problem), problem.status)
-        tokens = scorer.tokenizer.encode(body["prompt"], add_special_tokens=bool(body.get("add_special_tokens", True)))
-        return {"count": len(tokens), "max_model_len": scorer.max_length, "tokens": tokens, "token_strs": None}
+            return failure_response(problem)
+        special = bool(body.get("add_special_tokens", True))
+        tokens = self.scorer.tokenizer.encode(body["prompt"], add_special_tokens=special)
+        return {"count": len(tokens), "max_model_len": self.scorer.max_length, "tokens": tokens, "token_strs": None}
 
-    @app.post("/detokenize")
-    async def detokenize(request: Request):
+    async def detokenize(self, request: Request):
         try:
-            body = await body_of(request)
-            tokens = body.get("tokens") if isinstance(body, Mapping) else None
-            if not isinstance(tokens, list) or not all(isinstance(t, int) and t >= 0 for t in tokens):
-                raise RequestError("give 'tokens' (a list of token ids)")
-            if tokens and max(tokens) >= len(scorer.tokenizer):
-                raise RequestError(f"token id {max(tokens)} is outside the vocabulary ({len(scorer.tokenizer)} tokens)")
+            tokens = _token_ids(await json_body(request), len(self.scorer.tokenizer))
         except RequestError as problem:
-            return error(str(problem), problem.status)
-        return {"prompt": scorer.tokenizer.decode(tokens)}
+            return failure_response(problem)
+        return {"prompt": self.scorer.tokenizer.decode(tokens)}
 
-    @app.post("/v1/completions")
-    async def completions(request: Request):
+    async def completions(self, request: Request):
         try:
-            job = read_completion_request(await body_of(request), scorer, name=name)
-            (result,) = await batcher.score([job])  # type: ignore[list-item]
-        except RequestError as problem:
-            return error(str(problem), problem.status)
-        except Exception as problem:  # noqa: BLE001 - reported to the client as a 500
-            return error(f"{type(problem).__name__}: {problem}", 500)
-        generated = int(job.generate)
-        choice = {
-            "index": 0,
-            "text": scorer.tokenizer.decode([result["next_token"]]) if job.generate else "",
-            "logprobs": None,
-            "finish_reason": "length",
-            "prompt_logprobs": result["prompt_logprobs"] if job.top is not None else None,
-        }
-        usage = {
+            job = read_completion_request(await json_body(request), self.scorer, name=self.name)
+            (result,) = await self.batcher.score([job])
+        except Exception as problem:  # noqa: BLE001 - the client gets its status (a 500 if unforeseen)
+            return failure_response(problem)
+        return completion_response(job, result, self.name, self.scorer.tokenizer)
+
+
+def _token_ids(body: Any, vocabulary: int) -> list[int]:
+    """The ``tokens`` of a ``/detokenize`` body, each a token id of the vocabulary."""
+    tokens = body.get("tokens") if isinstance(body, Mapping) else None
+    if not isinstance(tokens, list) or not all(isinstance(t, int) and t >= 0 for t in tokens):
+        raise RequestError("give 'tokens' (a list of token ids)")
+    if tokens and max(tokens) >= vocabulary:
+        raise RequestError(f"token id {max(tokens)} is outside the vocabulary ({vocabulary} tokens)")
+    return tokens
+
+
+def completion_response(job: ScoringJob, result: Mapping[str, Any], name: str, tokenizer: Any) -> dict[str, Any]:
+    """The ``/v1/completions`` answer for one scored job (module docstring)."""
+    generated = int(job.generate)
+    choice = {
+        "index": 0,
+        "text": tokenizer.decode([result["next_token"]]) if job.generate else "",
+        "logprobs": None,
+        "finish_reason": "length",
+        "prompt_logprobs": result["prompt_logprobs"] if job.top is not None else None,
+    }
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": name,
+        "choices": [choice],
+        "usage": {
             "prompt_tokens": len(job.ids),
             "completion_tokens": generated,
             "total_tokens": len(job.ids) + generated,
-        }
-        return {
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": name,
-            "choices": [choice],
-            "usage": usage,
-        }
-
-    return app
+        },
+    }
 
 
 def serve_teacher(
@@ -277,7 +268,7 @@ def serve_teacher(
 
 
 # ---------------------------------------------------------------------------- the client
-class TeacherClient:
+class TeacherClient(HttpClient):
     """Token log-probabilities from a teacher server (module docstring). ``url``:
     ``http://host:port[/v1][#served-model-name]``."""
 
@@ -290,18 +281,11 @@ class TeacherClient:
         max_retries: int = 3,
         api_key: str | None = None,
     ) -> None:
-        try:
-            self.root, self.model = parse_server(url)
-        except ValueError:
-            raise ValueError(f"teacher server {url!r} is not an http(s)://host:port URL") from None
-        self._http = OpenAICompatGenerator(
-            self.root,
-            self.model or "default",
-            api_key=api_key,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-            max_retries=max_retries,
+        spec = parse_server_spec(url, what="teacher server")
+        super().__init__(
+            spec.root, api_key=api_key, max_concurrency=max_concurrency, timeout=timeout, max_retries=max_retries
         )
+        self.root, self.model = spec.root, spec.model
 
     def __repr__(self) -> str:
         return f"TeacherClient({self.root!r}, model={self.model!r})"
@@ -311,11 +295,11 @@ class TeacherClient:
     ) -> list[list[float]]:
         """For each ``(prompt_ids, completion_ids)``, the teacher's log-probability of every
         completion token given everything before it (blocking; thread-safe)."""
-        return self._http.run_sync(self._all(sequences, temperature))
+        return self.run_sync(self._all(sequences, temperature))
 
     def tokenize(self, text: str) -> list[int]:
         """The server's token ids of ``text`` (no special tokens added)."""
-        response = self._http.run_sync(self._post("/tokenize", {"prompt": text, "add_special_tokens": False}))
+        response = self.run_sync(self.post("/tokenize", self._named({"prompt": text, "add_special_tokens": False})))
         tokens = response.get("tokens")
         if not isinstance(tokens, list):
             raise ProtocolError(f"{self.root}/tokenize: no 'tokens' in {str(response)[:200]}")
@@ -323,31 +307,24 @@ class TeacherClient:
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         """The server's text of ``tokens``."""
-        response = self._http.run_sync(self._post("/detokenize", {"tokens": [int(t) for t in tokens]}))
+        response = self.run_sync(self.post("/detokenize", self._named({"tokens": [int(t) for t in tokens]})))
         if not isinstance(response.get("prompt"), str):
             raise ProtocolError(f"{self.root}/detokenize: no 'prompt' in {str(response)[:200]}")
         return response["prompt"]
 
-    def close(self) -> None:
-        self._http.close()
-
     async def _all(self, sequences, temperature: float) -> list[list[float]]:
-        async with self._http._client() as client:
-            return list(await asyncio.gather(*(self._one(client, p, c, temperature) for p, c in sequences)))
+        async with self.connect() as connection:
+            return list(await asyncio.gather(*(self._one(connection, p, c, temperature) for p, c in sequences)))
 
-    async def _one(self, client: Any, prompt: Sequence[int], completion: Sequence[int], temperature: float):
+    async def _one(self, connection: Connection, prompt: Sequence[int], completion: Sequence[int], temperature: float):
         ids = [int(t) for t in (*prompt, *completion)]
         body = {"prompt": ids, "max_tokens": 1, "temperature": temperature, "prompt_logprobs": 1}
-        if self.model:
-            body["model"] = self.model
-        response = await self._http._post_with_retries(client, "/v1/completions", body)
+        response = await connection.post("/v1/completions", self._named(body))
         return completion_logprobs(response, ids, len(prompt), where=self.root)
 
-    async def _post(self, path: str, body: dict) -> dict:
-        if self.model:
-            body = {**body, "model": self.model}
-        async with self._http._client() as client:
-            return await self._http._post_with_retries(client, path, body)
+    def _named(self, body: dict) -> dict:
+        """The request body with the served model's name, when the URL gives one."""
+        return {**body, "model": self.model} if self.model else body
 
 
 def completion_logprobs(response: Mapping[str, Any], ids: Sequence[int], start: int, *, where: str) -> list[float]:
@@ -366,31 +343,3 @@ def completion_logprobs(response: Mapping[str, Any], ids: Sequence[int], start: 
             raise ProtocolError(f"{where}: no log-probability for token {ids[t]} at position {t}")
         values.append(float(value))
     return values
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m cascade_rl.serve.teacher",
-        description="Serve a causal LM's token log-probabilities (vLLM's /v1/completions prompt_logprobs).",
-    )
-    parser.add_argument("path", help="Local checkpoint directory.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8001)
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda if available).")
-    parser.add_argument("--batch-size", type=int, default=8, help="Most sequences per forward pass.")
-    parser.add_argument("--served-model-name", default=None, help="Name clients give as 'model' (default: PATH).")
-    parser.add_argument("--log-level", default="warning")
-    args = parser.parse_args(argv)
-    serve_teacher(
-        args.path,
-        host=args.host,
-        port=args.port,
-        device=args.device,
-        batch_size=args.batch_size,
-        served_model_name=args.served_model_name,
-        log_level=args.log_level,
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -39,8 +39,8 @@ from typing import Any
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.swe import score as swe_score
 from cascade_rl.rewards.swe_edits import EditParseError, parse_edits
+from cascade_rl.rewards.swe_prompts import format_files, repair_messages
 from cascade_rl.swe.pipeline import InstanceError, SweInstance, open_checkout
-from cascade_rl.swe.prompts import format_files, repair_messages
 from cascade_rl.swe.repair import approx_tokens
 from cascade_rl.swe.repo import Repository, RepositoryError
 

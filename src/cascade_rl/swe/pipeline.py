@@ -356,8 +356,8 @@ def _validate(
 ) -> None:
     """Reproduction tests, then regression / reproduction / gold tests on every candidate;
     results go into ``trace``."""
+    from cascade_rl.rewards.swe_prompts import format_files
     from cascade_rl.sandbox import Limits
-    from cascade_rl.swe.prompts import format_files
     from cascade_rl.swe.validate import Validator
 
     patches = [c.patch for c in repaired.candidates if c.status == "ok"]

@@ -1,37 +1,12 @@
-"""The SWE prompts of the seed's appendix C.2 (SPEC appendix), in the wording of the
-Agentless prompts they come from: localisation, repair, reproduction-test generation and the
-reward judge. Each ``*_messages`` function returns chat messages ready for a generator.
+"""The pipeline's own SWE prompts of the seed's appendix C.2 (SPEC appendix), in the wording of
+the Agentless prompts they come from: localisation and reproduction-test generation. Each
+``*_messages`` function returns chat messages ready for a generator.
 
-The repair and judge prompts are defined beside the reward that reads their answers
-(:mod:`cascade_rl.rewards.swe_prompts`, below this package: DESIGN.md, "Layers") and
-re-exported here, so every appendix C.2 prompt can be imported from this module.
+The repair and judge prompts are defined beside the reward that reads their answers, in
+:mod:`cascade_rl.rewards.swe_prompts` (below this package: DESIGN.md, "Layers").
 """
 
 from __future__ import annotations
-
-from cascade_rl.rewards.swe_prompts import (
-    JUDGE_SYSTEM_PROMPT,
-    JUDGE_USER_SUFFIX,
-    REPAIR_PROMPT,
-    format_files,
-    judge_messages,
-    repair_messages,
-    repair_prompt,
-)
-
-__all__ = [
-    "JUDGE_SYSTEM_PROMPT",
-    "JUDGE_USER_SUFFIX",
-    "LOCALIZATION_PROMPT",
-    "REPAIR_PROMPT",
-    "REPRODUCTION_TEST_PROMPT",
-    "format_files",
-    "judge_messages",
-    "localization_messages",
-    "repair_messages",
-    "repair_prompt",
-    "reproduction_test_messages",
-]
 
 LOCALIZATION_PROMPT = """\
 Please look through the following GitHub problem description and Repository structure and \

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.rewards.swe_edits import EditApplyError, EditParseError, apply_edits, parse_edits, unified_diff
+from cascade_rl.rewards.swe_prompts import format_files, repair_messages
 from cascade_rl.swe.localize import code_tokens
-from cascade_rl.swe.prompts import format_files, repair_messages
 
 if TYPE_CHECKING:
     from cascade_rl.llm.base import Generator

@@ -39,6 +39,7 @@ from cascade_rl.recipe import (
     DistillStage,
     EvalStage,
     GRPOStage,
+    OnPolicyStage,
     Recipe,
     RecipeError,
     RewardModelStage,
@@ -367,16 +368,13 @@ def check_reward_servers(stage: GRPOStage, options: dict[str, dict], runtime: An
 
 
 def check_process_layout(recipe: Recipe, processes: int) -> None:
-    """Every GRPO stage's step must split evenly over the processes and micro-batches; a recipe
+    """Every on-policy stage's step must split evenly over the processes and micro-batches; a recipe
     whose step cannot is refused before any compute, naming the stage and the field."""
-    from cascade_rl.train.distill import as_grpo_stage
     from cascade_rl.train.grpo import batch_shape
 
     for stage in recipe.stages:
-        if isinstance(stage, GRPOStage):
+        if isinstance(stage, OnPolicyStage):
             batch_shape(stage, processes)
-        if isinstance(stage, DistillStage):
-            batch_shape(as_grpo_stage(stage), processes)
 
 
 def publish(model: Path, stage_dir: Path) -> Path:
@@ -419,7 +417,7 @@ def check_distill_inputs(recipe: Recipe, run_dir: Path, base_model: Path) -> Non
     """Before the first stage: every distill stage's rows have a teacher, and its teachers that
     are checkpoints from outside this run exist and share the base model's tokenizer (stages of
     this run are checked when they have run, servers when the stage starts)."""
-    from cascade_rl.llm.pooling import is_server
+    from cascade_rl.llm.transport import is_server_spec
     from cascade_rl.train.distill import check_domains
     from cascade_rl.train.teachers import check_teachers
 
@@ -427,7 +425,7 @@ def check_distill_inputs(recipe: Recipe, run_dir: Path, base_model: Path) -> Non
     for stage in recipe.stages:
         if isinstance(stage, DistillStage):
             check_domains(stage, run_variables(run_dir))
-            outside = {d: t for d, t in stage.teachers.items() if t not in names and not is_server(expand(t))}
+            outside = {d: t for d, t in stage.teachers.items() if t not in names and not is_server_spec(expand(t))}
             external = stage.model_copy(update={"teachers": outside})
             check_teachers(stage, resolve_teachers(external, recipe, run_dir), base_model, recipe.runtime.server_wait_s)
 
@@ -436,7 +434,7 @@ def resolve_teachers(stage: DistillStage, recipe: Recipe, run_dir: Path) -> dict
     """Each domain's teacher of a distill stage: a stage of this run becomes that stage's
     checkpoint (a one-line error if it has not finished), a server URL stays, anything else is
     a local checkpoint directory (``${VAR}`` expanded)."""
-    from cascade_rl.llm.pooling import is_server
+    from cascade_rl.llm.transport import is_server_spec
     from cascade_rl.train.teachers import TeacherSpec, teacher_from_path
 
     stages = {p.stage.name: p for p in plan(recipe)}
@@ -451,7 +449,7 @@ def resolve_teachers(stage: DistillStage, recipe: Recipe, run_dir: Path) -> dict
                     f"({stage_dir.name}/stage.json is {status.get('status', 'missing')!r}); run it first"
                 )
             teachers[domain] = TeacherSpec(domain, spec, str(stage_dir / "model"), str(stage_dir))
-        elif is_server(spec):
+        elif is_server_spec(spec):
             teachers[domain] = TeacherSpec(domain, spec, expand(spec))
         else:
             teachers[domain] = teacher_from_path(domain, spec, Path(expand(spec)).expanduser())

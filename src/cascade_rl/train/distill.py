@@ -56,7 +56,7 @@ import torch
 from cascade_rl.chat import stop_token_ids, with_mode, with_tools
 from cascade_rl.data.loading import LoadReport, as_messages, load_sources, read_rows, resolve_path
 from cascade_rl.data.rows import rename_fields
-from cascade_rl.recipe import CurriculumStep, DistillStage, DynamicFilter, GRPOStage, RecipeError, Runtime
+from cascade_rl.recipe import CurriculumStep, DistillStage, DynamicFilter, RecipeError, Runtime
 from cascade_rl.train import distributed
 from cascade_rl.train.common import (
     CheckpointMarker,
@@ -69,7 +69,7 @@ from cascade_rl.train.common import (
 )
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
 from cascade_rl.train.filtering import MODES
-from cascade_rl.train.grpo import CascadeGRPOTrainer, _rewind_logs, _write_data_report, grpo_config, rollout_engine
+from cascade_rl.train.grpo import CascadeGRPOTrainer, grpo_config, rewind_logs, rollout_engine, write_data_report
 from cascade_rl.train.lm_head import install_lm_head
 from cascade_rl.train.reward_adapter import ScoredBatch
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
@@ -347,34 +347,13 @@ def distill_config(
     no entropy bonus) with this stage's sampling and batch, truncated responses kept in the loss,
     and the mismatch band as TRL's token_mask correction for vLLM rollouts."""
     return grpo_config(
-        as_grpo_stage(stage),
+        stage,
         substage_step(stage),
         mismatch_runtime(stage, runtime),
         output_dir,
         seed,
         model_dtype,
         run_name,
-    )
-
-
-def as_grpo_stage(stage: DistillStage) -> GRPOStage:
-    """The GRPO view of a distill stage's batch and sampling settings (for the GRPO config and
-    the process-layout check)."""
-    fields = (
-        "name",
-        "data",
-        "rollouts_per_prompt",
-        "prompts_per_batch",
-        "per_device_batch_size",
-        "temperature",
-        "top_p",
-        "top_k",
-        "learning_rate",
-        "weight_decay",
-        "max_grad_norm",
-    )
-    return GRPOStage.model_construct(
-        **{name: getattr(stage, name) for name in fields}, curriculum=[substage_step(stage)]
     )
 
 
@@ -432,7 +411,7 @@ def run_distill_stage(
 
 
 def _write_records(stage_dir: Path, data: DistillData, model_in: Path, teachers: Mapping[str, TeacherSpec]) -> None:
-    _write_data_report(stage_dir, data.report)
+    write_data_report(stage_dir, data.report)
     student = Path(model_in)
     record = {
         "student": str(student),
@@ -464,7 +443,7 @@ def _train(
     if resume is not None:
         schedule.load_state_dict(resume.state["schedule"])
         done = resume.global_step
-    distributed.on_main("sub-stage logs", lambda: _rewind_logs(substage_dir, done, 0))
+    distributed.on_main("sub-stage logs", lambda: rewind_logs(substage_dir, done, 0))
     recorder = RolloutRecorder(tokenizer)
     model_dtype, sample_dtype = dtypes
     trainer = DistillTrainer(
@@ -487,7 +466,7 @@ def _train(
         teacher_concurrency=stage.teacher_concurrency,
         teacher_timeout_s=stage.teacher_timeout_s,
         peft_config=peft_config(stage.lora),
-        rollouts=rollout_engine(as_grpo_stage(stage), substage_step(stage), runtime, model, sample_dtype, seed),
+        rollouts=rollout_engine(stage, substage_step(stage), runtime, model, sample_dtype, seed),
     )
     recorder.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

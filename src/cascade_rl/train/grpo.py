@@ -54,7 +54,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from cascade_rl.data.loading import LoadReport
 from cascade_rl.llm.decode import install_decoder
-from cascade_rl.recipe import CurriculumStep, GRPOStage, RecipeError, Runtime
+from cascade_rl.recipe import CurriculumStep, DistillStage, GRPOStage, OnPolicyStage, RecipeError, Runtime
 from cascade_rl.train import distributed
 from cascade_rl.train.common import (
     CheckpointMarker,
@@ -97,7 +97,7 @@ logging.getLogger("trl.trainer.grpo_trainer").addFilter(_SkippedRolloutNotice())
 
 
 # ----------------------------------------------------------------------------- TRL configuration
-def batch_shape(stage: GRPOStage, processes: int) -> tuple[int, int]:
+def batch_shape(stage: OnPolicyStage, processes: int) -> tuple[int, int]:
     """(completions per micro-batch per process, micro-batches per step), or a one-line error
     naming the field when the step cannot be split evenly over ``processes``."""
     completions = stage.prompts_per_batch * stage.rollouts_per_prompt
@@ -118,7 +118,7 @@ def batch_shape(stage: GRPOStage, processes: int) -> tuple[int, int]:
 
 
 def grpo_config(
-    stage: GRPOStage,
+    stage: GRPOStage | DistillStage,
     step: CurriculumStep,
     runtime: Runtime,
     output_dir: Path,
@@ -424,7 +424,7 @@ def run_grpo_stage(
     )
     data = rl_data_from(stage, [prompts[i] for i in kept], report)
     log.info("%s: %s", stage.name, data.report.summary())
-    distributed.on_main("stage data report", lambda: _write_data_report(stage_dir, data.report))
+    distributed.on_main("stage data report", lambda: write_data_report(stage_dir, data.report))
 
     def run_substage(index: int, step: CurriculumStep, model: Path, substage_dir: Path) -> dict:
         dtypes = (model_dtype, sample_dtype)
@@ -435,7 +435,7 @@ def run_grpo_stage(
     return model
 
 
-def _write_data_report(stage_dir: Path, report: LoadReport) -> None:
+def write_data_report(stage_dir: Path, report: LoadReport) -> None:
     stage_dir.mkdir(parents=True, exist_ok=True)
     summary = {"kept": report.kept, "read": report.read, "skipped": dict(report.skipped)}
     (stage_dir / "data_report.json").write_text(json.dumps(summary))
@@ -462,7 +462,7 @@ def _run_substage(
     resume = resume_point(trainer_dir)
     schedule, offset, done_steps = _schedule_for(stage, substage_data, substage_dir, index, seed, resume)
     rule = TruncationStopRule.for_step(step)
-    history = distributed.on_main("sub-stage logs", lambda: _rewind_logs(substage_dir, done_steps, offset))
+    history = distributed.on_main("sub-stage logs", lambda: rewind_logs(substage_dir, done_steps, offset))
     for logged_step, ratio in history:  # the stop rule continues where the interrupted run was
         rule.observe(logged_step, ratio)
     rows = substage_data.row_index()
@@ -551,7 +551,7 @@ def _batch_split(stage: GRPOStage) -> str:
     return "half" if "half" in stage.thinking.values() else "think"
 
 
-def _rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[tuple[int, float]]:
+def rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[tuple[int, float]]:
     """Forget what a crashed run logged after its last checkpoint; return the truncation ratios
     logged before it (main process)."""
     truncate_jsonl(substage_dir / "metrics.jsonl", done_steps)

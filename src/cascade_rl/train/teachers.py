@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.llm.pooling import is_server
+from cascade_rl.llm.transport import is_server_spec
 from cascade_rl.recipe import DistillStage, RecipeError
 
 #: text both tokenizers must encode to the same ids (special tokens, digits, accents, CJK, emoji)
@@ -33,7 +33,7 @@ class TeacherSpec:
 
     @property
     def served(self) -> bool:
-        return is_server(self.source)
+        return is_server_spec(self.source)
 
 
 def teacher_from_path(domain: str, spec: str, path: Path) -> TeacherSpec:

@@ -1,6 +1,6 @@
 """Test-time scaling for competitive programming (SPEC section 8; DESIGN: ``tts/``): the
 generate-select-submit loop of the paper's IOI 2025 run, a local judge with IOI semantics, the
-problem format with a shipped demo set, and the ``cascade tts`` / ``cascade elo`` commands.
+problem format with a shipped demo set (the ``cascade tts`` commands: :mod:`cascade_rl.cli.tts`).
 
 * :mod:`.problem`   problems with subtasks: ``problem.yaml``, validation, loading
 * :mod:`.kattis`    converter from the Kattis problem-package layout
@@ -9,7 +9,6 @@ problem format with a shipped demo set, and the ``cascade tts`` / ``cascade elo`
 * :mod:`.selection` which candidate to submit (Tail-10 confidence by default; pluggable)
 * :mod:`.sampling`  candidates from a local model or an OpenAI-compatible server
 * :mod:`.loop`      the rounds, budgets and resumable run directory (:mod:`.store`)
-* :mod:`.cli`       ``cascade tts run|judge|convert-kattis|list`` and ``cascade elo``
 
 See docs/tts.md.
 """

@@ -8,7 +8,7 @@ the faulty line as the file has it (indented, on its own line), so issue, file a
 the code with the same tokens. The repair edit's SEARCH runs from the function's ``def`` line
 through the faulty line: the name the issue gives anchors the copy of the file's lines.
 From one instance the world makes the three SFT samples of the Agentless pipeline, each with
-the prompts of appendix C.2 (:mod:`cascade_rl.swe.prompts`):
+the prompts of appendix C.2 (:mod:`cascade_rl.swe.prompts`, :mod:`cascade_rl.rewards.swe_prompts`):
 
 * **localisation**: issue + repository tree -> the buggy file's path in a fenced block;
 * **repair**: issue + file contents -> ``<think>`` + one SEARCH/REPLACE edit in ``<solution>``;
@@ -344,11 +344,12 @@ def generator_templates() -> list[str]:
 
 def prompt_templates() -> list[str]:
     """Every SWE prompt template of both styles (their fixed text is decontamination scaffolding)."""
+    from cascade_rl.rewards.swe_prompts import REPAIR_PROMPT
     from cascade_rl.swe import prompts
 
     return [
         prompts.LOCALIZATION_PROMPT,
-        prompts.REPAIR_PROMPT,
+        REPAIR_PROMPT,
         prompts.REPRODUCTION_TEST_PROMPT,
         COMPACT_REPAIR,
         COMPACT_LOCALIZATION,
@@ -370,7 +371,7 @@ def repair_task(
 ) -> Task:
     """The repair prompt (appendix C.2, or its compact form) with its gold answer and the RL
     reference fields."""
-    from cascade_rl.swe.prompts import format_files, repair_prompt
+    from cascade_rl.rewards.swe_prompts import format_files, repair_prompt
 
     _check_style(prompt_style)
     mixed = rng.random() < MIXED_FRACTION if mixed is None else mixed
@@ -440,7 +441,8 @@ def _call(source: str, name: str, arguments: tuple[Any, ...]) -> Any:
 
 
 def test_generation_task(instance: Instance, *, prompt_style: PromptStyle = "agentless") -> Task:
-    from cascade_rl.swe.prompts import format_files, reproduction_test_messages
+    from cascade_rl.rewards.swe_prompts import format_files
+    from cascade_rl.swe.prompts import reproduction_test_messages
 
     _check_style(prompt_style)
     fields = {

@@ -1,7 +1,7 @@
 """``cascade data``: the paper's data curation steps over JSONL / Parquet files (SPEC sections 3-6,
-appendix C.1). Thin: each command parses its options and calls the library; the shared row
-machinery (progress bar, resumable output, kept / dropped summary, malformed rows named by file
-and line) is :mod:`cascade_rl.data.job`.
+appendix C.1; docs/data-formats.md). Each command parses its options and calls the library; the
+shared row machinery (progress bar, resumable output, kept / dropped summary, malformed rows named
+by file and line) is :mod:`cascade_rl.data.job`.
 
     cascade data convert IN... --format FMT -o OUT      public formats -> the project's schemas
     cascade data dedup IN... -o OUT [--level L]         prompt dedup (white space and case ignored)
@@ -15,50 +15,64 @@ and line) is :mod:`cascade_rl.data.job`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from cascade_rl.data.job import Summary
-from cascade_rl.data.rows import DataError
+from cascade_rl.cli.common import (
+    EXIT_PROBLEMS,
+    GENERATOR_HELP,
+    fail,
+    open_generator,
+    option_groups,
+    parse_pairs,
+    say,
+    stdout,
+)
 
 app = typer.Typer(
-    help="Data curation for Cascade RL: convert public formats, dedup, decontaminate, check stage "
-    "disjointness, difficulty filters, ground-truth checks, off-topic RM pairs.",
+    help="Data curation: convert, dedup, decontaminate, constrain, difficulty, offtopic, ...",
     no_args_is_help=True,
     add_completion=False,
-    pretty_exceptions_enable=False,
 )
-console = Console(stderr=True, soft_wrap=True)
-
-INPUTS = typer.Argument(..., help="Input JSONL / Parquet files (read in order).")
-OUTPUT = typer.Option(..., "-o", "--output", help="Output JSONL; OUTPUT.summary.json records progress and counts.")
-SKIP = typer.Option(
-    False, "--skip-malformed", help="Count malformed rows (with an example file:line) instead of stopping."
-)
-OVERWRITE = typer.Option(False, "--overwrite", help="Start again instead of resuming an earlier run.")
-QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 
 
-def _fail(error: Exception) -> None:
-    console.print(f"[red]error[/red] {error}", highlight=False)
-    raise typer.Exit(2)
+@dataclass
+class Job:
+    """The files of a data job and how it runs: resumed unless told, malformed rows stop it
+    unless counted (:mod:`cascade_rl.data.job`)."""
+
+    inputs: list[Path] = typer.Argument(..., help="Input JSONL / Parquet files (read in order).")
+    output: Path = typer.Option(
+        ..., "-o", "--output", help="Output JSONL; OUTPUT.summary.json records progress and counts."
+    )
+    skip_malformed: bool = typer.Option(
+        False, "--skip-malformed", help="Count malformed rows (with an example file:line) instead of stopping."
+    )
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start again instead of resuming an earlier run.")
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments every job function of the library takes."""
+        return {"skip_malformed": self.skip_malformed, "overwrite": self.overwrite, "progress": not self.quiet}
+
+    def run(self, title: str, work: Callable[[], Any]) -> Any:
+        """Run ``work`` (a job); print its kept / dropped summary, or fail on a data error."""
+        from cascade_rl.data.rows import DataError
+
+        try:
+            summary = work()
+        except DataError as error:
+            raise fail(error) from None
+        print_summary(title, self.output, summary)
+        return summary
 
 
-def _pairs(values: list[str], what: str) -> dict[str, str]:
-    pairs = {}
-    for value in values:
-        left, sep, right = value.partition("=")
-        if not sep or not left or not right:
-            raise typer.BadParameter(f"{value!r}: expected {what}")
-        pairs[left.strip()] = right.strip()
-    return pairs
-
-
-def print_summary(title: str, output: Path, summary: Summary) -> None:
+def print_summary(title: str, output: Path, summary: Any) -> None:
     """The kept / dropped table of a job, and the command's own tables."""
     table = Table(title=f"{title} -> {output}")
     for column in ("rows", "count", "example"):
@@ -67,7 +81,7 @@ def print_summary(title: str, output: Path, summary: Summary) -> None:
     table.add_row("kept", str(summary.kept), f"{summary.written} rows written")
     for reason, count in summary.dropped.most_common():
         table.add_row(f"dropped: {reason}", str(count), summary.examples.get(reason, ""))
-    Console().print(table)
+    stdout.print(table)
     for name, rows in summary.extra.items():
         if isinstance(rows, list) and rows and isinstance(rows[0], dict):
             extra = Table(title=name)
@@ -75,22 +89,17 @@ def print_summary(title: str, output: Path, summary: Summary) -> None:
                 extra.add_column(str(column), overflow="fold")
             for row in rows:
                 extra.add_row(*(str(row[c]) for c in rows[0]))
-            Console().print(extra)
+            stdout.print(extra)
 
 
-def _run(title: str, output: Path, work: Any) -> Summary:
-    try:
-        summary = work()
-    except DataError as error:
-        _fail(error)
-    print_summary(title, output, summary)
-    return summary
+def names(text: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``."""
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 @app.command()
+@option_groups(job=Job)
 def convert(
-    inputs: list[Path] = INPUTS,
-    output: Path = OUTPUT,
     fmt: str = typer.Option(..., "--format", "-f", help="Input format (see `cascade data formats`)."),
     rename: list[str] = typer.Option(
         [], "--rename", help="Rename a field first: OURS=THEIRS (THEIRS may be a dotted path); repeatable."
@@ -104,32 +113,19 @@ def convert(
     split: str | None = typer.Option(
         None, "--split", help="mbpp: train, test, validation, prompt or all (MBPP's split by task_id) [default: all]."
     ),
-    skip_malformed: bool = SKIP,
-    overwrite: bool = OVERWRITE,
-    quiet: bool = QUIET,
+    *,
+    job: Job,
 ) -> None:
     """Convert public formats (NeMo Gym RL rows, OpenAI messages, HelpSteer, AIME, IFEval /
     IFBench, GSM8K, LiveCodeBench, TACO / APPS, MBPP, HumanEval, MMLU / MMLU-Pro / GPQA, BFCL,
     SWE-bench) to the project's schemas (docs/data-formats.md)."""
     from cascade_rl.data.commands import convert_files
 
-    _run(
+    fields = parse_pairs(rename, "OURS=THEIRS", "--rename")
+    options = {"suffix": suffix, "domain": domain, "tests": tests, "answers": answers, "split": split}
+    job.run(
         f"convert --format {fmt}",
-        output,
-        lambda: convert_files(
-            inputs,
-            output,
-            fmt,
-            rename=_pairs(rename, "OURS=THEIRS"),
-            suffix=suffix,
-            domain=domain,
-            tests=tests,
-            answers=answers,
-            split=split,
-            skip_malformed=skip_malformed,
-            overwrite=overwrite,
-            progress=not quiet,
-        ),
+        lambda: convert_files(job.inputs, job.output, fmt, rename=fields, **options, **job.settings()),
     )
 
 
@@ -143,13 +139,12 @@ def formats() -> None:
     table.add_column("writes")
     for name, fmt in FORMATS.items():
         table.add_row(name, fmt.writes + ("" if fmt.name == name else f" (alias of {fmt.name})"))
-    Console().print(table)
+    stdout.print(table)
 
 
 @app.command()
+@option_groups(job=Job)
 def dedup(
-    inputs: list[Path] = INPUTS,
-    output: Path = OUTPUT,
     key: str | None = typer.Option(
         None, "--key", help="Dedup on this field (dotted path) [default: the prompt's turns, roles and modes]."
     ),
@@ -159,9 +154,8 @@ def dedup(
         help="What two prompts may differ in and still be one: exact | whitespace | whitespace-case | "
         "whitespace-case-punctuation.",
     ),
-    skip_malformed: bool = SKIP,
-    overwrite: bool = OVERWRITE,
-    quiet: bool = QUIET,
+    *,
+    job: Job,
 ) -> None:
     """Dedup of prompts (SPEC 3): the first row of each prompt is kept, prompts compared at
     --level (default: white space and case ignored; the thinking mode of a turn counts, so
@@ -170,26 +164,13 @@ def dedup(
     from cascade_rl.data.hygiene import DEDUP_LEVELS
 
     if level not in DEDUP_LEVELS:
-        raise typer.BadParameter(f"--level must be one of {', '.join(DEDUP_LEVELS)}, got {level!r}")
-    _run(
-        f"dedup ({level})",
-        output,
-        lambda: dedup_files(
-            inputs,
-            output,
-            key=key,
-            level=level,
-            skip_malformed=skip_malformed,
-            overwrite=overwrite,
-            progress=not quiet,
-        ),
-    )
+        raise fail(f"--level must be one of {', '.join(DEDUP_LEVELS)}, got {level!r}")
+    job.run(f"dedup ({level})", lambda: dedup_files(job.inputs, job.output, key=key, level=level, **job.settings()))
 
 
 @app.command()
+@option_groups(job=Job)
 def decontaminate(
-    inputs: list[Path] = INPUTS,
-    output: Path = OUTPUT,
     benchmark: list[str] = typer.Option(
         ..., "--benchmark", "-b", help="NAME=PATH of a benchmark file (any format convert reads); repeatable."
     ),
@@ -200,37 +181,28 @@ def decontaminate(
         help="What of a training row is compared: prompt, all (replies too) or the name of a text field "
         "(e.g. base_text: the request of `constrain` rows, without the constraint templates).",
     ),
-    skip_malformed: bool = SKIP,
-    overwrite: bool = OVERWRITE,
-    quiet: bool = QUIET,
+    *,
+    job: Job,
 ) -> None:
     """Drop every row that shares an n-gram with a benchmark's questions (SPEC 3); the summary
     says how many rows each benchmark removed, with an example shared n-gram."""
     from cascade_rl.data.commands import decontaminate_files
 
     if not text.strip():
-        raise typer.BadParameter("--text must be prompt, all or a field name")
-    _run(
+        raise fail("--text must be prompt, all or a field name")
+    benchmarks = parse_pairs(benchmark, "NAME=PATH", "--benchmark")
+    field = None if text in ("prompt", "all") else text
+    job.run(
         f"decontaminate ({n}-grams)",
-        output,
         lambda: decontaminate_files(
-            inputs,
-            output,
-            _pairs(benchmark, "NAME=PATH"),
-            n=n,
-            all_text=text == "all",
-            field=None if text in ("prompt", "all") else text,
-            skip_malformed=skip_malformed,
-            overwrite=overwrite,
-            progress=not quiet,
+            job.inputs, job.output, benchmarks, n=n, all_text=text == "all", field=field, **job.settings()
         ),
     )
 
 
 @app.command()
+@option_groups(job=Job)
 def constrain(
-    inputs: list[Path] = INPUTS,
-    output: Path = OUTPUT,
     text_field: str | None = typer.Option(
         None,
         "--text-field",
@@ -256,34 +228,20 @@ def constrain(
     id_prefix: str | None = typer.Option(
         None, "--id-prefix", help="Row ids are PREFIX-ID-if [default: the input's folder and name, e.g. gsm8k-train]."
     ),
-    skip_malformed: bool = SKIP,
-    overwrite: bool = OVERWRITE,
-    quiet: bool = QUIET,
+    *,
+    job: Job,
 ) -> None:
     """IF-RL rows from real texts (SPEC 6): each text followed by verifiable constraints of the
     IFEval / IFBench-training families, described in the verifier's own wording, with kwargs and
     combinations that a response can satisfy (each row is checked against a constructed answer).
     Decontaminate them with `decontaminate --text base_text`."""
-    from cascade_rl.data.constrain import constrain_files
+    from cascade_rl.data.constrain.files import constrain_files
 
-    _run(
+    draws = {"constraints": constraints, "families": names(families), "exclude_ids": names(exclude_ids)}
+    selection = {"seed": seed, "limit": limit, "where": where, "prefix": id_prefix}
+    job.run(
         f"constrain ({families}, {constraints} per row, seed {seed})",
-        output,
-        lambda: constrain_files(
-            inputs,
-            output,
-            text_field=text_field,
-            constraints=constraints,
-            families=[f.strip() for f in families.split(",") if f.strip()],
-            exclude_ids=[i.strip() for i in exclude_ids.split(",") if i.strip()],
-            seed=seed,
-            limit=limit,
-            where=where,
-            prefix=id_prefix,
-            skip_malformed=skip_malformed,
-            overwrite=overwrite,
-            progress=not quiet,
-        ),
+        lambda: constrain_files(job.inputs, job.output, text_field=text_field, **draws, **selection, **job.settings()),
     )
 
 
@@ -299,50 +257,40 @@ def check_disjoint(
     """Prompts shared between the SFT, RLHF and RL sets (SPEC 1: SFT and RL prompts strictly
     disjoint; math and code prompts kept out of RLHF). Exit code 1 when any are shared."""
     from cascade_rl.data.commands import check_disjoint as check
+    from cascade_rl.data.rows import DataError
 
     groups = {name: paths for name, paths in (("sft", sft), ("rlhf", rlhf), ("rl", rl)) if paths}
     if len(groups) < 2:
-        raise typer.BadParameter("give at least two of --sft, --rlhf, --rl")
+        raise fail("give at least two of --sft, --rlhf, --rl")
     try:
         report = check(groups, write_dir)
     except DataError as error:
-        _fail(error)
+        raise fail(error) from None
     table = Table(title="prompts shared between stages")
     for column in ("sets", "shared prompts", "example"):
         table.add_column(column)
     for row in report["pairs"]:
         table.add_row(row["sets"], str(row["shared"]), row["example"])
-    Console().print(table)
+    stdout.print(table)
     for name, count in report["prompts"].items():
-        console.print(f"{name}: {count} distinct prompts")
+        say(f"{name}: {count} distinct prompts")
     if write_dir is not None:
-        console.print(f"disjoint copies in {write_dir}")
+        say(f"disjoint copies in {write_dir}")
     if any(row["shared"] for row in report["pairs"]):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
-GENERATOR_HELP = "Local checkpoint directory or OpenAI-compatible server as http://HOST:PORT/v1#MODEL."
-
-
-def open_generator(spec: str, concurrency: int) -> Any:
-    """A generation backend from a CLI spec, servers limited to ``concurrency`` requests."""
-    from cascade_rl.llm import load_generator
-
-    url = spec.removeprefix("openai:")
-    if url.startswith(("http://", "https://")):
-        base_url, _, model = url.partition("#")
-        if not model:
-            raise DataError(f"server spec {spec!r} names no model; write {base_url}#MODEL_NAME")
-        return load_generator({"base_url": base_url, "model": model, "max_concurrency": concurrency})
-    if not Path(spec).expanduser().is_dir():
-        raise DataError(f"{spec}: not a model directory nor a server URL ({GENERATOR_HELP})")
-    return load_generator({"model_path": spec, "batch_size": max(1, concurrency)})
+def open_model(spec: str, option: str, concurrency: int) -> Any:
+    """A model of a data job, servers limited to ``concurrency`` requests (a local model
+    generates that many sequences at once)."""
+    return open_generator(
+        spec, option=option, server={"max_concurrency": concurrency}, local={"batch_size": max(1, concurrency)}
+    )
 
 
 @app.command()
+@option_groups(job=Job)
 def difficulty(
-    inputs: list[Path] = INPUTS,
-    output: Path = OUTPUT,
     model: str = typer.Option(..., "--model", "-m", help=f"The reference / 8B-class model. {GENERATOR_HELP}"),
     preset: str = typer.Option("math", "--preset", help="Paper settings: math (16 samples, drop >= 0.75) or code."),
     k: int | None = typer.Option(None, "-k", min=1, help="Samples per prompt [math 16, code 8]."),
@@ -362,9 +310,8 @@ def difficulty(
     concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per server (local: batch size)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Prompts per batch (progress is saved after each)."),
     workers: int = typer.Option(4, "--workers", help="Parallel scorers (the code sandbox pool size)."),
-    skip_malformed: bool = SKIP,
-    overwrite: bool = OVERWRITE,
-    quiet: bool = QUIET,
+    *,
+    job: Job,
 ) -> None:
     """Pass rates over k samples and the paper's difficulty filters (SPEC 6): math drops the
     problems a reference model solves >= 75% of 16 times; code drops those an 8B-class model
@@ -372,74 +319,64 @@ def difficulty(
     from cascade_rl.data.difficulty import PRESETS, PassRateFilter, check_rl_inputs, filter_difficulty
 
     if preset not in PRESETS:
-        raise typer.BadParameter(f"--preset must be one of {', '.join(PRESETS)}")
+        raise fail(f"--preset must be one of {', '.join(PRESETS)}")
     settings = PRESETS[preset]
 
-    def work() -> Summary:
-        check_rl_inputs(inputs, domain, skip_malformed=skip_malformed)  # bad rows fail before models load
-        rules = [
-            PassRateFilter(
-                open_generator(model, concurrency),
-                k or settings["k"],
-                drop_at_or_above=settings["drop_at_or_above"] if max_pass_rate is None else max_pass_rate,
-                spec=model,
-            )
-        ]
-        if strong_model:
-            rules.append(
-                PassRateFilter(
-                    open_generator(strong_model, concurrency),
-                    strong_k or settings["strong_k"],
-                    drop_at_or_below=settings["strong_drop_at_or_below"] if min_pass_rate is None else min_pass_rate,
-                    column="strong_pass_rate",
-                    name="strong model",
-                    spec=strong_model,
-                )
-            )
+    def rules() -> list:
+        reference = PassRateFilter(
+            open_model(model, "--model", concurrency),
+            k or settings["k"],
+            drop_at_or_above=settings["drop_at_or_above"] if max_pass_rate is None else max_pass_rate,
+            spec=model,
+        )
+        if not strong_model:
+            return [reference]
+        strong = PassRateFilter(
+            open_model(strong_model, "--strong-model", concurrency),
+            strong_k or settings["strong_k"],
+            drop_at_or_below=settings["strong_drop_at_or_below"] if min_pass_rate is None else min_pass_rate,
+            column="strong_pass_rate",
+            name="strong model",
+            spec=strong_model,
+        )
+        return [reference, strong]
+
+    def work() -> Any:
+        check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
+        sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         return filter_difficulty(
-            inputs,
-            output,
-            rules,
+            job.inputs,
+            job.output,
+            rules(),
             domain=domain,
             mode=mode,
-            sampling={"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
+            sampling=sampling,
             workers=workers,
             batch_size=batch_size,
-            skip_malformed=skip_malformed,
-            overwrite=overwrite,
-            progress=not quiet,
+            **job.settings(),
         )
 
-    _run(f"difficulty ({preset})", output, work)
+    job.run(f"difficulty ({preset})", work)
 
 
 @app.command()
+@option_groups(job=Job)
 def verify(
-    inputs: list[Path] = INPUTS,
-    output: Path = OUTPUT,
     workers: int = typer.Option(4, "--workers", help="Parallel scorers (the code sandbox pool size)."),
-    skip_malformed: bool = SKIP,
-    overwrite: bool = OVERWRITE,
-    quiet: bool = QUIET,
+    *,
+    job: Job,
 ) -> None:
     """Drop SFT responses that disagree with their ground truth (SPEC 3): rows with a reward
     `domain` and its reference fields (answer, tests, ...) are scored on their last assistant
     turn; rows without a domain are kept."""
     from cascade_rl.data.difficulty import verify_responses
 
-    _run(
-        "verify",
-        output,
-        lambda: verify_responses(
-            inputs, output, workers=workers, skip_malformed=skip_malformed, overwrite=overwrite, progress=not quiet
-        ),
-    )
+    job.run("verify", lambda: verify_responses(job.inputs, job.output, workers=workers, **job.settings()))
 
 
 @app.command()
+@option_groups(job=Job)
 def offtopic(
-    inputs: list[Path] = INPUTS,
-    output: Path = OUTPUT,
     strong: str = typer.Option(..., "--strong", help=f"Answers the rewritten prompt (rejected). {GENERATOR_HELP}"),
     weak: str = typer.Option(..., "--weak", help=f"Answers the original prompt (chosen). {GENERATOR_HELP}"),
     judge: str | None = typer.Option(None, "--judge", help=f"YES/NO judge [default: --strong]. {GENERATOR_HELP}"),
@@ -453,39 +390,43 @@ def offtopic(
     max_tokens: int = typer.Option(4096, "--max-tokens", help="Generation budget per request."),
     concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per server (local: batch size)."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts per batch (progress is saved after each)."),
-    skip_malformed: bool = SKIP,
-    overwrite: bool = OVERWRITE,
-    quiet: bool = QUIET,
+    *,
+    job: Job,
 ) -> None:
     """Off-topic reward-model pairs (SPEC 4, appendix C.1): rewrite each prompt into a related
     but different one, keep it if the YES/NO judge says it asks something else, answer it with
     the strong model (rejected) and the original with the weak model (chosen)."""
     from cascade_rl.data.job import prevalidate
-    from cascade_rl.data.offtopic import OfftopicModels, instruction_of, offtopic_pairs
-    from cascade_rl.llm import YesNoJudge
+    from cascade_rl.data.offtopic import instruction_of, offtopic_pairs
 
-    def work() -> Summary:
-        prevalidate(inputs, instruction_of, skip_malformed=skip_malformed)  # bad rows fail before models load
-        specs = {"strong": strong, "weak": weak, "judge": judge or strong, "rewriter": rewriter or strong}
-        by_spec: dict[str, Any] = {}
-        for spec in specs.values():  # a model named twice is opened once
-            if spec not in by_spec:
-                by_spec[spec] = open_generator(spec, concurrency)
-        opened = {name: by_spec[spec] for name, spec in specs.items()}
-        models = OfftopicModels(
-            opened["strong"], opened["weak"], YesNoJudge(opened["judge"], prefix=""), opened["rewriter"], specs
-        )
+    specs = {"strong": strong, "weak": weak, "judge": judge or strong, "rewriter": rewriter or strong}
+
+    def work() -> Any:
+        prevalidate(job.inputs, instruction_of, skip_malformed=job.skip_malformed)  # bad rows fail before models load
+        sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         return offtopic_pairs(
-            inputs,
-            output,
-            models,
+            job.inputs,
+            job.output,
+            offtopic_models(specs, concurrency),
             same_threshold=same_threshold,
-            sampling={"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
+            sampling=sampling,
             mode=mode,
             batch_size=batch_size,
-            skip_malformed=skip_malformed,
-            overwrite=overwrite,
-            progress=not quiet,
+            **job.settings(),
         )
 
-    _run("offtopic", output, work)
+    job.run("offtopic", work)
+
+
+def offtopic_models(specs: dict[str, str], concurrency: int) -> Any:
+    """The four models of ``offtopic``, each opened once however many roles it plays."""
+    from cascade_rl.data.offtopic import OfftopicModels
+    from cascade_rl.llm import YesNoJudge
+
+    opened: dict[str, Any] = {}
+    for role, spec in specs.items():
+        if spec not in opened:
+            opened[spec] = open_model(spec, f"--{role}", concurrency)
+    role = {name: opened[spec] for name, spec in specs.items()}
+    judge = YesNoJudge(role["judge"], prefix="")
+    return OfftopicModels(role["strong"], role["weak"], judge, role["rewriter"], specs)

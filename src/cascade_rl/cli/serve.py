@@ -1,5 +1,6 @@
-"""``cascade serve``: serve models apart from the training processes (see
-:mod:`cascade_rl.serve`). Mounted on the ``cascade`` command by :mod:`cascade_rl.cli`."""
+"""``cascade serve``: serve models apart from the training processes (:mod:`cascade_rl.serve`):
+a reward model behind vLLM's Pooling API, a distillation teacher behind vLLM's completions API
+with ``prompt_logprobs``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from pathlib import Path
 
 import typer
 
+from cascade_rl.cli.common import say
+
 app = typer.Typer(
-    help="Serve models apart from the training processes: a reward model (vLLM's Pooling API) or a "
-    "distillation teacher (token log-probabilities, vLLM's prompt_logprobs).",
+    help="Serve a reward model or a distillation teacher (the protocols of vLLM).",
     no_args_is_help=True,
     add_completion=False,
-    pretty_exceptions_enable=False,
 )
 
 
@@ -43,7 +44,7 @@ def reward_model(
     `vllm serve PATH --runner pooling`. A recipe points at it with reward_model: "http://HOST:PORT#NAME"."""
     from cascade_rl.serve.server import serve_reward_model
 
-    typer.echo(f"loading {path} ...", err=True)
+    say(f"loading {path} ...")
     serve_reward_model(
         str(path),
         host=host,
@@ -73,7 +74,7 @@ def teacher(
     A distill stage points at it with teachers: {DOMAIN: "http://HOST:PORT#NAME"}."""
     from cascade_rl.serve.teacher import serve_teacher
 
-    typer.echo(f"loading {path} ...", err=True)
+    say(f"loading {path} ...")
     serve_teacher(
         str(path),
         host=host,

@@ -1,4 +1,5 @@
-"""Feasibility probe for the toy world: SFT a tiny model and measure its *sampled* pass rate
+"""Feasibility probe for the toy world (a script, not part of the package; issue 27 moved it out of
+``cascade_rl.world``): SFT a tiny model and measure its *sampled* pass rate
 per domain (issue 4, "What was measured here"; numbers in docs/toy-world.md).
 
 RL can only move a domain whose sampled pass rate after SFT sits in a learnable band (roughly
@@ -6,7 +7,7 @@ RL can only move a domain whose sampled pass rate after SFT sits in a learnable 
 ``SFTTrainer`` (assistant tokens only), then samples every benchmark at the given temperatures
 and scores the samples with the real reward scorers::
 
-    python -m cascade_rl.world.feasibility --out /tmp/probe --threads 2
+    .venv/bin/python benchmarks/toy_feasibility.py --out /tmp/probe --threads 2
 
 It prints (and writes to ``<out>/feasibility.json``) the model size, the SFT wall time and
 steps, and per benchmark and temperature the pass rate (reward >= 1) and mean reward, with a

@@ -1,0 +1,245 @@
+"""Evaluating models and runs (SPEC section 9): ``cascade eval`` (a checkpoint or a served model
+on a recipe's benchmarks), ``cascade report`` (a run's report rebuilt), ``cascade compare``
+(runs side by side) and ``cascade elo`` (Codeforces Elo from simulated participation, appendix E).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from cascade_rl.cli.common import EXIT_PROBLEMS, fail, note, say, stdout
+
+
+def evaluate(
+    model: str | None = typer.Argument(
+        None, help="Local checkpoint directory, or http://HOST:PORT/v1#MODEL (an OpenAI-compatible server)."
+    ),
+    recipe: Path = typer.Option(..., "--recipe", "-r", exists=True, help="Recipe whose eval.benchmarks to run."),
+    generator: str | None = typer.Option(
+        None, "--generator", "-g", help="Instead of MODEL: http://HOST:PORT/v1#MODEL (vLLM, SGLang, transformers)."
+    ),
+    benchmark: list[str] = typer.Option([], "--benchmark", "-b", help="Only these benchmarks (repeatable)."),
+    out: Path = typer.Option(Path("eval-out"), "--out", help="Where eval.json and the samples go."),
+    judge: str | None = typer.Option(
+        None, "--judge", help="Judge of arena benchmarks (overrides theirs): http://HOST:PORT/v1#MODEL or a directory."
+    ),
+    reward_model: str | None = typer.Option(
+        None, "--reward-model", help="Reward model (directory or server) for arena benchmarks without a judge."
+    ),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", min=1, help="Requests in flight to a server [default: recipe eval.max_concurrency]."
+    ),
+    timeout: float = typer.Option(3600.0, "--timeout", min=1.0, help="Seconds one server request may take."),
+    run: Path | None = typer.Option(
+        None,
+        "--run",
+        help="Run directory for ${run} / ${world} in benchmark paths "
+        "[default: the recipe's output_dir or runs/<name>].",
+    ),
+) -> None:
+    """Evaluate a model on a recipe's benchmarks: avg@k, pass@k, win rates, with their errors.
+
+    The model is a local checkpoint (transformers generate) or an OpenAI-compatible server; an
+    interrupted evaluation into the same --out resumes where it stopped.
+    """
+    import logging
+
+    from cascade_rl.eval.benchmarks import evaluate as run_benchmarks
+    from cascade_rl.llm.base import GenerationError
+    from cascade_rl.recipe import run_variables
+
+    target = _one_model(model, generator)
+    parsed = _recipe(recipe)
+    chosen = _benchmarks(parsed, benchmark)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    parsed, engine = _settled(parsed, model)
+    settings = {
+        "batch_size": parsed.eval.batch_size,
+        "max_concurrency": concurrency or parsed.eval.max_concurrency,
+        "timeout": timeout,
+        "workers": parsed.runtime.reward_workers,
+        "seed": parsed.seed,
+        "dtype": parsed.model.sampling_dtype,
+        "engine": engine,
+    }
+    variables = run_variables(run or parsed.run_dir)
+    try:
+        results = run_benchmarks(
+            target, chosen, out, variables=variables, reward_model=reward_model, judge=judge, **settings
+        )
+    except (ValueError, FileNotFoundError) as error:
+        raise fail(error) from None
+    except GenerationError as error:
+        raise fail(f"generation failed: {error}", EXIT_PROBLEMS) from None
+    stdout.print(eval_table(results, f"{target} -> {out / 'eval.json'}"))
+
+
+def _one_model(model: str | None, generator: str | None) -> str:
+    if (model is None) == (generator is None):
+        raise fail("give the model to evaluate: MODEL_DIR or --generator http://HOST:PORT/v1#MODEL")
+    return model if model is not None else generator  # type: ignore[return-value]
+
+
+def _settled(recipe, model: str | None):
+    """The recipe with its ``auto`` sampling settings decided for a local checkpoint (said once),
+    and the engine that samples it; a served model samples on its server."""
+    if model is None or model.startswith(("http://", "https://", "openai:")):
+        return recipe, "transformers"
+    from cascade_rl.recipe import RecipeError
+    from cascade_rl.train import machine
+
+    try:
+        decided = machine.decide(recipe, Path(model))
+    except RecipeError as error:
+        raise fail(error) from None
+    say(machine.summary(decided))
+    settled = machine.apply(recipe, decided)
+    return settled, machine.local_engine(settled.runtime)
+
+
+def _recipe(path: Path):
+    from cascade_rl.recipe import RecipeError, load_recipe
+
+    try:
+        return load_recipe(path)
+    except RecipeError as error:
+        raise fail(error) from None
+
+
+def _benchmarks(recipe, names: list[str]) -> list:
+    """The recipe's benchmarks named (all when none is); an unknown name fails naming them."""
+    known = {b.name: b for b in recipe.eval.benchmarks}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise fail(f"unknown benchmark(s) {', '.join(unknown)}; the recipe has: {', '.join(known) or 'none'}")
+    return [known[name] for name in names] if names else list(known.values())
+
+
+def eval_table(results: dict[str, dict], title: str) -> Table:
+    """Headline value, its standard error over prompts, and the extra numbers of each benchmark."""
+    table = Table(title=title)
+    for column in ("benchmark", "metric", "k", "prompts", "value", "± s.e.", "more"):
+        table.add_column(column, justify="left" if column in ("benchmark", "metric", "more") else "right")
+    for name, result in results.items():
+        extra = dict(result.get("extra") or {})
+        stderr = extra.pop("stderr", None)
+        value = "-" if result["value"] is None else f"{result['value']:.1f}"
+        more = ", ".join(f"{key} {number:.1f}" for key, number in extra.items() if key not in ("mean_reward", "pass@k"))
+        stderr_text = "-" if stderr is None else f"{stderr:.1f}"
+        table.add_row(name, result["metric"], str(result["k"]), str(result["prompts"]), value, stderr_text, more)
+    return table
+
+
+def report(
+    run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A run directory (runs/<run>)."),
+) -> None:
+    """Rebuild and print a run's report (report.md, report.json, plots)."""
+    from cascade_rl.eval.report import build_report, print_summary
+
+    path = build_report(run_dir)
+    print_summary(json.loads(path.with_suffix(".json").read_text()))
+    say(f"report: {path}")
+
+
+def compare(
+    runs: list[Path] = typer.Argument(..., help="Two or more run directories (runs/<run>) of finished recipes."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Where to write compare.md / .json / .png (default: runs/compare-A-vs-B beside the first run).",
+    ),
+    partial: bool = typer.Option(False, "--partial", help="Also compare runs that have not finished every stage."),
+) -> None:
+    """Compare runs side by side: final values, gains over SFT, largest falls and cost.
+
+    Each difference comes with its standard error paired over prompts (e.g. recipes/tiny.yaml
+    against recipes/tiny-joint.yaml).
+    """
+    from cascade_rl.eval.compare import CompareError, default_output, markdown, write_comparison
+    from cascade_rl.eval.compare import compare as compare_runs
+
+    try:
+        comparison = compare_runs(runs, partial=partial)
+    except (CompareError, ValueError) as error:
+        raise fail(error) from None
+    for line in comparison.notes():
+        note(line)
+    path = write_comparison(comparison, out or default_output(runs))
+    print(markdown(comparison))
+    say(f"comparison: {path}")
+
+
+def elo(
+    contests: Path = typer.Argument(..., help="Contest file (YAML/JSON): problems, standings, style."),
+    samples: Path = typer.Argument(..., help="The model's samples (JSONL): problem id and correct, one per sample."),
+    rank_equation: str = typer.Option(
+        "as_written", help="as_written (appendix E) or codeforces (Codeforces' seed, 1 + the sum)."
+    ),
+    min_points_fraction: float = typer.Option(
+        0.0, min=0.0, max=1.0, help="Floor on a solved problem's points (Codeforces: 0.3; appendix E: none)."
+    ),
+    output: Path | None = typer.Option(None, "--json", help="Also write the estimate as JSON."),
+) -> None:
+    """Codeforces Elo from simulated contests (appendix E): per contest and the mean."""
+    from cascade_rl.eval.elo import ContestFileError, codeforces_elo, load_contests, load_samples
+
+    if rank_equation not in ("as_written", "codeforces"):
+        raise fail(f"--rank-equation must be as_written or codeforces, got {rank_equation!r}")
+    try:
+        loaded = load_contests(contests)
+        results = load_samples(samples, loaded, contests)
+    except ContestFileError as error:
+        raise fail(error) from None
+    estimate = codeforces_elo(results, rank_equation=rank_equation, min_points_fraction=min_points_fraction)
+    stdout.print(_elo_table(results, estimate, rank_equation, min_points_fraction))
+    if output is not None:
+        record = {"rank_equation": rank_equation, "min_points_fraction": min_points_fraction}
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(_elo_record(results, estimate, record), indent=2) + "\n")
+
+
+def _elo_table(results: list, estimate: Any, rank_equation: str, min_points_fraction: float) -> Table:
+    departures = [f"rank equation {rank_equation}"] if rank_equation != "as_written" else []
+    departures += [f"points floor {min_points_fraction:g}"] if min_points_fraction else []
+    table = Table(title=f"Codeforces Elo (appendix E{'; ' + ', '.join(departures) if departures else ''})")
+    for column in ("contest", "style", "solved", "result", "samples", "rank m", "humans n", "rating"):
+        table.add_column(column, justify="left" if column in ("contest", "style") else "right")
+    for result, performance in zip(results, estimate.contests):
+        standing = performance.standing
+        score = f"{standing.points:g} pts" if performance.style == "regular" else f"{standing.penalty_minutes:g} min"
+        table.add_row(
+            performance.name,
+            performance.style,
+            f"{standing.solved}/{len(result.contest.problems)}",
+            score,
+            "/".join(str(n) for n in sorted(set(result.attempts))),
+            f"{performance.rank:g}",
+            str(performance.contestants),
+            f"{performance.rating:.1f}",
+        )
+    table.add_row("mean", "", "", "", "", "", "", f"[bold]{estimate.elo:.1f}[/bold]")
+    return table
+
+
+def _elo_record(results: list, estimate: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    contests = [
+        {
+            "name": p.name,
+            "style": p.style,
+            "solved": p.standing.solved,
+            "points": p.standing.points,
+            "penalty_minutes": p.standing.penalty_minutes,
+            "rank": p.rank,
+            "contestants": p.contestants,
+            "rating": p.rating,
+            "correct": list(r.correct),
+            "samples": list(r.attempts),
+        }
+        for p, r in zip(estimate.contests, results)
+    ]
+    return {"elo": estimate.elo, **settings, "contests": contests}

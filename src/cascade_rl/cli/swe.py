@@ -1,0 +1,293 @@
+"""``cascade swe``: the Agentless SWE pipeline from the command line (SPEC section 7; docs/swe.md).
+
+    cascade swe localize   --instances I.jsonl --checkout owner/repo=PATH   recall@{1,3,5,10}
+    cascade swe repair     ... --generator SPEC                              candidate patches
+    cascade swe evaluate   ... --generator SPEC                              + validation, ranking
+    cascade swe build-data --traces RUN/traces --instances I.jsonl ...       SFT / RL data
+
+``--fixtures`` runs on the small repositories shipped with the package instead of
+``--instances`` (their checkouts are created under the output directory).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cascade_rl.cli.common import (
+    EXIT_PROBLEMS,
+    GENERATOR_HELP,
+    console,
+    fail,
+    open_generator,
+    option_groups,
+    parse_pairs,
+    say,
+    stdout,
+)
+
+app = typer.Typer(
+    help="The Agentless SWE pipeline: localise, repair, validate, rank; SWE data.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+# ---------------------------------------------------------------------------- option groups
+@dataclass
+class Instances:
+    """The SWE-bench instances a command works on and where their repositories are checked out."""
+
+    instances: Path | None = typer.Option(None, "--instances", "-i", help="SWE-bench instances, JSON list or JSONL.")
+    fixtures: bool = typer.Option(False, "--fixtures", help="Use the fixture repositories shipped with cascade_rl.")
+    checkout: list[str] = typer.Option(
+        [], "--checkout", help="REPO=PATH: local git checkout of a repository (repeatable)."
+    )
+    checkouts_dir: Path | None = typer.Option(
+        None, "--checkouts-dir", help="Directory of checkouts named owner__name or name."
+    )
+
+    def load(self, output: Path) -> tuple[list[dict], dict[str, Path], list[tuple[str, str]]]:
+        """Instance rows, their checkouts, and the unreadable lines of the instances file."""
+        from cascade_rl.swe.fixtures import FIXTURES, materialize
+        from cascade_rl.swe.pipeline import load_instances
+
+        if self.fixtures == (self.instances is not None):
+            raise fail("give exactly one of --instances FILE and --fixtures")
+        if self.fixtures:
+            root = output / "fixture-checkouts"
+            shutil.rmtree(root, ignore_errors=True)
+            made = [materialize(name, root / name) for name in FIXTURES]
+            return [row for _, row in made], {row["repo"]: path for path, row in made}, []
+        assert self.instances is not None
+        if not self.instances.is_file():
+            raise fail(f"instances file {self.instances} does not exist")
+        rows, bad = load_instances(self.instances)
+        return rows, self.checkouts(rows), bad
+
+    def checkouts(self, rows: list[dict]) -> dict[str, Path]:
+        """Each repository's checkout: named by --checkout, else found in --checkouts-dir."""
+        named = parse_pairs(self.checkout, "REPO=PATH, e.g. django/django=~/src/django", "--checkout")
+        checkouts = {repo: Path(path).expanduser() for repo, path in named.items()}
+        for row in rows if self.checkouts_dir is not None else []:
+            repo = row.get("repo") if isinstance(row, dict) else None
+            if not isinstance(repo, str) or repo in checkouts:
+                continue
+            for name in (repo.replace("/", "__"), repo.split("/")[-1]):
+                if (self.checkouts_dir / name).is_dir():  # type: ignore[operator]
+                    checkouts[repo] = self.checkouts_dir / name  # type: ignore[operator]
+                    break
+        return checkouts
+
+
+@dataclass
+class RepairOptions:
+    """How repairs are sampled (``repair`` and ``evaluate``)."""
+
+    samples: int = typer.Option(8, min=1, help="Repair samples per instance (k).")
+    files: int = typer.Option(4, min=1, help="Top localised files shown to the model.")
+    budget: int = typer.Option(16_000, min=1, help="Token budget of the files in the repair prompt.")
+    rollouts: int = typer.Option(4, min=1, help="Localisation rollouts.")
+    temperature: float = typer.Option(0.6, min=0.0, help="Sampling temperature.")
+    max_tokens: int = typer.Option(4096, min=1, help="Tokens per generated answer.")
+    model_name: str = typer.Option("", help="model_name_or_path written in predictions.jsonl.")
+
+    def settings(self) -> dict[str, Any]:
+        """The :class:`~cascade_rl.swe.pipeline.PipelineConfig` fields these options set."""
+        return {
+            "repair_samples": self.samples,
+            "repair_files": self.files,
+            "context_budget": self.budget,
+            "localization_rollouts": self.rollouts,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+
+
+GENERATOR = typer.Option(None, "--generator", "-g", help=f"The model. {GENERATOR_HELP}")
+
+
+# ---------------------------------------------------------------------------- commands
+@app.command()
+@option_groups(inputs=Instances)
+def localize(
+    generator: str | None = GENERATOR,
+    output: Path = typer.Option(Path("runs/swe/localize"), "--output", "-o", help="Output directory."),
+    rollouts: int = typer.Option(4, min=1, help="Generation rollouts aggregated by frequency (paper: 16)."),
+    top_n: int = typer.Option(5, min=1, help="Files each rollout may list."),
+    embedding_model: str | None = typer.Option(None, help="Local sentence-embedding model instead of BM25."),
+    max_tokens: int = typer.Option(1024, min=1, help="Tokens per generated answer."),
+    *,
+    inputs: Instances,
+) -> None:
+    """Localise files (generation when --generator is given, retrieval, fusion); print recall@k."""
+    settings = {"localization_rollouts": rollouts, "localization_top_n": top_n, "max_tokens": max_tokens}
+    settings["embedding_model"] = embedding_model
+    report = run_pipeline("localize", inputs, output, generator, settings, "")
+    finish(report)
+
+
+@app.command()
+@option_groups(inputs=Instances, repair_options=RepairOptions)
+def repair(
+    generator: str | None = GENERATOR,
+    output: Path = typer.Option(Path("runs/swe/repair"), "--output", "-o", help="Output directory."),
+    *,
+    inputs: Instances,
+    repair_options: RepairOptions,
+) -> None:
+    """Localise and sample repairs; write traces and predictions (majority patch, no tests)."""
+    report = run_pipeline("repair", inputs, output, generator, repair_options.settings(), repair_options.model_name)
+    print_candidates(report.summary)
+    finish(report)
+
+
+@app.command()
+@option_groups(inputs=Instances, repair_options=RepairOptions)
+def evaluate(
+    generator: str | None = GENERATOR,
+    output: Path = typer.Option(Path("runs/swe/evaluate"), "--output", "-o", help="Output directory."),
+    reproduction_tests: int = typer.Option(10, min=0, help="Generated reproduction tests (paper: 10, eval 40)."),
+    workers: int = typer.Option(2, min=1, help="Sandboxes running tests in parallel."),
+    test_timeout: float = typer.Option(300.0, min=1.0, help="Seconds per test-suite run."),
+    *,
+    inputs: Instances,
+    repair_options: RepairOptions,
+) -> None:
+    """The whole pipeline: localise, repair, validate in the sandbox, rank (best@k prediction)."""
+    settings = {**repair_options.settings(), "reproduction_tests": reproduction_tests, "workers": workers}
+    settings["test_time_s"] = test_timeout
+    report = run_pipeline("evaluate", inputs, output, generator, settings, repair_options.model_name)
+    print_candidates(report.summary)
+    print_curves(report.summary)
+    finish(report)
+
+
+def run_pipeline(stages: str, inputs: Instances, output: Path, spec: str | None, settings: dict, model_name: str):
+    """Run the pipeline up to ``stages`` on the instances, with a spinner; print recall@k."""
+    from cascade_rl.swe.pipeline import PipelineConfig
+    from cascade_rl.swe.pipeline import run_pipeline as run
+
+    rows, checkouts, unreadable = inputs.load(output)
+    if spec is None and stages != "localize":
+        raise fail("this command needs --generator (a model to sample from)")
+    generator = open_generator(spec) if spec is not None else None
+    config = PipelineConfig(**{k: v for k, v in settings.items() if v is not None})
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("starting", total=None)
+        report = run(
+            rows,
+            checkouts,
+            output,
+            generator=generator,
+            config=config,
+            stages=stages,
+            model_name=model_name or spec or "cascade_rl",
+            progress=lambda instance, stage: progress.update(task, description=f"{instance}: {stage}"),
+        )
+    report.bad_instances[:0] = unreadable
+    print_recall(report.summary)
+    return report
+
+
+def print_recall(summary: dict) -> None:
+    recall = summary.get("recall") or {}
+    if not recall:
+        return
+    ks = sorted({k for values in recall.values() for k in values})
+    table = Table(title="localisation recall@k")
+    table.add_column("method")
+    for k in ks:
+        table.add_column(f"@{k}", justify="right")
+    for method, values in recall.items():
+        table.add_row(method, *(f"{values[k]:.3f}" for k in ks))
+    stdout.print(table)
+
+
+def print_candidates(summary: dict) -> None:
+    counts = summary.get("candidates") or {}
+    if counts:
+        table = Table(title="repair candidates")
+        for status in counts:
+            table.add_column(status, justify="right")
+        table.add_row(*(str(v) for v in counts.values()))
+        stdout.print(table)
+
+
+def print_curves(summary: dict) -> None:
+    curve = summary.get("curves") or {}
+    ks = sorted({k for values in curve.values() for k in values})
+    if not ks:
+        return
+    table = Table(title="resolved by the gold tests")
+    table.add_column("metric")
+    for k in ks:
+        table.add_column(f"k={k}", justify="right")
+    for metric, values in curve.items():
+        table.add_row(metric, *(f"{values[k]:.3f}" if k in values else "-" for k in ks))
+    stdout.print(table)
+    if "resolved" in summary:
+        stdout.print(f"the best@k predictions resolve {summary['resolved']:.3f} of the instances")
+
+
+def finish(report) -> None:
+    """Where the traces went, and the instances skipped (exit code 1 if any)."""
+    say(f"wrote {len(report.traces)} trace(s) and report.json to {report.output_dir}")
+    for name, problem in report.bad_instances:
+        console.print(f"[red]skipped {name}[/red]: {problem}", markup=True, highlight=False)
+    if report.bad_instances:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command("build-data")
+@option_groups(inputs=Instances)
+def build_data(
+    traces: Path = typer.Option(..., "--traces", help="The traces/ directory of a pipeline run."),
+    output: Path = typer.Option(Path("runs/swe/data"), "--output", "-o", help="Output directory."),
+    threshold: float = typer.Option(0.5, help="Similarity a repair sample must exceed."),
+    sft_min_good: int = typer.Option(4, min=1, help="Samples above the threshold for SFT (of --samples)."),
+    samples: int = typer.Option(8, min=1, help="Repair samples considered per instance."),
+    max_prompt_tokens: int = typer.Option(24_000, min=1, help="RL prompt limit l (16K -> 24K curriculum)."),
+    min_prompt_tokens: int = typer.Option(8_000, min=0, help="RL prompts shorter than this are dropped."),
+    max_files: int = typer.Option(5, min=1, help="Files in a mixed-localisation RL prompt."),
+    tokenizer: str | None = typer.Option(None, help="Local tokenizer for exact token counts."),
+    seed: int = typer.Option(0, help="Seed of the file shuffling."),
+    *,
+    inputs: Instances,
+) -> None:
+    """Build SWE SFT data (localisation, repair, test generation) and RL prompts from traces."""
+    from cascade_rl.swe.data import DataConfig, tokenizer_counter
+    from cascade_rl.swe.data import build_data as build
+    from cascade_rl.swe.repair import approx_tokens
+
+    if not traces.is_dir():
+        raise fail(f"traces directory {traces} does not exist")
+    rows, checkouts, _ = inputs.load(output)
+    loaded = [json.loads(path.read_text()) for path in sorted(traces.glob("*.json"))]
+    config = DataConfig(
+        similarity_threshold=threshold,
+        sft_min_good=sft_min_good,
+        samples_per_prompt=samples,
+        max_prompt_tokens=max_prompt_tokens,
+        min_prompt_tokens=min_prompt_tokens,
+        max_files=max_files,
+        seed=seed,
+    )
+    counter = tokenizer_counter(tokenizer) if tokenizer else approx_tokens
+    report = build(loaded, rows, checkouts, output, config=config, count_tokens=counter)
+    table = Table(title=f"SWE data from {len(loaded)} trace(s) -> {output}")
+    table.add_column("kind")
+    table.add_column("rows", justify="right")
+    for name, count in sorted(report.counts.items()):
+        table.add_row(name, str(count))
+    stdout.print(table)
+    for instance_id, reason in report.dropped.items():
+        say(f"dropped {instance_id}: {reason}")
