@@ -180,8 +180,10 @@ def _boundaries(text: str) -> list[tuple[int, int]]:
             candidates.append((match, start))
         end = match.start()
     breaks = []
+    line = scanned = 0  # start of the current candidate's line (candidates come in text order)
     for match, word_start in candidates:
-        line = text.rfind("\n", 0, word_start) + 1
+        line = text.rfind("\n", scanned, word_start) + 1 or line
+        scanned = word_start
         label = _LINE_LABEL.fullmatch(text, line, word_start)  # "  - B." opens its line
         line_label = bool(label) and (line > 0 or bool(label.group().strip()))
         if _ends_sentence(text[word_start : match.end()] + match.group("after"), line_label):
@@ -272,14 +274,19 @@ _SPLIT_WORDS = [
 ] + [re.compile(r"(?i) ('t)(is)\b"), re.compile(r"(?i) ('t)(was)\b")]
 
 
+_SPLIT_WORD_HINTS = ("cannot", "d'ye", "gimme", "gonna", "gotta", "lemme", "more'n", "wanna", "'tis", "'twas")
+
+
 def _sentence_tokens(sentence: str) -> list[str]:
     for pattern, replacement in _REWRITES:
         sentence = pattern.sub(replacement, sentence)
     sentence = f" {sentence} "
     for pattern, replacement in _CLOSING:
         sentence = pattern.sub(replacement, sentence)
-    for pattern in _SPLIT_WORDS:
-        sentence = pattern.sub(r" \1 \2 ", sentence)
+    lower = sentence.lower()
+    if any(hint in lower for hint in _SPLIT_WORD_HINTS):  # skip ten searches that cannot match
+        for pattern in _SPLIT_WORDS:
+            sentence = pattern.sub(r" \1 \2 ", sentence)
     return sentence.split()
 
 
