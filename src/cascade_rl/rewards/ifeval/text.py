@@ -146,10 +146,13 @@ def _second_pass_break(token: str, following: str, first: bool, line_label: bool
     return first
 
 
-def _ends_sentence(context: str, line_label: bool) -> bool:
-    """Whether Punkt finds a break in ``context`` (the word before a candidate, the mark and
-    what follows it): a token other than the last one is a sentence break."""
-    tokens = _PUNKT_TOKEN.findall(context)
+def _ends_sentence(text: str, match: re.Match, word_start: int, line: int) -> bool:
+    """Whether Punkt finds a break in the context of the period ``match``: the word before it
+    (from ``word_start``), the period and what follows it. A token other than the last one of
+    the context is a sentence break."""
+    label = _LINE_LABEL.fullmatch(text, line, word_start)  # "  - B." opens its line
+    line_label = bool(label) and (line > 0 or bool(label.group().strip()))
+    tokens = _PUNKT_TOKEN.findall(text[word_start : match.end()] + match.group("after"))
     for token, following in zip(tokens, tokens[1:]):
         first = _first_pass_break(token)
         if first is None:
@@ -163,7 +166,9 @@ def _word_start(text: str, previous_start: int, previous_end: int, end: int) -> 
     """Where NLTK's Punkt starts the word before a candidate at ``end``: after the last
     whitespace since the previous candidate (``previous_end``), else (also when that whitespace
     is the first character) where the previous candidate's word started."""
-    space = max(text.rfind(char, previous_end, end) for char in string.whitespace)
+    space = max(text.rfind(" ", previous_end, end), text.rfind("\n", previous_end, end))
+    for char in "\t\r\x0b\x0c":  # rarer white space: only in the word after the last space
+        space = max(space, text.rfind(char, space + 1, end))
     return space + 1 if space > previous_end else previous_start
 
 
@@ -184,10 +189,9 @@ def _boundaries(text: str) -> list[tuple[int, int]]:
     for match, word_start in candidates:
         line = text.rfind("\n", scanned, word_start) + 1 or line
         scanned = word_start
-        label = _LINE_LABEL.fullmatch(text, line, word_start)  # "  - B." opens its line
-        line_label = bool(label) and (line > 0 or bool(label.group().strip()))
-        if _ends_sentence(text[word_start : match.end()] + match.group("after"), line_label):
-            breaks.append((match.end(), match.start("next") if match.group("next") else match.end()))
+        if match.group() == "." and not _ends_sentence(text, match, word_start, line):
+            continue  # (a ? or ! token before another token always ends a sentence)
+        breaks.append((match.end(), match.start("next") if match.group("next") else match.end()))
     return breaks
 
 
@@ -228,66 +232,83 @@ def count_sentences(text: str) -> int:
 
 # --- words -----------------------------------------------------------------------------------
 
-# NLTK's word tokenizer (its improved Penn Treebank tokenizer) as ordered rewrites of one
-# sentence; tokens are then the whitespace-separated pieces. Only these characters are split
-# off: quotes, brackets, , ; : @ # $ % & ? ! *, "..", "--", a sentence-final period and the
-# clitics ('s n't 're ...); "x^2", "a\b", "well-known", "1,000.5", "U.S." and a period inside
-# a sentence ("etc.", "1.") stay on their word.
-_REWRITES = [
-    (re.compile(r"([«“‘„]|`+)"), r" \1 "),  # opening quotes
-    (re.compile(r'^"'), "``"),
-    (re.compile(r"(``)"), r" \1 "),
-    (re.compile(r"""([ (\[{<])("|'')"""), r"\1 `` "),
-    (re.compile(r"(?i)(')(?!re|ve|ll|m|t|s|d|n)(\w)\b"), r"\1 \2"),
-    (re.compile(r"""([^.])(\.)([\])}>"'»”’ ]*)\s*$"""), r"\1 \2 \3 "),  # the final period
-    (re.compile(r"([:,])([^\d])"), r" \1 \2"),  # , and : unless inside a number
-    (re.compile(r"([:,])$"), r" \1 "),
-    (re.compile(r"\.{2,}"), r" \g<0> "),
-    (re.compile(r"[;@#$%&]"), r" \g<0> "),
-    (re.compile(r"""([^.])(\.)([\])}>"']*)\s*$"""), r"\1 \2\3 "),
-    (re.compile(r"[?!]"), r" \g<0> "),
-    (re.compile(r"([^'])' "), r"\1 ' "),
-    (re.compile(r"[*]"), r" \g<0> "),
-    (re.compile(r"[\][(){}<>]"), r" \g<0> "),  # brackets
-    (re.compile(r"--"), r" -- "),
+# NLTK's word tokenizer (its improved Penn Treebank tokenizer) as ordered rewrites; tokens are
+# then the whitespace-separated pieces. Only these characters are split off: quotes, brackets,
+# , ; : @ # $ % & ? ! *, "..", "--", a sentence-final period and the clitics ('s n't 're ...);
+# "x^2", "a\b", "well-known", "1,000.5", "U.S." and a period inside a sentence ("etc.", "1.")
+# stay on their word. NLTK rewrites each sentence on its own; here the sentences of a text are
+# joined with a separator (_SEP) that the rules read as the start / end of a sentence, so each
+# rule runs once per text, and only when the text holds one of its trigger strings.
+_SEP = "\x00"
+_START = rf"(?:^|(?<={_SEP}))"
+_END = rf"(?={_SEP}|\Z)"
+def _pad(chars: str) -> list[tuple]:
+    """Rules that put spaces around each of ``chars`` (plain string replacements)."""
+    return [(char, None, f" {char} ") for char in chars]
+
+
+_REWRITES = [  # (triggers: the rule runs only when the text holds one of them, pattern, replacement)
+    *_pad("«“‘„"),  # opening quotes
+    ("`", r"`+", r" \g<0> "),
+    ('"', rf'{_START}"', "``"),
+    (["``"], None, " `` "),
+    (['"', "''"], r"""([ (\[{<])("|'')""", r"\1 `` "),
+    ("'", r"(?i)(')(?!re|ve|ll|m|t|s|d|n)(\w)\b", r"\1 \2"),
+    (".", rf"""(?<=[^.{_SEP}])\.(?=[\])}}>"'»”’ ]*\s*{_END})""", " . "),  # the final period
+    (":,", rf"([:,])([^\d{_SEP}])", r" \1 \2"),  # , and : unless inside a number
+    (":,", rf"([:,]){_END}", r" \1 "),
+    ([".."], r"\.{2,}", r" \g<0> "),
+    *_pad(";@#$%&"),
+    (".", rf"""(?<=[^.{_SEP}])\.(?=[\])}}>"']*\s*{_END})""", " ."),
+    *_pad("?!"),
+    (["' "], r"([^'])' ", r"\1 ' "),
+    *_pad("*"),
+    *_pad("[](){}<>"),  # brackets
+    (["--"], None, " -- "),
 ]
-_CLOSING = [  # applied to " " + sentence + " "
-    (re.compile(r"([»”’])"), r" \1 "),
-    (re.compile(r"''"), " '' "),
-    (re.compile(r'"'), " '' "),
-    (re.compile(r"\s+"), " "),
-    (re.compile(r"([^' ])('[sSmMdD]|') "), r"\1 \2 "),
-    (re.compile(r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) "), r"\1 \2 "),
+_CLOSING = [  # applied with spaces around each sentence
+    *_pad("»”’"),
+    (["''"], None, " '' "),
+    ('"', None, " '' "),
+    ("'", r"[^\S\x00]+", " "),  # single spaces for the clitic rules
+    ("'", r"([^' ])('[sSmMdD]|') ", r"\1 \2 "),
+    ("'", r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ", r"\1 \2 "),
 ]
-_SPLIT_WORDS = [
-    re.compile(rf"(?i)\b({a})({b}){end}")
-    for a, b, end in [
-        ("can", "not", r"\b"),
-        ("d", "'ye", r"\b"),
-        ("gim", "me", r"\b"),
-        ("gon", "na", r"\b"),
-        ("got", "ta", r"\b"),
-        ("lem", "me", r"\b"),
-        ("more", "'n", r"\b"),
-        ("wan", "na", r"(?=\s)"),
-    ]
-] + [re.compile(r"(?i) ('t)(is)\b"), re.compile(r"(?i) ('t)(was)\b")]
+_SPLIT_WORDS = [  # matched case-insensitively, triggers on the lower-cased text
+    (["cannot"], r"(?i)\b(can)(not)\b"),
+    (["d'ye"], r"(?i)\b(d)('ye)\b"),
+    (["gimme"], r"(?i)\b(gim)(me)\b"),
+    (["gonna"], r"(?i)\b(gon)(na)\b"),
+    (["gotta"], r"(?i)\b(got)(ta)\b"),
+    (["lemme"], r"(?i)\b(lem)(me)\b"),
+    (["more'n"], r"(?i)\b(more)('n)\b"),
+    (["wanna"], r"(?i)\b(wan)(na)(?=\s)"),
+    (["'tis"], r"(?i) ('t)(is)\b"),
+    (["'twas"], r"(?i) ('t)(was)\b"),
+]
+def _compiled(rules: list) -> list[tuple]:
+    return [(tuple(triggers), pattern and re.compile(pattern), replacement) for triggers, pattern, replacement in rules]
 
 
-_SPLIT_WORD_HINTS = ("cannot", "d'ye", "gimme", "gonna", "gotta", "lemme", "more'n", "wanna", "'tis", "'twas")
+_REWRITES, _CLOSING = _compiled(_REWRITES), _compiled(_CLOSING)
+_SPLIT_WORDS = _compiled([(triggers, pattern, r" \1 \2 ") for triggers, pattern in _SPLIT_WORDS])
 
 
-def _sentence_tokens(sentence: str) -> list[str]:
-    for pattern, replacement in _REWRITES:
-        sentence = pattern.sub(replacement, sentence)
-    sentence = f" {sentence} "
-    for pattern, replacement in _CLOSING:
-        sentence = pattern.sub(replacement, sentence)
-    lower = sentence.lower()
-    if any(hint in lower for hint in _SPLIT_WORD_HINTS):  # skip ten searches that cannot match
-        for pattern in _SPLIT_WORDS:
-            sentence = pattern.sub(r" \1 \2 ", sentence)
-    return sentence.split()
+def _rewrite(text: str, rules: list, lower: bool = False) -> str:
+    """Apply ``rules`` in order (a rule without a pattern replaces its one trigger string)."""
+    for triggers, pattern, replacement in rules:
+        haystack = text.lower() if lower else text
+        if not any(trigger in haystack for trigger in triggers):
+            continue
+        text = pattern.sub(replacement, text) if pattern else text.replace(triggers[0], replacement)
+    return text
+
+
+def _treebank_tokens(sentences: list[str]) -> list[str]:
+    """NLTK's Treebank rules on each of ``sentences``, tokens in order."""
+    text = _rewrite(_SEP.join(sentence.replace(_SEP, " ") for sentence in sentences), _REWRITES)
+    text = _rewrite(" " + text.replace(_SEP, f" {_SEP} ") + " ", _CLOSING)
+    return [token for token in _rewrite(text, _SPLIT_WORDS, lower=True).split() if token != _SEP]
 
 
 def word_tokenize(text: str) -> list[str]:
@@ -298,7 +319,7 @@ def word_tokenize(text: str) -> list[str]:
 
 @lru_cache(maxsize=256)
 def _word_tokenize(text: str) -> tuple[str, ...]:
-    return tuple(token for sentence in split_sentences(text) for token in _sentence_tokens(sentence))
+    return tuple(_treebank_tokens(split_sentences(text)))
 
 
 def alnum_tokens(text: str) -> list[str]:
