@@ -242,6 +242,8 @@ def count_sentences(text: str) -> int:
 _SEP = "\x00"
 _START = rf"(?:^|(?<={_SEP}))"
 _END = rf"(?={_SEP}|\Z)"
+
+
 def _pad(chars: str) -> list[tuple]:
     """Rules that put spaces around each of ``chars`` (plain string replacements)."""
     return [(char, None, f" {char} ") for char in chars]
@@ -286,6 +288,8 @@ _SPLIT_WORDS = [  # matched case-insensitively, triggers on the lower-cased text
     (["'tis"], r"(?i) ('t)(is)\b"),
     (["'twas"], r"(?i) ('t)(was)\b"),
 ]
+
+
 def _compiled(rules: list) -> list[tuple]:
     return [(tuple(triggers), pattern and re.compile(pattern), replacement) for triggers, pattern, replacement in rules]
 
