@@ -435,7 +435,15 @@ CASES = [
 ]
 
 
+# a SmolLM2-135M answer (T 0.6): Punkt ends a sentence after "A." and "B." before "Large" / "Minimal"
+OUTLINE = (
+    "A. Large emissions of anthropogenic VOCs\nB. Minimal tropospheric ozone formation\n"
+    "C. Rapid accumulation of nitrogen oxide"
+)
 TEXT_CASES = [
+    ("ratio:sentence_type", {}, OUTLINE, False, False),
+    ("words:last_first", {}, OUTLINE, False, False),
+    ("sentence:increment", {"small_n": 3}, OUTLINE, False, True),
     # "**It works.**": Punkt ends the sentence before "**" (a "*" after a period starts the next one)
     ("ratio:sentence_balance", {}, "**It works.** Does it? Yes! *Great.* Why? Wow!", True, True),
     # an initial before a common capitalised word ends the sentence ("Gen Z. This ...")

@@ -13,7 +13,8 @@ project downloads nothing at run time, so this module re-implements them:
   opener, initials, numbers) and the realignment of closing quotes and brackets. Punkt's
   statistics of the Wall Street Journal (which capitalised words open sentences, which are
   names) are replaced by small lexicons, and an initial opening a line ("  - B.") is read as a
-  list label that ends its sentence when a capitalised word follows. Measured: the same
+  list label that ends its sentence when a capitalised word follows (so a text opening with
+  "J. Bach" splits where Punkt does not). Measured: the same
   sentences as NLTK 3.9.2 on 292 of the 294 responses of IFBench's ``sample_output.jsonl``.
 * :func:`word_tokenize` - NLTK's ``word_tokenize`` (its improved Treebank tokenizer on each
   sentence): the same rules, so the same tokens whenever the sentences agree (an opening
@@ -150,8 +151,7 @@ def _ends_sentence(text: str, match: re.Match, word_start: int, line: int) -> bo
     """Whether Punkt finds a break in the context of the period ``match``: the word before it
     (from ``word_start``), the period and what follows it. A token other than the last one of
     the context is a sentence break."""
-    label = _LINE_LABEL.fullmatch(text, line, word_start)  # "  - B." opens its line
-    line_label = bool(label) and (line > 0 or bool(label.group().strip()))
+    line_label = bool(_LINE_LABEL.fullmatch(text, line, word_start))  # "  - B." opens its line
     tokens = _PUNKT_TOKEN.findall(text[word_start : match.end()] + match.group("after"))
     for token, following in zip(tokens, tokens[1:]):
         first = _first_pass_break(token)
