@@ -8,6 +8,13 @@ The expected verdicts of CASES were produced by running the official ``check_fol
 Several cases reproduce official quirks on purpose (docs/evaluation.md, "IFBench: official quirks
 followed"). ``words:start_verb`` cases are labelled by hand: the official checker needs NLTK's
 POS-tagger model, which cannot be downloaded here.
+
+TEXT_CASES are shaped like the real model responses (IFBench's ``sample_output.jsonl``, SmolLM2-135M
+answers to ``IFBench_test.jsonl``) on which the project disagreed with the official evaluator until
+its sentence splitter and word tokenizer followed NLTK's Punkt and Treebank rules: markdown
+emphasis around a period, outline labels, LaTeX, curly apostrophes. Their verdicts come from the
+official code at allenai/IFBench 1d62c1d (``instructions.py``; ``evaluation_lib.py`` 8de1a75) with
+NLTK 3.9.2 and Punkt's English model, run outside this project.
 """
 
 from __future__ import annotations
@@ -428,6 +435,32 @@ CASES = [
 ]
 
 
+# a SmolLM2-135M answer (T 0.6): Punkt ends a sentence after "A." and "B." before "Large" / "Minimal"
+OUTLINE = (
+    "A. Large emissions of anthropogenic VOCs\nB. Minimal tropospheric ozone formation\n"
+    "C. Rapid accumulation of nitrogen oxide"
+)
+TEXT_CASES = [
+    ("ratio:sentence_type", {}, OUTLINE, False, False),
+    ("words:last_first", {}, OUTLINE, False, False),
+    ("sentence:increment", {"small_n": 3}, OUTLINE, False, True),
+    # "**It works.**": Punkt ends the sentence before "**" (a "*" after a period starts the next one)
+    ("ratio:sentence_balance", {}, "**It works.** Does it? Yes! *Great.* Why? Wow!", True, True),
+    # an initial before a common capitalised word ends the sentence ("Gen Z. This ...")
+    ("ratio:sentence_type", {}, "We met Gen Z. This group is new. Is it? Yes.", False, False),
+    # "x^2" is one word token for NLTK (only quotes, brackets, , ; : @ # $ % & ? ! * are split off)
+    (
+        "words:keywords_specific_position",
+        {"keyword": "ocean", "n": 2, "m": 2},
+        "I love x^2 + y. The ocean is deep.",
+        True,
+        True,
+    ),
+    # a curly apostrophe is a token of its own: "Sea’s" -> "Sea", "’", "s", and "s" is not title case
+    ("format:title_case", {}, "The Sea’s Song Of Dawn", False, False),
+]
+
+
 def test_the_cases_cover_every_official_id_both_ways() -> None:
     outcomes: dict[str, set[bool]] = {}
     for instruction_id, _, _, strict, _ in CASES:
@@ -438,8 +471,8 @@ def test_the_cases_cover_every_official_id_both_ways() -> None:
 
 @pytest.mark.parametrize(
     ("instruction_id", "kwargs", "response", "strict", "loose"),
-    CASES,
-    ids=[f"{case[0]}-{n}" for n, case in enumerate(CASES)],
+    CASES + TEXT_CASES,
+    ids=[f"{case[0]}-{n}" for n, case in enumerate(CASES + TEXT_CASES)],
 )
 def test_verdicts_agree_with_the_official_evaluator(instruction_id, kwargs, response, strict, loose) -> None:
     details = score(response, instruction_id_list=[instruction_id], kwargs=[kwargs]).details

@@ -300,7 +300,7 @@ def ngram_overlap(text: str, *, reference_text: str, percentage: Percentage) -> 
 
 def sentence_words(text: str) -> bool:
     sentences = split_sentences(text)
-    if len(sentences) != 3 or len({len(sentence) for sentence in sentences}) != 1:
+    if len(sentences) != 3 or len({len(sentence.strip()) for sentence in sentences}) != 1:
         return False
     words = bare_words(" ".join(sentences))
     return len(words) == len(set(words))
