@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from datetime import date
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -173,6 +173,20 @@ class LoRA(Strict):
 
 
 # ----------------------------------------------------------------------------- data
+class RejectionSampling(Strict):
+    """An SFT source of RL prompts answered by the sub-stage's input model: ``k`` samples per
+    prompt, up to ``keep`` that the row's verifier accepts become SFT rows (cascade data
+    rejection-sample), sampled once and kept in the stage directory (resumable)."""
+
+    k: int = Field(4, gt=0, description="Samples per prompt.")
+    keep: int = Field(1, gt=0, description="Accepted responses kept per prompt (distinct, first sampled first).")
+    pass_threshold: float = Field(1.0, description="A response is accepted when its reward reaches this.")
+    temperature: float = Field(0.6, ge=0, description="Sampling temperature (the paper's IF-RL setting).")
+    top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling.")
+    max_tokens: int = Field(512, gt=0, description="New tokens per sample; a cut response is rarely accepted.")
+    mode: Literal["think", "no_think"] = Field("no_think", description="Thinking mode of the prompts.")
+
+
 class DataSource(Strict):
     path: str = Field(
         ..., description="Local JSONL / Parquet file (see docs/data-formats.md); ${VAR} and ${world} expand."
@@ -198,6 +212,11 @@ class DataSource(Strict):
     format_options: dict[str, Any] = Field(
         default_factory=dict, description="Converter options, e.g. {split: train} for mbpp (see docs/data-formats.md)."
     )
+    rejection: RejectionSampling | None = Field(
+        None,
+        description="SFT sub-stages only: the rows are RL prompts; the input model's accepted answers become the "
+        "SFT rows (rejection sampling; limit counts prompts, upsample the rows kept).",
+    )
 
 
 def _sources(value: Any) -> Any:
@@ -215,10 +234,19 @@ class WithData(Strict):
     """A model with a ``data`` list of :class:`DataSource`, also written as a bare path or a
     list of paths."""
 
+    #: whether its sources may be rejection-sampled (SFT: the stage writes its own rows)
+    samples_its_data: ClassVar[bool] = False
+
     @model_validator(mode="before")
     @classmethod
     def _coerce_data(cls, value: Any) -> Any:
         return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _rejection_only_for_sft(self) -> WithData:
+        if not self.samples_its_data and any(source.rejection for source in self.data):
+            raise ValueError("data[].rejection: only SFT sub-stages sample their own rows")
+        return self
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -311,6 +339,7 @@ class EvalSpec(Strict):
 
 # ----------------------------------------------------------------------------- stages
 class SFTSubstage(WithData):
+    samples_its_data: ClassVar[bool] = True
     name: str = Field("stage1", description="Sub-stage name.")
     data: list[DataSource] = Field(..., description="Data sources with upsampling factors.")
     max_length: int = Field(

@@ -134,7 +134,9 @@ def test_cli_through_an_openai_compatible_server(tmp_path, transformers_server):
     pairs = [json.loads(line) for line in output.read_text().splitlines()]
     assert [p["prompt"][0]["content"] for p in pairs] == [r["prompt"] for r in rows]
     assert all(p["judge_p_same"] < 0.5 for p in pairs)
-    texts = [body["messages"][-1]["content"] for body in bodies]
+    # transformers serve refuses vLLM's skip_special_tokens: those first requests were asked again without it
+    answered = [body for body in bodies if "skip_special_tokens" not in body]
+    texts = [body["messages"][-1]["content"] for body in answered]
     assert sum("Given input: Tell me about topic 0." in t for t in texts) == 1
     assert any(t.startswith("There are two instructions") and "Instruction B: ok" in t for t in texts)
     assert all(t.endswith(" /no_think") for t in texts)

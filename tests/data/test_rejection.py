@@ -14,6 +14,10 @@ from cascade_rl.data.rejection import rejection_sample
 from cascade_rl.rewards.registry import score_samples
 
 NO_COMMA = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+FEW_WORDS = {
+    "instruction_id_list": ["length_constraints:number_words"],
+    "kwargs": [{"relation": "less than", "num_words": 10}],
+}
 
 
 class Scripted:
@@ -90,3 +94,31 @@ def test_sft_formats_of_gsm8k_and_mbpp_pass_their_own_verifiers(tmp_path):
     ]
     scores = score_samples(references, responses, {"math": {}, "code": {}}, workers=1)
     assert [group[0].reward for group in scores] == [1.0, 1.0]
+
+
+def test_the_command_samples_a_local_model_and_writes_the_accepted_rows(tmp_path):
+    import sys
+
+    from typer.testing import CliRunner
+
+    from cascade_rl.chat import IM_END
+    from cascade_rl.cli import app
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "llm"))
+    from llm_helpers import SURE, build_chain_model
+
+    words = ["Sure", ",", " here", " it", " is"]
+    chain = {"\n": {words[0]: SURE}, **{a: {b: SURE} for a, b in zip(words, words[1:])}, words[-1]: {IM_END: SURE}}
+    model = build_chain_model(tmp_path / "model", chain, tuple(w for w in words if len(w) > 1))
+    rows = [
+        {"prompt": "Reply briefly.", "domain": "ifeval", **NO_COMMA},
+        {"prompt": "Reply in few words.", "domain": "ifeval", **FEW_WORDS},
+    ]
+    out = tmp_path / "sft.jsonl"
+    arguments = ["data", "rejection-sample", str(write(tmp_path / "rl.jsonl", rows)), "--output", str(out), "--model",
+                 str(model), "-k", "2", "--max-tokens", "12", "--temperature", "0", "--workers", "1"]  # fmt: skip
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["messages"][0]["content"] for row in kept] == ["Reply in few words."]
+    assert kept[0]["messages"][1]["content"] == "Sure, here it is"

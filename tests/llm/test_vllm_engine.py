@@ -113,3 +113,14 @@ def test_local_generator_with_the_vllm_engine_writes_what_the_transformers_engin
     assert with_vllm.generate_batch(conversations, **settings) == with_transformers.generate_batch(
         conversations, **settings
     )
+
+
+def test_an_engine_starts_after_llvmlite_is_loaded(vllm_checkpoint, prompt_ids):
+    """vLLM's CPU start-up scans every loaded module and fails on llvmlite's ffi object (numba's,
+    loaded by other code of the process); the engine hides such modules while it starts. (Last in
+    this file: it replaces the module's engine.)"""
+    import llvmlite.binding  # noqa: F401
+
+    engine = shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=16, sequence_tokens=64)  # a new engine
+    assert [c[0].token_ids for c in greedy(engine, prompt_ids)]
+    assert "llvmlite.binding" in __import__("sys").modules

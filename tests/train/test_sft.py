@@ -173,3 +173,38 @@ def test_a_template_without_generation_markers_trains_on_the_answer_only(smollm2
     ids, labels = seen[0]
     assert tokenizer.decode(ids[0][labels[0] != -100]) == "4, of course.<|im_end|>\n"
     assert "what is 2 plus 2?" in tokenizer.decode(ids[0])
+
+
+def test_a_rejection_sampled_source_trains_on_the_answers_its_verifier_accepts(tmp_path):
+    """RL prompts answered by the input model (a chain model that always writes "Sure, here it is"):
+    the prompts whose constraint that answer meets give SFT rows, the others none."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "llm"))
+    from llm_helpers import SURE, build_chain_model
+
+    from cascade_rl.chat import IM_END
+
+    words = ["Sure", ",", " here", " it", " is"]
+    chain = {"\n": {words[0]: SURE}, **{a: {b: SURE} for a, b in zip(words, words[1:])}, words[-1]: {IM_END: SURE}}
+    model = build_chain_model(tmp_path / "model", chain, tuple(w for w in words if len(w) > 1))
+    prompts = tmp_path / "if.jsonl"
+    rows = [
+        {"prompt": f"Say something about {topic}.", "domain": "ifeval", "instruction_id_list": [rule], "kwargs": [{}]}
+        for topic in ("the sea", "the sky", "a cat")
+        for rule in ("change_case:english_lowercase", "punctuation:no_comma")  # fails / fails, the comma
+    ] + [{"prompt": "Answer briefly.", "domain": "ifeval", "instruction_id_list": ["detectable_format:title"],
+          "kwargs": [{}]}, {"prompt": "Write a short reply.", "domain": "ifeval",
+          "instruction_id_list": ["length_constraints:number_words"],
+          "kwargs": [{"relation": "less than", "num_words": 10}]}]  # fmt: skip
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    source = {"path": str(prompts), "rejection": {"k": 2, "max_tokens": 12, "temperature": 0.0}}
+    sub = {"name": "s1", "data": [source], "max_length": 256, "batch_size": 1, "per_device_batch_size": 1,
+           "learning_rate": 1e-3, "max_steps": 1}  # fmt: skip
+    recipe = parse_recipe({"name": "t", "model": {"path": str(model)}, "stages": [{"kind": "sft", "substages": [sub]}]})
+    run_sft_stage(recipe.stages[0], model_in=model, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0)
+    kept = [json.loads(line) for line in (tmp_path / "sft" / "substage-1" / "rejection-1.jsonl").open()]
+    assert [row["messages"][0]["content"] for row in kept] == ["Write a short reply."]  # < 10 words: accepted
+    assert kept[0]["messages"][-1]["content"] == "Sure, here it is" and kept[0]["reward"] == 1.0
+    assert json.loads((tmp_path / "sft" / "substage-1" / "done").read_text())["rows"] == 1

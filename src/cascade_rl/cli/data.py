@@ -282,10 +282,62 @@ def check_disjoint(
 
 def open_model(spec: str, option: str, concurrency: int) -> Any:
     """A model of a data job, servers limited to ``concurrency`` requests (a local model
-    generates that many sequences at once)."""
-    return open_generator(
-        spec, option=option, server={"max_concurrency": concurrency}, local={"batch_size": max(1, concurrency)}
-    )
+    generates that many sequences at once, through vLLM when it runs the model here)."""
+    from cascade_rl.llm.transport import is_server_spec
+    from cascade_rl.llm.vllm_engine import choose_engine
+
+    local: dict[str, Any] = {"batch_size": max(1, concurrency)}
+    path = Path(spec.removeprefix("local:")).expanduser()
+    if not is_server_spec(spec) and path.is_dir():
+        choice = choose_engine("auto", path)
+        local["engine"] = choice.engine
+        say(f"{option}: sampling with {'vLLM' if choice.vllm else 'llm/decode.py: ' + choice.reason}")
+    return open_generator(spec, option=option, server={"max_concurrency": concurrency}, local=local)
+
+
+@app.command("rejection-sample")
+@option_groups(job=Job)
+def rejection_sample(
+    model: str = typer.Option(..., "--model", "-m", help=f"The model that answers. {GENERATOR_HELP}"),
+    k: int = typer.Option(4, "-k", min=1, help="Samples per prompt."),
+    keep: int = typer.Option(1, "--keep", min=1, help="Accepted responses kept per prompt (distinct)."),
+    pass_threshold: float = typer.Option(1.0, "--pass-threshold", help="Accept a response whose reward reaches this."),
+    domain: str | None = typer.Option(None, "--domain", help="Reward domain of every row [default: each row's]."),
+    mode: str = typer.Option("no_think", "--mode", help="Thinking mode of the prompts (think / no_think)."),
+    temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature."),
+    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling."),
+    max_tokens: int = typer.Option(512, "--max-tokens", help="Generation budget per sample."),
+    concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per server (local: batch size)."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch (progress is saved after each)."),
+    workers: int = typer.Option(4, "--workers", help="Parallel scorers (the code sandbox pool size)."),
+    *,
+    job: Job,
+) -> None:
+    """SFT rows from a model's own answers that each RL row's verifier accepts (rejection
+    sampling, SPEC 3): k samples per prompt, up to --keep accepted ones kept with the row's
+    reference fields; prompts without one are dropped and counted."""
+    from cascade_rl.data.difficulty import check_rl_inputs
+    from cascade_rl.data.rejection import rejection_sample as sample_and_keep
+
+    def work() -> Any:
+        check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
+        return sample_and_keep(
+            job.inputs,
+            job.output,
+            open_model(model, "--model", concurrency),
+            k=k,
+            keep=keep,
+            domain=domain,
+            mode=mode,
+            pass_threshold=pass_threshold,
+            sampling={"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
+            workers=workers,
+            batch_size=batch_size,
+            spec=model,
+            **job.settings(),
+        )
+
+    job.run("rejection-sample", work)
 
 
 @app.command()

@@ -231,7 +231,7 @@ class LocalGenerator:
     ) -> list[list[str]]:
         import torch
 
-        from cascade_rl.llm.vllm_engine import shared_engine
+        from cascade_rl.llm.vllm_engine import sampling_alone, shared_engine
 
         ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         engine = shared_engine(
@@ -239,6 +239,7 @@ class LocalGenerator:
             dtype=self.dtype_name,
             max_num_seqs=self.batch_size,
             sequence_tokens=max(map(len, ids), default=0) + max_tokens,
+            in_process=not sampling_alone(),
         )
         seed = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seeded generator
         outputs = engine.sample(

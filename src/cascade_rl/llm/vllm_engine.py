@@ -31,11 +31,13 @@ why in one line; ``use_vllm: true`` makes either failure a recipe error before a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,15 +130,28 @@ class Completion:
     truncated: bool
 
 
-def _configure_environment(cores: str | None) -> None:
+def _configure_environment(cores: str | None, in_process: bool = True) -> None:
     """vLLM's process-level settings, before it is imported or an engine starts: the engine
-    core in this process, no core held back from the OpenMP pool, threads bound to ``cores``."""
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    core in this process (or its own), no core held back from the OpenMP pool, threads bound to
+    ``cores``. vLLM caches its environment once an engine has started: the cache is dropped so
+    that the next engine reads these."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its start-up warnings are about GPUs and LD_PRELOAD
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
     if cores is not None:
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cores
+    envs = sys.modules.get("vllm.envs")
+    if envs is not None and hasattr(envs, "disable_envs_cache"):
+        envs.disable_envs_cache()
+
+
+def sampling_alone() -> bool:
+    """Whether this process samples while the run's other processes wait (evaluation, the
+    prompt filter and rejection sampling on the main process of a multi-process run)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def process_cores(local_rank: int = 0, local_processes: int = 1) -> str:
@@ -162,6 +177,35 @@ def position_limit(config: dict) -> int:
     return min(int(config.get("max_position_embeddings") or 4096), 32768)
 
 
+@contextlib.contextmanager
+def modules_vllm_can_scan() -> Iterator[None]:
+    """Hide from ``sys.modules``, while an engine starts, the modules vLLM's CPU worker cannot
+    scan: at start-up it reads ``vars(value)`` of every attribute of every loaded module, which
+    fails on an object whose ``__dict__`` is not a dict (llvmlite's ``ffi.lib``, loaded with
+    numba by other code of the process). They are back as soon as the engine has started."""
+    hidden: dict[str, Any] = {}
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict) and not all(_scannable(value) for value in list(namespace.values())):
+            hidden[name] = module
+    for name in hidden:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        sys.modules.update(hidden)
+
+
+def _scannable(value: Any) -> bool:
+    """Whether vLLM's scan reads this value without failing (the same two operations)."""
+    try:
+        if hasattr(value, "__dict__"):
+            vars(value).get("kernel")
+        return True
+    except Exception:
+        return False
+
+
 class VLLMEngine:
     """A vLLM engine in this process, for one architecture and dtype (module docstring)."""
 
@@ -175,10 +219,11 @@ class VLLMEngine:
         seed: int = 0,
         gpu_memory_utilization: float = 0.3,
         cores: str | None = None,
+        in_process: bool = True,
     ) -> None:
         import torch
 
-        self.model_path = Path(model_path)
+        self.model_path, self.in_process = Path(model_path), in_process
         self.config = json.loads((self.model_path / "config.json").read_text())
         self.dtype, self.max_num_seqs = dtype, max_num_seqs
         self.max_model_len = min(position_limit(self.config), max(sequence_tokens, MIN_MODEL_LEN))
@@ -186,13 +231,13 @@ class VLLMEngine:
             kv_cache_bytes(self.config, dtype, max_num_seqs, min(sequence_tokens, self.max_model_len)),
             kv_cache_bytes(self.config, dtype, 1, self.max_model_len),
         )
-        _configure_environment(cores if cores is not None else process_cores())
+        _configure_environment(cores if cores is not None else process_cores(), in_process)
         from vllm import LLM
 
         memory: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization}
         if not hardware.has_gpu():
             memory = {"kv_cache_memory_bytes": self.kv_bytes}
-        with torch.random.fork_rng():  # vLLM seeds the global generator at start-up
+        with torch.random.fork_rng(), modules_vllm_can_scan():  # vLLM seeds the global generator at start-up
             self.llm = LLM(
                 model=str(self.model_path),
                 dtype=dtype,
@@ -257,6 +302,8 @@ class VLLMEngine:
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         """Replace the engine's weights in place with ``(checkpoint name, tensor)`` pairs (the
         names ``save_pretrained`` writes); cached prefixes are dropped with the old weights."""
+        if not self.in_process:
+            raise RuntimeError("an engine in a process of its own serves the checkpoint it started with")
         weights = with_tied_head(weights, self.config)
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
@@ -272,6 +319,8 @@ class VLLMEngine:
     def close(self) -> None:
         engine = getattr(self, "llm", None)
         if engine is not None:
+            if not self.in_process:  # stop the engine's own process now, not when collected
+                engine.llm_engine.engine_core.shutdown()
             del self.llm
             gc.collect()
 
@@ -322,7 +371,8 @@ def _signature(path: Path) -> tuple:
 
 
 # ----------------------------------------------------------------------------- one per process
-_ENGINE: VLLMEngine | None = None
+#: this process's engines: the one in the process (True) and one in a process of its own (False)
+_ENGINES: dict[bool, VLLMEngine] = {}
 
 
 def shared_engine(
@@ -334,18 +384,26 @@ def shared_engine(
     seed: int = 0,
     gpu_memory_utilization: float = 0.3,
     cores: str | None = None,
+    in_process: bool = True,
 ) -> VLLMEngine:
     """This process's engine with ``model_path``'s weights: the running one when it can serve
-    them (:meth:`VLLMEngine.serves`), else a new one (the old one shut down first)."""
-    global _ENGINE
-    if _ENGINE is not None and _ENGINE.serves(model_path, dtype, max_num_seqs, sequence_tokens):
-        _ENGINE.load_checkpoint(model_path)
-        return _ENGINE
-    if _ENGINE is not None:
-        _ENGINE.close()
-        _ENGINE = None
+    them (:meth:`VLLMEngine.serves`), else a new one (the old one shut down first).
+
+    In a multi-process run vLLM joins the trainers' process group (it creates its groups over the
+    whole world), so an engine in the training process starts on every process at once, as
+    rollouts do, and stays. A process that samples alone while the others wait
+    (:func:`sampling_alone`: evaluation on the main process) asks for ``in_process=False``: a
+    second engine, in a process of its own, for the checkpoint it serves."""
+    engine = _ENGINES.get(in_process)
+    if engine is not None and engine.serves(model_path, dtype, max_num_seqs, sequence_tokens):
+        if in_process or engine.loaded == _signature(Path(model_path)):
+            engine.load_checkpoint(model_path)
+            return engine
+    if engine is not None:
+        engine.close()
+        del _ENGINES[in_process]
     log.info("starting vLLM for %s (%s, %d sequences of %d tokens)", model_path, dtype, max_num_seqs, sequence_tokens)
-    _ENGINE = VLLMEngine(
+    _ENGINES[in_process] = VLLMEngine(
         model_path,
         dtype=dtype,
         max_num_seqs=max_num_seqs,
@@ -353,5 +411,6 @@ def shared_engine(
         seed=seed,
         gpu_memory_utilization=gpu_memory_utilization,
         cores=cores,
+        in_process=in_process,
     )
-    return _ENGINE
+    return _ENGINES[in_process]

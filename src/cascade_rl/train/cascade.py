@@ -288,7 +288,7 @@ class Cascade:
         if isinstance(stage, SFTStage):
             from cascade_rl.train.sft import run_sft_stage
 
-            model = run_sft_stage(stage, model_in=policy, **common)
+            model = run_sft_stage(stage, model_in=policy, sample_dtype=self.recipe.model.sampling_dtype, **common)
             return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
         if isinstance(stage, RewardModelStage):
             from cascade_rl.train.reward_model import run_reward_model_stage

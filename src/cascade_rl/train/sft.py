@@ -12,6 +12,11 @@ each row becomes a prompt (every message before the last) and a completion (the 
 message): TRL renders the prompt with the generation prompt and trains only on the tokens after
 it (``completion_only_loss``). Earlier assistant turns of a multi-turn row are then context, not
 targets.
+
+A source with ``rejection`` settings holds RL prompts, not SFT rows: before the sub-stage trains,
+its input model answers each prompt ``k`` times and the answers the row's verifier accepts become
+its SFT rows (:mod:`cascade_rl.data.rejection`, on the main process, through the run's sampling
+engine), written once to ``substage-N/rejection-M.jsonl`` and resumed from there.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 from cascade_rl.chat import token_count
 from cascade_rl.data.loading import LoadReport, load_sources, normalise_sft
-from cascade_rl.recipe import Runtime, SFTStage, SFTSubstage
+from cascade_rl.recipe import DataSource, Runtime, SFTStage, SFTSubstage
 from cascade_rl.train import distributed
 from cascade_rl.train.common import (
     CheckpointMarker,
@@ -72,6 +77,56 @@ def as_prompt_completion(row: dict) -> dict:
     return {**rest, "prompt": messages[:-1], "completion": messages[-1:]}
 
 
+def sampled_source(
+    source: DataSource, rows_file: Path, model: Path, sampling: tuple[Runtime, str, int], variables: Any
+) -> DataSource:
+    """The SFT source that a rejection-sampled source became (module docstring): its rows file,
+    written on the main process the first time."""
+    distributed.on_main(
+        f"rejection sampling into {rows_file.name}",
+        lambda: _rejection_sample(source, rows_file, model, sampling, dict(variables or {})),
+    )
+    return DataSource(path=str(rows_file), upsample=source.upsample)
+
+
+def _rejection_sample(
+    source: DataSource, rows_file: Path, model: Path, sampling: tuple[Runtime, str, int], variables: dict
+) -> None:
+    from cascade_rl.data.rejection import rejection_sample
+    from cascade_rl.llm.local import LocalGenerator
+    from cascade_rl.train.machine import local_engine
+
+    runtime, dtype, seed = sampling
+    settings = source.rejection
+    prompts_file = rows_file.with_suffix(".prompts.jsonl")
+    if not prompts_file.exists():  # written once: the job's fingerprint includes its inputs
+        rows, _ = load_sources([source.model_copy(update={"rejection": None, "upsample": 1.0})], dict, seed=seed,
+                               variables=variables)  # fmt: skip
+        rows_file.parent.mkdir(parents=True, exist_ok=True)
+        temporary = prompts_file.with_suffix(".tmp")
+        temporary.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        temporary.replace(prompts_file)
+    generator = LocalGenerator(
+        model, engine=local_engine(runtime), dtype=None if dtype == "auto" else dtype, batch_size=256
+    )
+    import torch
+
+    torch.manual_seed(seed)
+    summary = rejection_sample(
+        [prompts_file],
+        rows_file,
+        generator,
+        k=settings.k,
+        keep=settings.keep,
+        mode=settings.mode,
+        pass_threshold=settings.pass_threshold,
+        sampling={"temperature": settings.temperature, "top_p": settings.top_p, "max_tokens": settings.max_tokens},
+        workers=runtime.reward_workers,
+        spec=str(model),
+    )
+    log.info("rejection sampling %s: %s", rows_file.name, summary)
+
+
 def accumulation(batch_size: int, per_device: int) -> int:
     """Gradient-accumulation steps that make ``batch_size`` sequences per optimizer step."""
     return max(1, batch_size // (per_device * world_size()))
@@ -86,8 +141,10 @@ def run_sft_stage(
     seed: int,
     variables: Mapping[str, str] | None = None,
     model_dtype: str = "auto",
+    sample_dtype: str | None = None,
 ) -> Path:
-    """Run every sub-stage; write ``stage_dir/model`` and ``metrics.jsonl``."""
+    """Run every sub-stage; write ``stage_dir/model`` and ``metrics.jsonl``. ``sample_dtype``:
+    the weights that answer rejection-sampled sources (None = ``model_dtype``)."""
 
     def run_substage(index: int, sub: SFTSubstage, model: Path, substage_dir: Path) -> dict:
         from datasets import Dataset
@@ -95,7 +152,14 @@ def run_sft_stage(
         from trl import SFTConfig, SFTTrainer
 
         tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
-        rows, report = load_sources(sub.data, normalise_sft, seed=seed + index, variables=dict(variables or {}))
+        sampling = (runtime, sample_dtype or model_dtype, seed)
+        sources = [
+            sampled_source(source, substage_dir / f"rejection-{i + 1}.jsonl", model, sampling, variables)
+            if source.rejection
+            else source
+            for i, source in enumerate(sub.data)
+        ]
+        rows, report = load_sources(sources, normalise_sft, seed=seed + index, variables=dict(variables or {}))
         rows = drop_overlong(rows, tokenizer, sub.max_length, report)
         log.info("%s/%s: %s", stage.name, sub.name, report.summary())
         if not rows:
