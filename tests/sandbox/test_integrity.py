@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -331,6 +332,42 @@ def test_with_cgroups_the_limit_holds_even_without_the_seccomp_filter(monkeypatc
         run = pool.submit_python(HOARD, limits=Limits(memory_mb=256, time_s=10)).result()
         assert run.limit == "memory" and b"held" not in run.stdout
         assert pool.submit_python("print(6 * 7)").result().stdout == b"42\n"  # the worker goes on
+
+
+def _memory_groups_below(pid: int) -> dict[int, str]:
+    """Host pid -> the memory cgroup (v1 line, else the v2 one) of ``pid``'s descendants."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+        except (ValueError, OSError, IndexError):
+            continue
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        current = todo.pop()
+        todo += children.get(current, [])
+        lines = Path(f"/proc/{current}/cgroup").read_text().splitlines()
+        memory = [line for line in lines if ":memory:" in line] or [line for line in lines if line.startswith("0::")]
+        found[current] = memory[0].rsplit(":", 1)[1] if memory else ""
+    return found
+
+
+@pytest.mark.skipif(cgroups.layout() is None, reason="cgroups unavailable here")
+def test_the_supervisor_is_outside_the_group_that_holds_the_run_limit():
+    """What a run leaves behind stays charged after its processes die (files in /tmp until the
+    wipe); a supervisor inside the limited group could then be the only process left for the
+    OOM killer (the 'sandbox server died' seen in CI). The run's processes are in ``run``, the
+    supervisor in ``server``."""
+    with SandboxPool(1) as pool:
+        assert features(pool)["cgroup"]
+        outer = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
+        running = pool.submit_python("import time\nprint('up', flush=True)\ntime.sleep(4)")
+        time.sleep(2.5)
+        groups = _memory_groups_below(outer)
+        assert running.result().returncode == 0
+    sandboxed = [group.rsplit("/", 1)[-1] for group in groups.values() if cgroups.PREFIX in group]
+    assert sorted(sandboxed) == ["run", "server"], groups  # the supervisor, and the program
 
 
 def test_a_program_that_fills_tmp_to_the_limit_is_stopped_and_the_same_sandbox_goes_on():

@@ -3,28 +3,34 @@ enforced by the kernel (SPEC section 6; the package docstring says what holds wi
 
 Each :class:`~cascade_rl.sandbox.core.SandboxServer` gets one group per controller, made
 below this process's own group (so whatever limits the host already has still apply), named
-``cascade-sandbox-<host pid>/<n>``. The host opens the group's files and hands the open file
-descriptors to the supervisor (``config["cgroup"]``: ``version`` and role -> fd); the
-supervisor never sees ``/sys``. It joins the group once it has started (writing ``0`` to
-``cgroup.procs``; the kernel checks the permissions of whoever opened that file: the host),
-so every program it forks is born in the group; before each run it writes the run's limits
-and notes the OOM kill counter. Roles:
+``cascade-sandbox-<host pid>/<n>``, with two groups inside: ``server`` (the supervisor, no
+limit) and ``run`` (the run's processes, with the run's limits). The supervisor is kept out
+of the limited group because what a run leaves behind stays charged after its processes are
+gone (files in the RAM-backed /tmp until the wipe): in the same group, the supervisor's next
+page could meet the run's limit with nothing left to kill but the supervisor. The host opens
+the groups' files and hands the open file descriptors to the supervisor (``config["cgroup"]``:
+``version`` and role -> fd); the supervisor never sees ``/sys``. It joins ``server`` once it
+has started, and each run's first process joins ``run`` before anything else (writing ``0`` to
+``cgroup.procs``; the kernel checks the permissions of whoever opened that file: the host;
+measured: 0.06 ms a fork), so everything the run forks is born there; before each run the
+supervisor writes the run's limits and notes the OOM kill counter. Roles:
 
-==============  ==================================  ==========================
-role            cgroup v1                           cgroup v2
-==============  ==================================  ==========================
-procs:*         ``cgroup.procs`` of each hierarchy  ``cgroup.procs``
-memory_limit    ``memory.limit_in_bytes``           ``memory.max``
-swap_limit      ``memory.memsw.limit_in_bytes``     (``memory.swap.max`` = 0)
-oom_events      ``memory.oom_control``              ``memory.events``
-pids_limit      ``pids.max``                        ``pids.max``
-==============  ==================================  ==========================
+==============  =========================================  ==========================
+role            cgroup v1                                  cgroup v2
+==============  =========================================  ==========================
+join:*          ``server/cgroup.procs`` of each hierarchy  ``server/cgroup.procs``
+procs:*         ``run/cgroup.procs`` of each hierarchy     ``run/cgroup.procs``
+memory_limit    ``run/memory.limit_in_bytes``              ``run/memory.max``
+swap_limit      ``run/memory.memsw.limit_in_bytes``        (``memory.swap.max`` = 0)
+oom_events      ``run/memory.oom_control``                 ``run/memory.events``
+pids_limit      ``run/pids.max``                           ``run/pids.max``
+==============  =========================================  ==========================
 
 Memory is charged to the group for every page the run's processes allocate, including
 memfds, System V and POSIX shared memory, tmpfs files (/tmp and /dev/shm) and kernel memory;
 at the limit the kernel reclaims, then kills (an ``oom_kill`` the supervisor reports as
-``limit="memory"``; programs run with the highest ``oom_score_adj``, so the killer picks them,
-not the supervisor). cgroup v1 is used where the memory controller is mounted as a v1
+``limit="memory"``; the supervisor is not in the group, and programs run with the highest
+``oom_score_adj`` besides). cgroup v1 is used where the memory controller is mounted as a v1
 hierarchy (pids is used when mounted too); cgroup v2 where this process's group delegates
 ``memory`` and ``pids`` (``cgroup.subtree_control``; e.g. a systemd unit with
 ``Delegate=yes``, or a container's own cgroup namespace). Creating groups needs write access
@@ -246,27 +252,33 @@ class SandboxCgroup:
                 directory = parent / name
                 directory.mkdir()
                 self.directories.append(directory)
+                if self.version == "v2":
+                    _enable_v2_controllers(directory)  # v2: processes live in leaves only
+                for leaf in ("server", "run"):
+                    (directory / leaf).mkdir()
                 self._open(controller, directory)
         except OSError:
             self.close()
             raise
 
     def _open(self, controller: str, directory: Path) -> None:
+        run = directory / "run"
+        suffix = "" if self.version == "v2" else f":{controller}"
         if self.version == "v2":
             for name, value in V2_ONCE.items():
                 try:
-                    _write(directory / name, value)
+                    _write(run / name, value)
                 except OSError:
                     pass  # no swap accounting, or an older kernel without oom.group
             writable, readable = V2_FILES, V2_READ
-            self.fds["procs"] = os.open(directory / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         else:
             writable, readable = V1_FILES.get(controller, {}), V1_READ.get(controller, {})
-            self.fds[f"procs:{controller}"] = os.open(directory / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        self.fds[f"join{suffix}"] = os.open(directory / "server" / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        self.fds[f"procs{suffix}"] = os.open(run / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         for flags, files in ((os.O_WRONLY, writable), (os.O_RDONLY, readable)):
             for role, filename in files.items():
-                if (directory / filename).exists():
-                    self.fds[role] = os.open(directory / filename, flags | os.O_CLOEXEC)
+                if (run / filename).exists():
+                    self.fds[role] = os.open(run / filename, flags | os.O_CLOEXEC)
 
     def close(self) -> None:
         for fd in self.fds.values():

@@ -198,12 +198,12 @@ def kill_descendants(isolated, deadline_s=5.0):
 
 
 class Cgroup:
-    """The sandbox's control group, through file descriptors the host opened (see
-    ``cascade_rl.sandbox.cgroups``). The server joins it once, when its own memory is in place
-    (those pages stay charged where they were), so that every run's processes are born in it
-    with no move per run. The run's limits are in force while its program runs: set before,
-    the memory limit lifted as soon as it ends (what it left in /tmp still counts until the
-    wipe, and the server, in the group too, must never meet the program's limit)."""
+    """The sandbox's control groups, through file descriptors the host opened (see
+    ``cascade_rl.sandbox.cgroups``). The server joins its own unlimited group once, when its
+    memory is in place (those pages stay charged where they were); each run's first process
+    joins the run group before anything else, so every process of the run is born in it. The
+    run's limits are in force while its program runs: set before, the memory limit lifted as
+    soon as it ends (what the run left in /tmp still counts until the wipe)."""
 
     def __init__(self, config):
         config = config or {}
@@ -214,16 +214,21 @@ class Cgroup:
     def __bool__(self):
         return "memory_limit" in self.fds
 
-    def join(self):
-        """Move the calling process (and so everything it forks from now on) into the group."""
-        for role, fd in self.fds.items():
-            if role.startswith("procs"):
+    def join(self, role="join"):
+        """Move the calling process (and so everything it forks from now on) into the server's
+        group (``join``) or the run's (``procs``)."""
+        for name, fd in self.fds.items():
+            if name.split(":")[0] == role:
                 os.write(fd, b"0")
 
-    def prepare(self, limits):
-        """Set the run's limits; return the OOM kills so far (to count the run's own)."""
+    def enter_run(self):
+        self.join("procs")
+
+    def prepare(self, limits, paired=False):
+        """Set the run's limits (``paired``: a tester runs beside the program, one process more);
+        return the OOM kills so far (to count the run's own)."""
         self.set_memory(str(int(limits["memory_mb"]) * MiB))
-        self.set("pids_limit", str(int(limits["processes"]) + 1))  # + this server
+        self.set("pids_limit", str(int(limits["processes"]) + int(paired)))
         return self.oom_kills()
 
     def lift_memory_limit(self):
@@ -655,7 +660,8 @@ def child_main(request, fds, server, tester=False):
     None: a start-up probe."""
     try:
         os.setsid()
-        if server.cgroup:  # the kernel's OOM killer picks the program's processes, never the server
+        if server.cgroup:  # the run's group; the OOM killer picks the program's processes first
+            server.cgroup.enter_run()
             adjust = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
             os.write(adjust, b"1000")
             os.close(adjust)
@@ -795,7 +801,8 @@ class Server:
             raise ValueError(f"expected {len(names)} file descriptors, got {len(fds)}")
         named = dict(zip(names, fds))
         use_environment({str(k): str(v) for k, v in (request.get("env") or {}).items()})
-        oom_kills = self.cgroup.prepare(request["limits"]) if self.cgroup else 0
+        paired = bool(options.get("tester"))
+        oom_kills = self.cgroup.prepare(request["limits"], paired) if self.cgroup else 0
         start = time.monotonic()
         try:
             pid = self.spawn(request, named)
@@ -881,8 +888,8 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
                 _, wait_status = os.waitpid(pid, 0)
                 self.decode(wait_status, status, killed_by_us=True)
-            if self.cgroup:  # the program is dead; files it left count until they are gone, and
-                self.cgroup.lift_memory_limit()  # this server must not meet its limit meanwhile
+            if self.cgroup:  # the program is dead; files it left count until they are wiped
+                self.cgroup.lift_memory_limit()
             kill_descendants(self.isolated)  # survivors of the main process: daemons, forks, orphans
             if status["limit"] is None and self.cgroup and self.cgroup.oom_kills() > oom_kills:
                 status["limit"] = "memory"  # the kernel killed one of its processes
