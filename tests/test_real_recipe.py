@@ -1,9 +1,11 @@
 """The real-model recipe (recipes/smollm2-135m.yaml), shortened: SmolLM2's architecture,
-tokenizer and chat template with tiny random weights, the public file formats the recipe reads
-(GSM8K, IFEval, MBPP rows written here in their published schemas), a few prompts, one step per
-stage. It runs as a user runs it, `cascade run` with CASCADE_MODELS / CASCADE_REAL_DATA, so the
-real-model path (conversion on read, float32 training with bfloat16 evaluation, the base-model
-evaluation, no mode flags for a plain template) stays tested in CI without the 98 MB model."""
+tokenizer and chat template with tiny random weights (head size 32, which vLLM's CPU kernels
+take), the public file formats the recipe reads (GSM8K, IFEval, IFBench, MBPP rows written here
+in their published schemas), a few prompts, one step per stage. It runs as a user runs it,
+`cascade run` with CASCADE_MODELS / CASCADE_REAL_DATA and vLLM where it is installed, so the
+real-model path (conversion on read, SFT with rejection-sampled rows on a template without
+generation markers, float32 training, the base-model evaluation, no mode flags for a plain
+template) stays tested in CI without the 98 MB model."""
 
 import json
 import os
@@ -12,6 +14,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from cascade_rl.llm.vllm_engine import import_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,6 +44,15 @@ def real_data(folder: Path) -> Path:
          "kwargs": [{"relation": "less than", "num_words": 20}]},
     ]  # fmt: skip
     write_jsonl(folder / "ifeval" / "input_data.jsonl", ifeval)
+    ifbench = [  # IFBench's schema: string keys, every kwarg present (null when unused)
+        {"key": "0", "prompt": "Name three rivers. Use at least 2 different coordinating conjunctions.",
+         "instruction_id_list": ["count:conjunctions"], "kwargs": [{"small_n": 2.0, "N": None}]},
+        {"key": "1", "prompt": "Describe rain. Include the number of days in a week and 2 other numbers.",
+         "instruction_id_list": ["count:numbers"], "kwargs": [{"N": 3.0, "small_n": None}]},
+        {"key": "2", "prompt": "Tell me about bread. Use the word 'crust' as the last word of the answer.",
+         "instruction_id_list": ["words:words_position"], "kwargs": [{"keyword": "crust", "N": None}]},
+    ]  # fmt: skip
+    write_jsonl(folder / "ifbench" / "IFBench_test.jsonl", ifbench)
     mbpp = [
         {"task_id": task, "text": f"Write a function to add {task} to a number.",
          "code": f"def f(x): return x + {task}", "test_list": [f"assert f(1) == {task + 1}"],
@@ -55,6 +68,12 @@ def shortened(recipe: dict) -> dict:
         bench.update(limit=3, max_new_tokens=8)
     recipe["eval"]["batch_size"] = 4
     recipe["runtime"].update(torch_threads=1, reward_workers=1)
+    for sub in (sub for stage in recipe["stages"] if stage["kind"] == "sft" for sub in stage["substages"]):
+        sub.update(max_steps=2, batch_size=4, per_device_batch_size=2, max_length=256)  # 2 micro-batches a step
+        for source in sub["data"]:
+            source["limit"] = 2
+            if "rejection" in source:
+                source["rejection"].update(k=2, max_tokens=8)
     for stage in recipe["stages"]:
         if stage["kind"] == "grpo":
             stage.update(prompts_per_batch=2, rollouts_per_prompt=2, per_device_batch_size=2)  # 2 micro-batches
@@ -66,10 +85,10 @@ def shortened(recipe: dict) -> dict:
     return recipe
 
 
-def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny, tmp_path):
+def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny_vllm, tmp_path):
     models = tmp_path / "models"
     models.mkdir()
-    (models / "smollm2-135m-instruct").symlink_to(smollm2_tiny)
+    (models / "smollm2-135m-instruct").symlink_to(smollm2_tiny_vllm)
     data = real_data(tmp_path / "real-data")
     recipe = shortened(yaml.safe_load((ROOT / "recipes" / "smollm2-135m.yaml").read_text()))
     path = tmp_path / "recipe.yaml"
@@ -81,11 +100,13 @@ def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny, tmp_path):
         capture_output=True,
         text=True,
         timeout=600,
-        env={**env, "OMP_NUM_THREADS": "1"},
+        env={**env, "OMP_NUM_THREADS": "1", "CASCADE_VLLM": "on"},  # as users run it
     )
     assert result.returncode == 0, result.stderr[-4000:]
     base = json.loads((out / "00-base" / "eval.json").read_text())
-    assert set(base) == {"ifeval", "gsm8k", "mbpp"} and all(r["prompts"] == 3 for r in base.values())
+    benchmarks = {"ifeval", "ifbench", "gsm8k", "mbpp"}
+    assert set(base) == benchmarks and all(r["prompts"] == 3 for r in base.values())
+    assert "prompt_strict" in base["ifbench"]["extra"]  # out of distribution, scored like IFEval
     assert "prompt_strict" in base["ifeval"]["extra"]
     names = [stage["name"] for stage in recipe["stages"]]
     for index, name in enumerate(names, start=1):
@@ -96,11 +117,16 @@ def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny, tmp_path):
     samples = (out / "00-base" / "eval-samples" / "ifeval.jsonl").read_text()
     assert samples.count("\n") == 3
     report = json.loads((out / "report.json").read_text())
-    assert [s["stage"] for s in report["stages"]] == names and set(report["baseline"]) == {"ifeval", "gsm8k", "mbpp"}
+    assert [s["stage"] for s in report["stages"]] == names and set(report["baseline"]) == benchmarks
     # IFEval's four levels, each with its error, and the paired change after every stage
     levels = report["ifeval_levels"]["ifeval"]
     assert [row["stage"] for row in levels] == ["base model", *names]
     assert all("change_stderr" in row["levels"]["instruction_loose"] for row in levels[1:])
     # the rows reached the policy through their public formats: IF rows built from GSM8K questions
-    data_report = json.loads((out / "01-ifrl" / "data_report.json").read_text())
+    data_report = json.loads((out / "02-ifrl" / "data_report.json").read_text())
     assert data_report["kept"] == 6 + 4  # GSM8K train rows + MBPP's train split (601-604)
+    # SFT: the rejection-sampled IF source was answered by the input model and kept on disk
+    sampled = out / "01-sft" / "substage-1" / "rejection-3.jsonl"  # the third source of the first sub-stage
+    assert sampled.exists(), sorted(p.name for p in (out / "01-sft").rglob("*"))
+    machine = json.loads((out / "machine.json").read_text())
+    assert machine["choices"]["use_vllm"] is (import_problem() is None)  # vLLM wherever it is installed

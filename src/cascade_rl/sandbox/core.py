@@ -253,35 +253,36 @@ def bwrap_argv(
     uid 0 of that namespace with only CAP_SETUID, CAP_SETGID and CAP_KILL, and programs as
     ``SANDBOX_UID``. Without it bwrap makes a namespace mapping only ``SANDBOX_UID`` (no
     capabilities; supervisor and programs share the uid)."""
-    argv = ["bwrap"]
+    argv = ["bwrap", *_identity_args(userns_fd), *_namespace_args(network), *_system_args()]
+    # the private /tmp first: an interpreter (a venv) that lives under /tmp is mounted on top of it
+    argv += _scratch_args(limits.tmp_mb) + _interpreter_args()
+    if workdir is not None:
+        real = os.path.realpath(workdir)
+        argv += ["--bind" if writable_workdir else "--ro-bind", real, real]
+    return argv + ["--chdir", "/tmp"]
+
+
+def _identity_args(userns_fd: int | None) -> list[str]:
+    """Who the supervisor is: the given user namespace's uid 0 with a few capabilities, or
+    ``SANDBOX_UID`` in a namespace bwrap makes, with none."""
     if userns_fd is None:
-        argv += [
-            "--unshare-user",
-            "--uid",
-            str(SANDBOX_UID),
-            "--gid",
-            str(SANDBOX_UID),
-            "--disable-userns",
-            "--cap-drop",
-            "ALL",
-        ]
-    else:
-        argv += ["--userns", str(userns_fd), "--uid", "0", "--gid", "0", "--cap-drop", "ALL"]
-        for capability in SUPERVISOR_CAPABILITIES:
-            argv += ["--cap-add", capability]
-    argv += [
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--hostname",
-        "sandbox",
-        "--die-with-parent",
-        "--new-session",
-    ]
-    if not network:
-        argv.append("--unshare-net")
-    argv += ["--ro-bind", "/usr", "/usr"]
+        uid = str(SANDBOX_UID)
+        return ["--unshare-user", "--uid", uid, "--gid", uid, "--disable-userns", "--cap-drop", "ALL"]
+    argv = ["--userns", str(userns_fd), "--uid", "0", "--gid", "0", "--cap-drop", "ALL"]
+    for capability in SUPERVISOR_CAPABILITIES:
+        argv += ["--cap-add", capability]
+    return argv
+
+
+def _namespace_args(network: bool) -> list[str]:
+    argv = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    argv += ["--hostname", "sandbox", "--die-with-parent", "--new-session"]
+    return argv if network else argv + ["--unshare-net"]
+
+
+def _system_args() -> list[str]:
+    """/usr and the top-level links or directories into it, and a few /etc files, read-only."""
+    argv = ["--ro-bind", "/usr", "/usr"]
     for name in SYSTEM_LINKS:
         path = Path("/") / name
         if path.is_symlink():
@@ -290,25 +291,21 @@ def bwrap_argv(
             argv += ["--ro-bind", str(path), str(path)]
     for name in ETC_FILES:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    # the private /tmp first: an interpreter (a venv) that lives under /tmp is mounted on top of it
-    argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(int(limits.tmp_mb) * MiB),
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
-        "--size",
-        str(int(limits.tmp_mb) * MiB),
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/dev/shm",
-    ]
+    return argv
+
+
+def _scratch_args(tmp_mb: int) -> list[str]:
+    """/proc, /dev, and RAM-backed /tmp and /dev/shm of ``tmp_mb`` each, writable by all."""
+    size = str(int(tmp_mb) * MiB)
+    argv = ["--proc", "/proc", "--dev", "/dev"]
+    for scratch in ("/tmp", "/dev/shm"):
+        argv += ["--size", size, "--perms", "1777", "--tmpfs", scratch]
+    return argv
+
+
+def _interpreter_args() -> list[str]:
+    """The Python installation (and a venv's) read-only, with the directories leading to it."""
+    argv: list[str] = []
     created: set[str] = {"/tmp", "/dev", "/dev/shm", "/proc"}
     for root in _python_roots():
         for parent in reversed(Path(root).parents[:-1]):  # e.g. /root, /root/.pyenv: the
@@ -316,10 +313,6 @@ def bwrap_argv(
                 argv += ["--perms", "0755", "--dir", str(parent)]
                 created.add(str(parent))
         argv += ["--ro-bind", root, root]
-    if workdir is not None:
-        real = os.path.realpath(workdir)
-        argv += ["--bind" if writable_workdir else "--ro-bind", real, real]
-    argv += ["--chdir", "/tmp"]
     return argv
 
 

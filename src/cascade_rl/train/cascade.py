@@ -207,7 +207,7 @@ class Cascade:
                 raise RecipeError(f"model.path: {path} does not exist (models are loaded from local disk)")
             if spec.chat_template == "cascade":
                 return self._with_cascade_template(path)
-            preflight.check_chat_template(path, self.recipe)
+            preflight.check_chat_template(path)
             return path
         target = self.run_dir / "00-base" / "model"
         if not (target / "config.json").exists():

@@ -1,19 +1,19 @@
 """Checks a run makes before any stage computes (DESIGN convention 5: a bad recipe fails before
 compute, naming the field): every input file exists, and a checkpoint that keeps its own chat
-template has one that the stages can use."""
+template has one."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from cascade_rl.recipe import Recipe, RecipeError, SFTStage, expand
+from cascade_rl.recipe import Recipe, RecipeError, expand
 
 
-def check_chat_template(path: Path, recipe: Recipe) -> None:
-    """``model.chat_template: keep`` needs a tokenizer that has one, and an SFT stage (loss on
-    assistant tokens only) a template TRL can mark them in: one-line errors naming the checkpoint
-    and the field otherwise (before any compute)."""
+def check_chat_template(path: Path) -> None:
+    """``model.chat_template: keep`` needs a tokenizer that has one: a one-line error naming the
+    checkpoint and the field otherwise (before any compute). A template without
+    ``{% generation %}`` markers still trains SFT on the assistant's answer only (the row's last
+    message, as a prompt / completion pair: ``train/sft.py``)."""
     from transformers import AutoTokenizer
 
     try:
@@ -25,25 +25,6 @@ def check_chat_template(path: Path, recipe: Recipe) -> None:
             f"model.chat_template: keep, but the tokenizer in {path} has no chat template; "
             "use chat_template: cascade or import a model that carries one (cascade model import)"
         )
-    sft = [(index, stage) for index, stage in enumerate(recipe.stages) if isinstance(stage, SFTStage)]
-    if sft and not _template_trains_assistant_only(tokenizer):
-        index, stage = sft[0]
-        raise RecipeError(
-            f"stages[{index}] ({stage.name}): SFT trains on assistant tokens only, but the chat template of {path} "
-            "has no {% generation %} markers and TRL cannot add them; use model.chat_template: cascade or add the "
-            "markers to the template"
-        )
-
-
-def _template_trains_assistant_only(tokenizer: Any) -> bool:
-    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
-
-    if has_generation_markers(tokenizer.chat_template):
-        return True
-    try:
-        return get_training_chat_template(tokenizer) is not None
-    except ValueError:
-        return False
 
 
 def check_inputs(recipe: Recipe, variables: dict[str, str]) -> None:
