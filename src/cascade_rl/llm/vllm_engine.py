@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,18 +183,21 @@ def modules_vllm_can_scan() -> Iterator[None]:
     """Hide from ``sys.modules``, while an engine starts, the modules vLLM's CPU worker cannot
     scan: at start-up it reads ``vars(value)`` of every attribute of every loaded module, which
     fails on an object whose ``__dict__`` is not a dict (llvmlite's ``ffi.lib``, loaded with
-    numba by other code of the process). They are back as soon as the engine has started."""
+    numba by other code of the process). They are back as soon as the engine has started; the
+    FutureWarnings the scan raises on deprecated attributes are not shown."""
     hidden: dict[str, Any] = {}
-    for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
-        if isinstance(namespace, dict) and not all(_scannable(value) for value in list(namespace.values())):
-            hidden[name] = module
-    for name in hidden:
-        del sys.modules[name]
-    try:
-        yield
-    finally:
-        sys.modules.update(hidden)
+    with warnings.catch_warnings():  # the scan touches deprecated attributes (torch.distributed.reduce_op)
+        warnings.simplefilter("ignore", FutureWarning)
+        for name, module in list(sys.modules.items()):
+            namespace = getattr(module, "__dict__", None)
+            if isinstance(namespace, dict) and not all(_scannable(value) for value in list(namespace.values())):
+                hidden[name] = module
+        for name in hidden:
+            del sys.modules[name]
+        try:
+            yield
+        finally:
+            sys.modules.update(hidden)
 
 
 def _scannable(value: Any) -> bool:
