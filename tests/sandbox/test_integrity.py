@@ -372,8 +372,9 @@ def test_the_supervisor_is_outside_the_group_that_holds_the_run_limit():
 
 def test_a_program_that_fills_tmp_to_the_limit_is_stopped_and_the_same_sandbox_goes_on():
     """Files in the RAM-backed /tmp count as memory and outlive the program that wrote them:
-    the kernel (cgroup) or the watchdog stops the program, and the supervisor, which shares the
-    cgroup, must neither be killed for the files left nor keep them for the next run."""
+    the kernel (cgroup) or the watchdog stops the program, and the supervisor must neither be
+    killed for the files left (CI once saw 'sandbox server died' here) nor keep them for the
+    next run."""
     filler = (
         "import time\nfor i in range(25):\n    with open(f'/tmp/fill{i}', 'wb') as f:\n"
         "        f.write(b'x' * (16 * 2 ** 20))\ntime.sleep(5)"
