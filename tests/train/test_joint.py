@@ -170,8 +170,8 @@ def test_tiny_joint_is_the_cascade_s_start_and_rl_compute_in_one_stage():
     assert (stage.prompts_per_batch, stage.rollouts_per_prompt) == (8, 8)
     assert {(s.prompts_per_batch, s.rollouts_per_prompt, s.learning_rate) for s in rl} == {(8, 8, stage.learning_rate)}
 
-    # one epoch over the joint prompts = the prompts the cascade's stages drew (SWE: 40 steps of
-    # 8 from 192 rows, so every row and a seeded two thirds again)
+    # one epoch over the joint prompts = the prompts the cascade's stages drew (SWE: 60 steps of
+    # 8 from 192 rows, so every row twice and a seeded half again)
     def epoch(source):
         name = source.path.split("rl_")[1].removesuffix(".jsonl")
         return name, round((source.limit or cascade.world.sizes[f"rl_{name}"]) * source.upsample)
