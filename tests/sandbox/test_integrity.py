@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from cascade_rl.rewards.code import score
-from cascade_rl.sandbox import Limits, SandboxPool, cgroups, core, seccomp
+from cascade_rl.sandbox import Limits, SandboxPool, cgroups, core, seccomp, server
 
 pytestmark = pytest.mark.usefixtures("bwrap_only")
 
@@ -336,20 +336,11 @@ def test_with_cgroups_the_limit_holds_even_without_the_seccomp_filter(monkeypatc
 
 def _memory_groups_below(pid: int) -> dict[int, str]:
     """Host pid -> the memory cgroup (v1 line, else the v2 one) of ``pid``'s descendants."""
-    children = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry.name))
-        except (ValueError, OSError, IndexError):
-            continue
-    found, todo = {}, list(children.get(pid, []))
-    while todo:
-        current = todo.pop()
-        todo += children.get(current, [])
-        lines = Path(f"/proc/{current}/cgroup").read_text().splitlines()
+    found = {}
+    for child in server.descendants(pid):
+        lines = Path(f"/proc/{child}/cgroup").read_text().splitlines()
         memory = [line for line in lines if ":memory:" in line] or [line for line in lines if line.startswith("0::")]
-        found[current] = memory[0].rsplit(":", 1)[1] if memory else ""
+        found[child] = memory[0].rsplit(":", 1)[1] if memory else ""
     return found
 
 
