@@ -130,6 +130,11 @@ class Runtime(Strict):
     vllm_server_base_url: str | None = Field(None, description="Server mode: base URL of `trl vllm-serve`.")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Colocate mode: GPU memory share for vLLM.")
     torch_threads: int | None = Field(None, gt=0, description="CPU threads for torch; None = torch's default.")
+    drop_idle_rollouts: bool = Field(
+        True,
+        description="Leave rollouts with zero advantage or all tokens masked out of the update's forward and backward "
+        "passes: the same gradient (token-level loss, no KL), less compute (train/learning_rows.py).",
+    )
     reward_workers: int = Field(4, gt=0, description="Parallel reward workers (code sandbox pool size).")
     logging_steps: int = Field(1, gt=0, description="Log metrics every N optimizer steps.")
     vllm_importance_sampling: Literal["off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = (

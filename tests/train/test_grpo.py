@@ -178,6 +178,44 @@ def test_token_level_loss_matches_hand_computation(tiny_checkpoint, rl_file, tmp
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_idle_rollouts_left_out_of_the_update_give_the_same_gradient(tiny_checkpoint, rl_file, tmp_path):
+    """Zero-advantage and overlong (all-masked) rollouts skip the forward pass; the gradient is
+    the one of the whole micro-batch, because the loss's denominator is the step's token total."""
+    recipe = recipe_stage(rl_file)
+    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path)
+    assert trainer.drop_idle_rollouts  # the paper's settings allow it
+    model = trainer.model
+    torch.manual_seed(0)
+    completion_mask = torch.tensor([[1] * 6, [1] * 3 + [0] * 3, [0] * 6, [1] * 2 + [0] * 4])
+    inputs = {
+        "prompt_ids": torch.randint(5, 100, (4, 5)),
+        "prompt_mask": torch.ones(4, 5, dtype=torch.long),
+        "completion_ids": torch.randint(5, 100, (4, 6)),
+        "completion_mask": completion_mask,
+        "advantages": torch.tensor([1.0, 0.0, 0.5, -2.0]),  # row 1 no variance, row 2 overlong
+        "num_items_in_batch": completion_mask.sum(),
+    }
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = trainer.args.gradient_accumulation_steps
+    seen = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: seen.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+
+    def grads(drop):
+        trainer.drop_idle_rollouts = drop
+        model.zero_grad()
+        trainer._compute_loss(model, dict(inputs)).backward()
+        return [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+
+    dropped, whole = grads(True), grads(False)
+    hook.remove()
+    assert seen == [2, 4]  # the forward pass saw 2 of the 4 rollouts
+    assert len(dropped) == len(whole) and any(g.abs().sum() > 0 for g in whole)
+    for a, b in zip(dropped, whole):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
 class FixedCompletions(CascadeGRPOTrainer):
     """Generation replaced by fixed token ids so the reward path can be checked exactly."""
 

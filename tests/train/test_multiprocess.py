@@ -164,3 +164,17 @@ def test_kill_9_mid_stage_then_resume_reaches_the_uninterrupted_weights(
     assert draws(out) == draws(reference)
     for resumed, uninterrupted in zip(weights(out), weights(reference)):
         assert torch.equal(resumed, uninterrupted)
+
+
+def test_two_processes_leave_idle_rollouts_out_of_the_update_without_changing_the_weights(
+    two_processes, tiny_checkpoint, tmp_path
+):
+    """Each process keeps a different number of learning rollouts per micro-batch; padded to the
+    same count they gather their metrics, and the weights are those of the whole update."""
+    recipe = write_stage_recipe(tmp_path, tiny_checkpoint, drop_idle_rollouts=False)
+    out = tmp_path / "run"
+    run(recipe, out, 2)
+    metrics = [json.loads(line) for line in (two_processes / "01-toy" / "metrics.jsonl").read_text().splitlines()]
+    assert min(m["train/learning_share"] for m in metrics) < 1.0  # idle rollouts were dropped
+    for whole, dropped in zip(weights(out), weights(two_processes)):
+        torch.testing.assert_close(dropped, whole, rtol=1e-4, atol=1e-6)

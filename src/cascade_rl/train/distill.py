@@ -467,6 +467,7 @@ def _train(
         teacher_timeout_s=stage.teacher_timeout_s,
         peft_config=peft_config(stage.lora),
         rollouts=rollout_engine(stage, substage_step(stage), runtime, model, sample_dtype, seed),
+        drop_idle_rollouts=runtime.drop_idle_rollouts,
     )
     recorder.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

@@ -71,6 +71,7 @@ from cascade_rl.train.common import (
     truncate_jsonl,
 )
 from cascade_rl.train.curriculum import TruncationStopRule, merge_substage_metrics, run_substages
+from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
 from cascade_rl.train.lm_head import install_lm_head
 from cascade_rl.train.machine import local_engine
 from cascade_rl.train.prompt_filter import kept_prompts
@@ -248,6 +249,7 @@ class CascadeGRPOTrainer(GRPOTrainer):
         draws_log: Path | None = None,
         lm_head: str = "auto",
         rollouts: VLLMRollouts | None = None,
+        drop_idle_rollouts: bool = True,
         **kwargs: Any,
     ):
         self.schedule, self.row_of, self.schedule_steps, self.draws_log = schedule, row_of, steps, draws_log
@@ -256,6 +258,9 @@ class CascadeGRPOTrainer(GRPOTrainer):
         self.rng_checkpoint: str | None = None
         self.lm_head = lm_head
         super().__init__(*args, **kwargs)
+        self.drop_idle_rollouts = drop_idle_rollouts and can_drop_idle_rollouts(
+            self.loss_type, self.beta, self.args.entropy_coef, self.top_entropy_quantile
+        )
         install_lm_head(self.model, lm_head, temperature=self.temperature, outputs=("log_probs", "entropy"))
         self.rollouts, self.synced_step, self.ratio = rollouts, -1, ImportanceRatio()
         self.captured_logps: list | None = None
@@ -337,6 +342,8 @@ class CascadeGRPOTrainer(GRPOTrainer):
         return result
 
     def _compute_loss(self, model, inputs):
+        if self.drop_idle_rollouts and self.model.training:
+            inputs = self._learning_rows(inputs)
         sampled = inputs.get("sampling_per_token_logps")
         if self.rollouts is None or sampled is None:
             return super()._compute_loss(model, inputs)
@@ -347,6 +354,15 @@ class CascadeGRPOTrainer(GRPOTrainer):
         finally:
             self.captured_logps = None
         return loss
+
+    def _learning_rows(self, inputs: dict) -> dict:
+        """The micro-batch without its idle rollouts (train/learning_rows.py), the same number of
+        rows on every process."""
+        everywhere = distributed.gather(int(learning_mask(inputs).sum()))
+        kept, _ = learning_rows(inputs, max(everywhere))
+        share = sum(everywhere) / (inputs["completion_ids"].size(0) * len(everywhere))
+        self._metrics["train"]["train/learning_share"].append(share)  # averaged over the step's micro-batches
+        return kept
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         if self.rollouts is not None and "loss" in logs:  # a training step's log (all processes)
@@ -496,6 +512,7 @@ def _run_substage(
         lm_head=runtime.lm_head,
         peft_config=peft_config(stage.lora),
         rollouts=rollout_engine(stage, step, runtime, model, sample_dtype, seed),
+        drop_idle_rollouts=runtime.drop_idle_rollouts,
     )
     reward.on_scored = trainer.record_scored
     compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)

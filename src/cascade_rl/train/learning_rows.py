@@ -1,0 +1,91 @@
+"""Only the rollouts that can move the weights go through the update (SPEC section 5).
+
+With the paper's objective (token-level loss over the whole step, no KL term, no entropy
+bonus), a rollout whose advantage is zero (its group had no variance) or whose tokens are all
+masked (overlong filtering) contributes exactly nothing to the gradient: every term of its loss
+is ``A_it * log pi = 0``. It still counts in the step's token total, the loss's denominator,
+which TRL computes over the whole generation batch before the update. So dropping such
+rollouts from a micro-batch before its forward pass leaves the gradient unchanged and saves
+their forward and backward passes: on the real model half or more of the groups often have no
+variance (docs/real-model.md).
+
+The drop is exact only under those conditions; :func:`can_drop_idle_rollouts` says when they
+hold (token-level loss, no KL). A micro-batch left without a learning rollout keeps one
+rollout cut to one token with its mask at zero, so every process still runs a forward and
+backward pass (distributed gradient reduction needs them) that adds zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+# Inputs aligned with the completion tokens (second dimension = completion length).
+COMPLETION_ALIGNED = (
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+)
+
+
+def can_drop_idle_rollouts(loss_type: str, beta: float, entropy_coef: float, top_entropy_quantile: float) -> bool:
+    """Whether dropping zero-advantage / fully masked rollouts leaves the gradient unchanged."""
+    return loss_type in ("dapo", "cispo") and beta == 0.0 and entropy_coef == 0.0 and top_entropy_quantile == 1.0
+
+
+def learning_mask(inputs: Mapping[str, Any]) -> torch.Tensor:
+    """True for the rollouts of a micro-batch that carry gradient: a non-zero advantage and at
+    least one unmasked completion token."""
+    advantages = inputs["advantages"]
+    if advantages.dim() > 1:
+        nonzero = (advantages != 0).any(dim=1)
+    else:
+        nonzero = advantages != 0
+    mask = inputs["completion_mask"]
+    if "tool_mask" in inputs and inputs["tool_mask"] is not None:
+        mask = mask * inputs["tool_mask"]
+    return nonzero & (mask.sum(dim=1) > 0)
+
+
+def learning_rows(inputs: dict[str, Any], rows_everywhere: int | None = None) -> tuple[dict[str, Any], int]:
+    """The micro-batch restricted to its learning rollouts, completion padding past the longest
+    of them cut, and how many learning rollouts it holds.
+
+    ``rows_everywhere`` (at least this process's count: the most any process keeps) pads the
+    micro-batch with idle rollouts up to that count, because TRL gathers per-rollout metrics
+    across processes, which needs the same number of rows on each. With no learning rollout
+    anywhere, one idle rollout cut to one masked token remains. Per-rollout tensors (first
+    dimension = the micro-batch) are indexed; everything else (``num_items_in_batch``, the
+    step's token total) passes through untouched."""
+    keep = learning_mask(inputs)
+    rows = int(keep.sum())
+    size = inputs["completion_ids"].size(0)
+    target = max(rows, rows_everywhere or 0)
+    if target == size:
+        return inputs, rows
+    idle = (~keep).nonzero(as_tuple=True)[0][: max(target - rows, 0)]
+    index = (
+        torch.sort(torch.cat([keep.nonzero(as_tuple=True)[0], idle]))[0] if target else torch.zeros(1, dtype=torch.long)
+    )
+    out: dict[str, Any] = {}
+    for key, value in inputs.items():
+        is_row_tensor = isinstance(value, torch.Tensor) and value.dim() >= 1 and value.size(0) == size
+        out[key] = value.index_select(0, index.to(value.device)) if is_row_tensor else value
+    if target:
+        used = out["completion_mask"].sum(dim=0).nonzero()
+        length = int(used.max()) + 1 if used.numel() else 1
+    else:
+        length = 1
+        out["completion_mask"] = torch.zeros_like(out["completion_mask"][:, :1])
+        out["prompt_ids"] = out["prompt_ids"][:, -1:]
+        out["prompt_mask"] = out["prompt_mask"][:, -1:]
+    for key in (*COMPLETION_ALIGNED, "importance_sampling_ratio"):
+        value = out.get(key)
+        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.size(1) > 1:
+            out[key] = value[:, :length]
+    return out, rows
