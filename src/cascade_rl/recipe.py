@@ -326,6 +326,18 @@ class EvalSpec(Strict):
         "{stage name: points} (stages not named: 10).",
     )
     forgetting_limit: float = Field(5.0, ge=0, description="Points a target benchmark may fall in later stages.")
+    decontaminate: bool = Field(
+        True,
+        description="Drop every training row whose prompt shares an n-gram with a question of these benchmarks "
+        "(SPEC 3; counted in each stage's data_report.json).",
+    )
+    decontaminate_n: int = Field(9, ge=1, description="n-gram length of the decontamination (paper: 9).")
+    decontaminate_template: int = Field(
+        2,
+        ge=2,
+        description="An n-gram found in this many questions of one benchmark or more is its template (a shared "
+        "instruction such as the request for a boxed answer), not matched.",
+    )
 
     @model_validator(mode="after")
     def _known_targets(self) -> EvalSpec:
@@ -447,6 +459,11 @@ class PromptFilter(Strict):
     )
     hopeless_at_or_below: float = Field(
         0.0, description="A prompt is hopeless when no sample scores above this (paper: 0, no non-zero similarity)."
+    )
+    domains: list[str] | None = Field(
+        None,
+        description="Only prompts of these reward domains are sampled and filtered, the others kept (a joint stage "
+        "filters the domains its cascade stages filtered); None = every prompt.",
     )
 
 

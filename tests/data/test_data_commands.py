@@ -103,6 +103,20 @@ def test_decontaminate_reports_each_benchmark(tmp_path):
     assert len(lines(strict)) == 1
 
 
+def test_decontaminate_with_a_template_leaves_the_instruction_every_question_carries(tmp_path):
+    ask = "Please reason step by step, and put your final answer within the box."
+    bench = write(
+        tmp_path / "bench.jsonl",
+        [{"question": f"{q} {ask}"} for q in ("How many legs do four spiders have?", "What is seven times six?")],
+    )
+    train = write(tmp_path / "train.jsonl", [{"prompt": f"How many wheels do two bicycles have? {ask}"}])
+    plain, templated = tmp_path / "plain.jsonl", tmp_path / "templated.jsonl"
+    assert run("decontaminate", train, "-o", plain, "-q", "-b", f"b={bench}").exit_code == 0
+    assert run("decontaminate", train, "-o", templated, "-q", "-b", f"b={bench}", "--template", "2").exit_code == 0
+    assert lines(plain) == [] and len(lines(templated)) == 1  # the paper's rule drops it on the shared request
+    assert summary_of(templated)["extra"]["per benchmark"][0]["template n-grams"] > 0
+
+
 def test_check_disjoint_finds_shared_prompts_and_writes_disjoint_sets(tmp_path):
     sft = write(
         tmp_path / "sft.jsonl",

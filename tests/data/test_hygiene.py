@@ -97,3 +97,26 @@ def test_dedup_default_ignores_case_and_whitespace_only():
     assert dedup_text("a  B", "whitespace") == "a B"
     with pytest.raises(ValueError, match="exact, whitespace, whitespace-case, whitespace-case-punctuation"):
         dedup_text("x", "case")
+
+
+def test_ngrams_a_benchmark_repeats_in_several_questions_are_its_template_not_content():
+    from cascade_rl.data.hygiene import NgramIndex
+
+    ask = "Please reason step by step and put your final answer within boxed braces."
+    index = NgramIndex(9)
+    questions = [
+        "Tom has 3 apples and buys 5 more at the market on Sunday.",
+        "A baker fills twelve trays with rolls before the shop opens its doors.",
+        "Lena walks her dog around the lake twice every evening after dinner.",
+    ]
+    index.add("gsm", [f"{q} {ask}" for q in questions], shared_by=2)
+    found = index.matches(
+        [
+            f"Anna sells pears to her neighbours every single morning. {ask}",  # the template only: kept
+            "Tom has 3 apples and buys 5 more at the market.",  # one question's content: dropped
+            "Mia reads to her cat every evening after dinner. " + ask,  # 4 words of content, then the template: kept
+        ]
+    )
+    assert found[0] == {} and found[2] == {}
+    assert found[1] == {"gsm": "tom has 3 apples and buys 5 more at"}
+    assert index.templates_per_benchmark["gsm"] > 0

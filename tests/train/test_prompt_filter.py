@@ -149,3 +149,28 @@ def test_an_interrupted_filter_resumes_without_sampling_again(tiny_checkpoint, t
     resumed = (stage_dir / PROGRESS_FILE).read_text().splitlines()
     assert resumed[:5] == lines[:5] and len(resumed) == 9  # 4 prompts sampled again, the cut line dropped
     assert sorted(json.loads(line)["index"] for line in resumed) == list(range(9))
+
+
+def test_a_filter_limited_to_some_domains_keeps_the_other_prompts_unsampled(tiny_checkpoint, tmp_path):
+    """A joint stage filters only the domains its cascade stages filtered."""
+    from cascade_rl.recipe import load_recipe
+    from cascade_rl.train.grpo import run_grpo_stage
+
+    recipe_file = stage_recipe(tmp_path, tiny_checkpoint)
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"prompt": f"say {a}", "answer": str(a)}) + "\n" for a in (3, 6)))
+    data = yaml.safe_load(recipe_file.read_text())
+    stage = data["stages"][0]
+    stage["data"] = [{"path": stage["data"]}, {"path": str(other), "domain": "tiny_assets:contains_answer"}]
+    stage["prompt_filter"]["domains"] = ["tiny_assets:answer_band"]
+    recipe_file.write_text(yaml.safe_dump(data))
+    recipe = load_recipe(recipe_file)
+    stage_dir = tmp_path / "stage"
+    run_grpo_stage(
+        recipe.stages[0], model_in=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0,
+        reward_options={},
+    )  # fmt: skip
+    report = json.loads((stage_dir / "prompt_filter.json").read_text())
+    assert report["verdicts"] == [*EXPECTED, "keep", "keep"]  # the two prompts of the other domain stay
+    assert report["measured"] == 9 and report["rewards"][9:] == [None, None]
+    assert len((stage_dir / "prompt_filter.progress.jsonl").read_text().splitlines()) == 9  # never sampled

@@ -181,6 +181,13 @@ def decontaminate(
         help="What of a training row is compared: prompt, all (replies too) or the name of a text field "
         "(e.g. base_text: the request of `constrain` rows, without the constraint templates).",
     ),
+    template: int | None = typer.Option(
+        None,
+        "--template",
+        min=2,
+        help="An n-gram found in this many questions of one benchmark or more is its template (e.g. a format "
+        "request every question carries), not matched [default: every n-gram matches, the paper's rule].",
+    ),
     *,
     job: Job,
 ) -> None:
@@ -195,7 +202,14 @@ def decontaminate(
     job.run(
         f"decontaminate ({n}-grams)",
         lambda: decontaminate_files(
-            job.inputs, job.output, benchmarks, n=n, all_text=text == "all", field=field, **job.settings()
+            job.inputs,
+            job.output,
+            benchmarks,
+            n=n,
+            all_text=text == "all",
+            field=field,
+            template=template,
+            **job.settings(),
         ),
     )
 

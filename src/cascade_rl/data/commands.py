@@ -145,9 +145,10 @@ def dedup_files(
     )
 
 
-def benchmark_index(benchmarks: Mapping[str, Path], n: int = 9) -> NgramIndex:
+def benchmark_index(benchmarks: Mapping[str, Path], n: int = 9, template: int | None = None) -> NgramIndex:
     """The n-gram index of named benchmark files (the question text of each row, in any layout
-    :func:`cascade_rl.data.rows.prompt_text` reads; malformed rows are an error)."""
+    :func:`cascade_rl.data.rows.prompt_text` reads; malformed rows are an error); ``template``:
+    see :meth:`NgramIndex.add` (``shared_by``)."""
     if not benchmarks:
         raise DataError("name at least one benchmark: --benchmark NAME=PATH")
     index = NgramIndex(n)
@@ -158,7 +159,7 @@ def benchmark_index(benchmarks: Mapping[str, Path], n: int = 9) -> NgramIndex:
             if not text.strip():
                 raise DataError(f"{row.where}: benchmark {name}: no question text found")
             texts.append(text)
-        index.add(name, texts)
+        index.add(name, texts, shared_by=template)
     return index
 
 
@@ -170,13 +171,14 @@ def decontaminate_files(
     n: int = 9,
     all_text: bool = False,
     field: str | None = None,
+    template: int | None = None,
     **job: Any,
 ) -> Summary:
     """Drop the rows that share an n-gram with any benchmark (SPEC 3); ``extra`` of the summary
     has one line per benchmark: its n-grams, rows it removed, an example shared n-gram.
     ``field`` compares that field of each row instead of its prompt (e.g. the ``base_text`` of
     ``cascade data constrain`` rows: their constraint templates are shared scaffolding)."""
-    index = benchmark_index(benchmarks, n)
+    index = benchmark_index(benchmarks, n, template)
     removed = {name: 0 for name in benchmarks}
     examples: dict[str, str] = {}
     text_of = row_text if all_text else prompt_text
@@ -209,6 +211,7 @@ def decontaminate_files(
             {
                 "benchmark": name,
                 "n-grams": index.grams_per_benchmark[name],
+                **({"template n-grams": index.templates_per_benchmark[name]} if template else {}),
                 "rows removed": removed[name],
                 "example": examples.get(name, ""),
             }
@@ -217,6 +220,8 @@ def decontaminate_files(
         return {"per benchmark": rows}
 
     options = {"benchmarks": {k: str(v) for k, v in benchmarks.items()}, "n": n, "all_text": all_text}
+    if template is not None:
+        options["template"] = template
     if field is not None:
         options["field"] = field
     summary = run_job("decontaminate", inputs, output, process, options=options, extra=extra, batch_size=2048, **job)

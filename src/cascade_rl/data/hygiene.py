@@ -158,17 +158,25 @@ class NgramIndex:
         self.n = n
         self.names: list[str] = []
         self.grams_per_benchmark: dict[str, int] = {}
+        self.templates_per_benchmark: dict[str, int] = {}
         self._parts: list[tuple[np.ndarray, np.ndarray]] = []  # (word-hash windows, benchmark number)
         self._short: dict[tuple[int, ...], set[int]] = {}
         self._hashes: np.ndarray | None = None
 
-    def add(self, name: str, texts: Iterable[str]) -> None:
-        """Index the n-grams of one benchmark's texts."""
+    def add(self, name: str, texts: Iterable[str], *, shared_by: int | None = None) -> None:
+        """Index the n-grams of one benchmark's texts. With ``shared_by``, an n-gram found in that
+        many of its texts or more is the benchmark's template (an instruction every question
+        carries, such as a format request), not a question's content: no n-gram that overlaps
+        one is indexed, so a question's last words followed by the template do not match either.
+        How many distinct template n-grams there were is in ``templates_per_benchmark``."""
         number = len(self.names)
         self.names.append(name)
         batch = WordHashes(list(texts))
         windows, owners = self._windows(batch)
-        grams = np.unique(batch.hashes[windows[:, None] + np.arange(self.n)], axis=0)
+        grams = batch.hashes[windows[:, None] + np.arange(self.n)]
+        if shared_by is not None and len(grams):
+            grams = grams[self._content_windows(batch, windows, owners, grams, name, shared_by)]
+        grams = np.unique(grams, axis=0)
         counts = np.bincount(batch.text_of, minlength=int(batch.text_of.max(initial=-1)) + 1)
         for text in np.flatnonzero((counts > 0) & (counts < self.n)):
             short = tuple(int(h) for h in batch.hashes[batch.text_of == text])
@@ -176,6 +184,22 @@ class NgramIndex:
         self.grams_per_benchmark[name] = len(grams)
         self._parts.append((grams, np.full(len(grams), number, np.int32)))
         self._hashes = None
+
+    def _content_windows(
+        self, batch: WordHashes, windows: np.ndarray, owners: np.ndarray, grams: np.ndarray, name: str, shared_by: int
+    ) -> np.ndarray:
+        """Which windows cover no word of a template n-gram (see :meth:`add`)."""
+        distinct, inverse = np.unique(grams, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        pairs = np.unique(np.column_stack([inverse, owners]), axis=0)
+        texts_with = np.bincount(pairs[:, 0], minlength=len(distinct))
+        self.templates_per_benchmark[name] = int((texts_with >= shared_by).sum())
+        template_starts = windows[texts_with[inverse] >= shared_by]
+        edges = np.zeros(len(batch.hashes) + 1, np.int64)
+        np.add.at(edges, template_starts, 1)
+        np.add.at(edges, template_starts + self.n, -1)
+        in_template = np.concatenate([[0], np.cumsum(np.cumsum(edges)[:-1] > 0)])
+        return in_template[windows + self.n] == in_template[windows]
 
     def _windows(self, batch: WordHashes) -> tuple[np.ndarray, np.ndarray]:
         """Start positions of the windows of n words that lie inside one text, and their text."""

@@ -9,15 +9,22 @@ lists; HelpSteer3-style preference rows become (prompt, chosen, rejected) with t
 An RL or benchmark row's ``tools`` are written into its prompt's system message
 (:func:`cascade_rl.chat.with_tools`), so the model sees them however the prompt is rendered;
 SFT rows keep ``tools`` as a column, which the template renders the same way.
+
+Training data can be screened while it is read (:func:`screening`): the cascade drops every
+training row that shares an n-gram with one of the recipe's benchmarks (SPEC 3,
+:mod:`cascade_rl.train.decontaminate`); each dropped row is counted in the report like a
+malformed one. Benchmarks themselves are read unscreened.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,7 @@ __all__ = [
     "read_rows",
     "resolve_path",
     "rl_normaliser",
+    "screening",
     "upsample",
 ]
 
@@ -116,6 +124,7 @@ def load_source(
         where=f"data source {source.path}",
         resolve=lambda path: resolve_path(path, variables),
     )
+    wheres = []
     for where, row in read_rows(resolve_path(source.path, variables), report):
         if not isinstance(row, dict):
             report.skip("row is not a JSON object", where)
@@ -123,13 +132,43 @@ def load_source(
         rename_fields(row, source.fields)
         try:
             rows.append(normalise(row))
+            wheres.append(where)
         except ValueError as error:
             report.skip(str(error), where)
+    screen = _SCREEN.get()
+    if screen is not None:
+        rows = _screened(rows, wheres, screen, report)
     if source.limit is not None:
         rows = rows[: source.limit]
     rows = upsample(rows, source.upsample, seed)
     report.kept = len(rows)
     return rows, report
+
+
+# (rows) -> per row, why it must not be trained on (None: keep it)
+Screen = Callable[[Sequence[dict]], list[str | None]]
+_SCREEN: contextvars.ContextVar[Screen | None] = contextvars.ContextVar("training_screen", default=None)
+
+
+@contextmanager
+def screening(screen: Screen | None) -> Iterator[None]:
+    """Every source read inside the block is screened by ``screen`` before ``limit`` applies,
+    so a source's ``limit`` still counts rows that may be trained on."""
+    token = _SCREEN.set(screen)
+    try:
+        yield
+    finally:
+        _SCREEN.reset(token)
+
+
+def _screened(rows: list[dict], wheres: list[str], screen: Screen, report: LoadReport) -> list[dict]:
+    kept = []
+    for row, where, reason in zip(rows, wheres, screen(rows)):
+        if reason is None:
+            kept.append(row)
+        else:
+            report.skip(reason, where)
+    return kept
 
 
 def load_sources(

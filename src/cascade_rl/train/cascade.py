@@ -31,10 +31,11 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
+from cascade_rl.data.loading import Screen, screening
 from cascade_rl.recipe import (
     DistillStage,
     EvalStage,
@@ -257,7 +258,8 @@ class Cascade:
         self.echo(f"[{p.index}/{total}] {stage.kind} {stage.name}")
         started = time.perf_counter()
         if status.get("status") != "trained":
-            policy, reward_models = self._train(stage, stage_dir, policy, reward_models)
+            with screening(self.training_screen):
+                policy, reward_models = self._train(stage, stage_dir, policy, reward_models)
             status = {
                 "index": p.index,
                 "name": stage.name,
@@ -276,6 +278,13 @@ class Cascade:
         status["wall_s"] = round(status.get("train_s", 0.0) + status["eval_s"], 2)
         distributed.on_main("stage done", partial(write_status, stage_dir, status))
         return policy, reward_models
+
+    @cached_property
+    def training_screen(self) -> Screen | None:
+        """The recipe's benchmarks as a screen on training rows (train/decontaminate.py)."""
+        from cascade_rl.train.decontaminate import benchmark_screen
+
+        return benchmark_screen(self.recipe.eval, self.variables)
 
     def _train(self, stage: Any, stage_dir: Path, policy: Path, reward_models: dict[str, Path]):
         common = dict(

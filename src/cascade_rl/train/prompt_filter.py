@@ -10,6 +10,9 @@ the stage's rewards, and drops a prompt
 * **too easy**: at least ``drop_solved_at_or_above`` of its samples score above ``solved_above``;
 * **hopeless** (``drop_hopeless``): none of its samples scores above ``hopeless_at_or_below`` (0).
 
+With ``domains``, only the prompts of those reward domains are sampled and judged; the others
+are kept as they are (a joint stage over several domains filters the ones its cascade stages did).
+
 Both kinds give GRPO groups without variance, which train nothing. The paper checks hopelessness
 with a strong model's samples; here the policy's own samples decide (there is no stronger model in
 the cascade). Rewards are the scorers' own, before any batch-level combination.
@@ -92,6 +95,10 @@ def _measure(
     from cascade_rl.eval.sampling import open_generator, sample
 
     rule = stage.prompt_filter
+    assert rule is not None
+    total = len(prompts)
+    measured = [i for i, p in enumerate(prompts) if rule.domains is None or p["domain"] in rule.domains]
+    prompts = [prompts[i] for i in measured]
     conversations = [with_mode(p["prompt"], _sampling_mode(stage, p["domain"])) for p in prompts]
     dtype, engine = sampling
     generator = open_generator(model, batch_size=max(rule.samples, 64), dtype=dtype, engine=engine)
@@ -111,15 +118,25 @@ def _measure(
         seed=seed,
     )
     scores = score_samples(prompts, samples, reward_options, workers=workers)
-    rewards = [[float(score.reward) for score in group] for group in scores]
-    verdicts = [verdict(group, rule) for group in rewards]
+    measured_rewards = [[float(score.reward) for score in group] for group in scores]
+    rewards: list[list[float] | None] = [None] * total
+    verdicts = ["keep"] * total  # prompts of the domains the rule leaves alone
+    for index, group in zip(measured, measured_rewards):
+        rewards[index], verdicts[index] = group, verdict(group, rule)
     counts = {name: verdicts.count(name) for name in ("keep", "too easy", "hopeless")}
-    summary = {"prompts": len(prompts), **counts, "rule": rule.model_dump(), "verdicts": verdicts, "rewards": rewards}
+    summary = {
+        "prompts": total,
+        "measured": len(measured),
+        **counts,
+        "rule": rule.model_dump(),
+        "verdicts": verdicts,
+        "rewards": rewards,
+    }
     tmp = stage_dir / (RESULT_FILE + ".tmp")
     tmp.write_text(json.dumps(summary))
     tmp.replace(stage_dir / RESULT_FILE)
     print(
-        f"{stage.name}: prompt filter kept {counts['keep']} of {len(prompts)} prompts "
+        f"{stage.name}: prompt filter kept {counts['keep']} of {total} prompts "
         f"(too easy {counts['too easy']}, hopeless {counts['hopeless']})",
         flush=True,
     )
