@@ -32,7 +32,7 @@ def real_data(folder: Path) -> Path:
          "answer": f"Tom has {a} + {a + 2} = <<{a}+{a + 2}={2 * a + 2}>>{2 * a + 2} apples.\n#### {2 * a + 2}"}
         for a in range(1, 10)
     ]  # fmt: skip
-    write_jsonl(folder / "gsm8k" / "train.jsonl", gsm8k[:6])
+    write_jsonl(folder / "gsm8k" / "train.jsonl", gsm8k[:7])  # the 7th is a test question: decontaminated away
     write_jsonl(folder / "gsm8k" / "test.jsonl", gsm8k[6:])
     ifeval = [
         {"key": 1, "prompt": "Write a short note about the sea. Do not use any commas.",
@@ -125,6 +125,7 @@ def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny_vllm, tmp_path):
     # the rows reached the policy through their public formats: IF rows built from GSM8K questions
     data_report = json.loads((out / "02-ifrl" / "data_report.json").read_text())
     assert data_report["kept"] == 6 + 4  # GSM8K train rows + MBPP's train split (601-604)
+    assert data_report["skipped"]["shares a 9-gram with gsm8k"] == 1  # the copy of a GSM8K test question
     # SFT: the rejection-sampled IF source was answered by the input model and kept on disk
     sampled = out / "01-sft" / "substage-1" / "rejection-3.jsonl"  # the third source of the first sub-stage
     assert sampled.exists(), sorted(p.name for p in (out / "01-sft").rglob("*"))

@@ -329,7 +329,7 @@ class EvalSpec(Strict):
     decontaminate: bool = Field(
         True,
         description="Drop every training row whose prompt shares an n-gram with a question of these benchmarks "
-        "(SPEC 3; counted in each stage's data_report.json).",
+        "(SPEC 3; counted in each stage's data_report.json). The toy world is decontaminated when built instead.",
     )
     decontaminate_n: int = Field(9, ge=1, description="n-gram length of the decontamination (paper: 9).")
     decontaminate_template: int = Field(

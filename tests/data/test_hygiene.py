@@ -120,3 +120,15 @@ def test_ngrams_a_benchmark_repeats_in_several_questions_are_its_template_not_co
     assert found[0] == {} and found[2] == {}
     assert found[1] == {"gsm": "tom has 3 apples and buys 5 more at"}
     assert index.templates_per_benchmark["gsm"] > 0
+
+
+def test_a_copy_of_a_templated_question_is_caught_whole():
+    from cascade_rl.data.hygiene import NgramIndex
+
+    questions = [f"Tom has {a} apples and buys {a + 2} more. How many apples does he have now?" for a in (7, 8, 9)]
+    index = NgramIndex(9)
+    index.add("gsm", questions, shared_by=2)
+    found = index.matches(["TOM has 8 apples, and buys 10 more: how many apples does he have now", questions[0]])
+    assert found[0] == {"gsm": "tom has 8 apples and buys 10 more how many apples does he have now"}
+    assert found[1] == {"gsm": "tom has 7 apples and buys 9 more how many apples does he have now"}
+    assert index.matches(["Tom has 3 apples and buys 5 more. How many apples does he have now?"]) == [{}]

@@ -187,3 +187,28 @@ def test_tiny_joint_is_the_cascade_s_start_and_rl_compute_in_one_stage():
         "swe": "think",
     }
     assert [s.thinking for s in rl] == ["half", "no_think", "think", "think", "think"]
+
+
+def test_the_real_joint_recipe_is_the_cascade_s_sft_and_rl_rollouts_in_one_stage():
+    """recipes/smollm2-135m-joint.yaml starts from smollm2-135m.yaml's SFT stage, evaluates the same
+    benchmarks, samples as many rollouts as the cascade's RL stages and filters what they filtered."""
+    from cascade_rl.recipe import GRPOStage, load_recipe
+
+    cascade, joint = load_recipe("recipes/smollm2-135m.yaml"), load_recipe("recipes/smollm2-135m-joint.yaml")
+    assert joint.start_from.run == "runs/smollm2-135m" and joint.start_from.through == "sft"
+    for section in ("model", "runtime"):
+        assert getattr(joint, section) == getattr(cascade, section), section
+    assert joint.eval.benchmarks == cascade.eval.benchmarks
+    assert joint.stages[0].model_dump() == cascade.stages[0].model_dump()
+    rl = [s for s in cascade.stages if isinstance(s, GRPOStage)]
+    (stage,) = [s for s in joint.stages if isinstance(s, GRPOStage)]
+
+    def rollouts(s):
+        return sum(step.max_steps for step in s.curriculum) * s.prompts_per_batch * s.rollouts_per_prompt
+
+    cascade_rollouts = sum(rollouts(s) for s in rl)
+    assert abs(rollouts(stage) - cascade_rollouts) <= stage.prompts_per_batch * stage.rollouts_per_prompt
+    filtered = {s.domain for s in rl if s.prompt_filter is not None}
+    assert set(stage.prompt_filter.domains) == filtered == {"math", "code"}
+    assert {source.domain for source in stage.data} == {s.domain for s in rl}
+    assert {source.format for source in stage.data} == {source.format for s in rl for source in s.data}

@@ -148,6 +148,14 @@ class WordHashes:
         return bytes(self.data[self.starts[index] : self.ends[index]]).decode("utf-8")
 
 
+def _text_spans(counts: np.ndarray, selected: np.ndarray) -> Iterator[tuple[int, int, int]]:
+    """(text, first word, end word) of the selected texts of a :class:`WordHashes` batch, whose
+    words lie text after text; ``counts`` is the number of words of each text."""
+    ends = np.cumsum(counts)
+    for text in np.flatnonzero(selected):
+        yield int(text), int(ends[text] - counts[text]), int(ends[text])
+
+
 class NgramIndex:
     """The ``n``-grams of named benchmarks (module docstring). ``add`` every benchmark, then
     call :meth:`matches` on training texts."""
@@ -160,7 +168,8 @@ class NgramIndex:
         self.grams_per_benchmark: dict[str, int] = {}
         self.templates_per_benchmark: dict[str, int] = {}
         self._parts: list[tuple[np.ndarray, np.ndarray]] = []  # (word-hash windows, benchmark number)
-        self._short: dict[tuple[int, ...], set[int]] = {}
+        self._whole: dict[tuple[int, ...], set[int]] = {}  # a text's word hashes -> benchmarks
+        self._whole_lengths: set[int] = set()
         self._hashes: np.ndarray | None = None
 
     def add(self, name: str, texts: Iterable[str], *, shared_by: int | None = None) -> None:
@@ -177,10 +186,13 @@ class NgramIndex:
         if shared_by is not None and len(grams):
             grams = grams[self._content_windows(batch, windows, owners, grams, name, shared_by)]
         grams = np.unique(grams, axis=0)
+        # whole texts matched by their words: those too short for an n-gram, and with a template
+        # every text (a copy of a templated question has no n-gram of its own content left)
         counts = np.bincount(batch.text_of, minlength=int(batch.text_of.max(initial=-1)) + 1)
-        for text in np.flatnonzero((counts > 0) & (counts < self.n)):
-            short = tuple(int(h) for h in batch.hashes[batch.text_of == text])
-            self._short.setdefault(short, set()).add(number)
+        whole = (counts > 0) & ((counts < self.n) | (shared_by is not None))
+        for _, begin, end in _text_spans(counts, whole):
+            self._whole.setdefault(tuple(int(h) for h in batch.hashes[begin:end]), set()).add(number)
+            self._whole_lengths.add(end - begin)
         self.grams_per_benchmark[name] = len(grams)
         self._parts.append((grams, np.full(len(grams), number, np.int32)))
         self._hashes = None
@@ -238,8 +250,8 @@ class NgramIndex:
     def _match_group(self, texts: Sequence[str]) -> list[dict[str, str]]:
         found: list[dict[str, str]] = [{} for _ in texts]
         batch = WordHashes(texts)
-        if self._short:
-            self._match_short(batch, found)
+        if self._whole:
+            self._match_whole(batch, found)
         starts, owners = self._windows(batch)
         if not len(starts) or not len(self._hashes):
             return found
@@ -252,12 +264,12 @@ class NgramIndex:
             self._confirm(window, hashes[hit], found[owners[hit]], batch, start)
         return found
 
-    def _match_short(self, batch: WordHashes, found: list[dict[str, str]]) -> None:
+    def _match_whole(self, batch: WordHashes, found: list[dict[str, str]]) -> None:
         counts = np.bincount(batch.text_of, minlength=len(found))
-        for text in np.flatnonzero((counts > 0) & (counts < self.n)):
-            positions = np.flatnonzero(batch.text_of == text)
-            for number in self._short.get(tuple(int(h) for h in batch.hashes[positions]), ()):
-                found[text].setdefault(self.names[number], " ".join(batch.word(int(i)) for i in positions))
+        candidates = np.isin(counts, list(self._whole_lengths)) & (counts > 0)
+        for text, begin, end in _text_spans(counts, candidates):
+            for number in self._whole.get(tuple(int(h) for h in batch.hashes[begin:end]), ()):
+                found[text].setdefault(self.names[number], " ".join(batch.word(i) for i in range(begin, end)))
 
     def _confirm(
         self, window: np.ndarray, value: np.uint64, hits: dict[str, str], batch: WordHashes, start: int

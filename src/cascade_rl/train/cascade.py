@@ -281,7 +281,11 @@ class Cascade:
 
     @cached_property
     def training_screen(self) -> Screen | None:
-        """The recipe's benchmarks as a screen on training rows (train/decontaminate.py)."""
+        """The recipe's benchmarks as a screen on training rows (train/decontaminate.py); none
+        for the toy world, which is decontaminated when it is built (world/decontam.py, with its
+        prompt families' scaffolding, which a screen over benchmark questions cannot know)."""
+        if self.recipe.world is not None:
+            return None
         from cascade_rl.train.decontaminate import benchmark_screen
 
         return benchmark_screen(self.recipe.eval, self.variables)
