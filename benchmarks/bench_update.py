@@ -13,7 +13,7 @@ dropped one's. The shares default to what the real IF-RL stage measured (``train
 Needs the imported model (``make real-model``). Measure with nothing else running (the load
 average is printed).
 
-    .venv/bin/python benchmarks/bench_update.py [--rollouts 32] [--tokens 320] [--shares 0.2 0.5 1.0]
+    .venv/bin/python benchmarks/bench_update.py [--rollouts 16] [--tokens 320] [--shares 0.2 0.5 1.0]
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def timed_gradient(model, inputs: dict, bf16: bool) -> tuple[float, list[torch.T
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rollouts", type=int, default=32, help="rollouts in the micro-batch (the recipe's 32)")
+    parser.add_argument("--rollouts", type=int, default=16, help="rollouts in the micro-batch (the recipe's 16)")
     parser.add_argument("--tokens", type=int, default=320, help="completion budget (the recipe's IF-RL 320)")
     parser.add_argument("--shares", type=float, nargs="+", default=[0.2, 0.5, 1.0], help="shares that learn")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per setting (after one untimed)")
