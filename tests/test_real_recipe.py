@@ -32,6 +32,8 @@ def real_data(folder: Path) -> Path:
          "answer": f"Tom has {a} + {a + 2} = <<{a}+{a + 2}={2 * a + 2}>>{2 * a + 2} apples.\n#### {2 * a + 2}"}
         for a in range(1, 10)
     ]  # fmt: skip
+    gsm8k[6] = {"question": "A baker fills 7 trays with 9 rolls each before the shop opens. How many rolls are baked?",
+                "answer": "7 * 9 = <<7*9=63>>63\n#### 63"}  # fmt: skip
     write_jsonl(folder / "gsm8k" / "train.jsonl", gsm8k[:7])  # the 7th is a test question: decontaminated away
     write_jsonl(folder / "gsm8k" / "test.jsonl", gsm8k[6:])
     ifeval = [

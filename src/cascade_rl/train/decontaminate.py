@@ -12,7 +12,10 @@ prompts quote the same constraint wording. Training rows built the same way carr
 words, which are not a question's content. An n-gram found in ``eval.decontaminate_template``
 or more questions of one benchmark counts as such a template and is not matched (the paper's
 rule is plain 9-gram overlap; the template rule keeps it from dropping every training row of a
-format the benchmark shares).
+format the benchmark shares). A copy of a whole benchmark question, template included, is always
+caught. The cost of the rule: a benchmark whose questions are themselves one template with a few
+words changed (synthetic sets) leaves little content to match, so a training row that rewrites
+such a question without its template is not caught; real benchmarks' questions are their own.
 """
 
 from __future__ import annotations
