@@ -209,6 +209,6 @@ def test_the_real_joint_recipe_is_the_cascade_s_sft_and_rl_rollouts_in_one_stage
     cascade_rollouts = sum(rollouts(s) for s in rl)
     assert abs(rollouts(stage) - cascade_rollouts) <= stage.prompts_per_batch * stage.rollouts_per_prompt
     filtered = {s.domain for s in rl if s.prompt_filter is not None}
-    assert set(stage.prompt_filter.domains) == filtered == {"math", "code"}
+    assert set(stage.prompt_filter.domains) == filtered == {"code"}
     assert {source.domain for source in stage.data} == {s.domain for s in rl}
     assert {source.format for source in stage.data} == {source.format for s in rl for source in s.data}
