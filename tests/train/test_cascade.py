@@ -60,7 +60,7 @@ def recipe_file(tmp_path, tiny_checkpoint):
                     "max_new_tokens": 6,
                     "temperature": 1.0,
                 }
-            ]
+            ],
         },
         "stages": [
             {
