@@ -332,11 +332,12 @@ class EvalSpec(Strict):
         "(SPEC 3; counted in each stage's data_report.json). The toy world is decontaminated when built instead.",
     )
     decontaminate_n: int = Field(9, ge=1, description="n-gram length of the decontamination (paper: 9).")
-    decontaminate_template: int = Field(
+    decontaminate_template: int | None = Field(
         2,
         ge=2,
         description="An n-gram found in this many questions of one benchmark or more is its template (a shared "
-        "instruction such as the request for a boxed answer), not matched.",
+        "instruction such as the request for a boxed answer), not matched; null: every n-gram matches (plain "
+        "overlap, which also drops every training row carrying a benchmark's instruction wording).",
     )
 
     @model_validator(mode="after")

@@ -47,6 +47,9 @@ def test_training_rows_sharing_a_question_with_a_benchmark_are_dropped_and_count
     # outside the screen (benchmarks, or a recipe that turns it off) nothing is dropped
     assert len(load_sources([source], rl_normaliser("math"))[0]) == 3
     assert benchmark_screen(spec.model_copy(update={"decontaminate": False})) is None
+    # plain overlap (no template): the shared request for a boxed answer drops the clean row too
+    with screening(benchmark_screen(spec.model_copy(update={"decontaminate_template": None}))):
+        assert load_sources([source], rl_normaliser("math"))[0] == []
 
 
 def test_the_limit_counts_rows_left_after_the_screen(tmp_path):

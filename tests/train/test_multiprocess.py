@@ -178,3 +178,26 @@ def test_two_processes_leave_idle_rollouts_out_of_the_update_without_changing_th
     assert min(m["train/learning_share"] for m in metrics) < 1.0  # idle rollouts were dropped
     for whole, dropped in zip(weights(out), weights(two_processes)):
         torch.testing.assert_close(dropped, whole, rtol=1e-4, atol=1e-6)
+
+
+def test_two_processes_drop_the_same_training_rows_that_repeat_a_benchmark_question(tiny_checkpoint, tmp_path):
+    """The run's decontamination (eval.decontaminate) screens the data on every process alike:
+    the same rows dropped, the same prompts drawn, one data report."""
+    path = write_stage_recipe(tmp_path, tiny_checkpoint)
+    recipe = yaml.safe_load(path.read_text())
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"prompt": "what is 0 plus 1?", "answer": "1"},  # a training question: dropped from the stage
+        {"prompt": "what is 50 plus 51?", "answer": "101"},
+    ]))  # fmt: skip
+    recipe["eval"] = {
+        "benchmarks": [{"name": "sums", "data": str(bench), "domain": "tiny_assets:answer_parity", "max_new_tokens": 4}]
+    }
+    path.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "run"
+    run(path, out, 2)
+    report = json.loads((out / "01-toy" / "data_report.json").read_text())
+    assert report["kept"] == 11 and report["skipped"] == {"shares a 9-gram with sums": 1}
+    for draw in draws(out):
+        assert len(draw["schedule_digests"]) == 2 and len(set(draw["schedule_digests"])) == 1
+    assert json.loads((out / "01-toy" / "eval.json").read_text())["sums"]["prompts"] == 2

@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-# Inputs aligned with the completion tokens (second dimension = completion length).
+# Inputs aligned with the completion tokens (second dimension = completion length; the
+# importance ratio only at token level, (rows, 1) at sequence level).
 COMPLETION_ALIGNED = (
     "completion_ids",
     "completion_mask",
@@ -30,6 +31,7 @@ COMPLETION_ALIGNED = (
     "old_per_token_logps",
     "ref_per_token_logps",
     "sampling_per_token_logps",
+    "importance_sampling_ratio",
 )
 
 
@@ -84,7 +86,7 @@ def learning_rows(inputs: dict[str, Any], rows_everywhere: int | None = None) ->
         out["completion_mask"] = torch.zeros_like(out["completion_mask"][:, :1])
         out["prompt_ids"] = out["prompt_ids"][:, -1:]
         out["prompt_mask"] = out["prompt_mask"][:, -1:]
-    for key in (*COMPLETION_ALIGNED, "importance_sampling_ratio"):
+    for key in COMPLETION_ALIGNED:
         value = out.get(key)
         if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.size(1) > 1:
             out[key] = value[:, :length]
