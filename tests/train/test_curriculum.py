@@ -42,3 +42,35 @@ def test_no_stop_before_the_minimum_number_of_steps():
 
 def test_no_threshold_never_stops():
     assert first_stop(TruncationStopRule(None), [1.0] * 50) is None
+
+
+class _Trainer:
+    """A sub-stage's trainer as TRL's is: its reward function refers back to it (a cycle)."""
+
+    def __init__(self):
+        self.reward = lambda: self
+        self.weights = bytearray(1 << 20)
+
+
+def test_a_finished_substages_trainer_is_freed_before_the_next_substage_starts(tmp_path):
+    import gc
+    import weakref
+
+    from cascade_rl.train.curriculum import run_substages
+
+    alive_at_start = []
+    trainers = []
+
+    def run_substage(index, step, model, substage_dir):
+        alive_at_start.append([ref() is not None for ref in trainers])
+        trainer = _Trainer()
+        trainers.append(weakref.ref(trainer))
+        (substage_dir / "model").mkdir()
+        return {"steps": 1}
+
+    gc.disable()  # only the runner's own collection may free the cycle
+    try:
+        run_substages([1, 2, 3], tmp_path, tmp_path / "start", run_substage)
+    finally:
+        gc.enable()
+    assert alive_at_start == [[], [False], [False, False]]

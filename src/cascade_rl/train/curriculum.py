@@ -16,12 +16,18 @@ The rule knows no trainer (DESIGN convention 12).
 
 Sub-stages hand over by directory like stages do (``substage-N/model`` + ``done``), so
 ``--resume`` continues after the last finished sub-stage; a sub-stage that was interrupted
-continues from its last checkpoint (the sub-stage runner finds it).
+continues from its last checkpoint (the sub-stage runner finds it). A sub-stage's trainer is
+freed before the next one starts (:func:`release_memory`): the trainer, its reward and callbacks
+refer to each other, and the cycle holding the model, its gradients and Adam's moments would
+otherwise outlive it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
+import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -90,9 +96,23 @@ def run_substages(
         substage_dir = stage_dir / f"substage-{index + 1}"
         if not distributed.on_main("sub-stage status", partial(_open_substage, substage_dir)):
             summary = run_substage(index, step, model, substage_dir)
+            release_memory()
             distributed.on_main("sub-stage done", partial(_write_text, substage_dir / "done", json.dumps(summary)))
         model = substage_dir / "model"
     return model
+
+
+def release_memory() -> None:
+    """Free what a finished sub-stage left in reference cycles and hand the freed heap back to
+    the system (glibc keeps it otherwise). The whole real recipe in one process ran out of its
+    24 GiB at the first step of IF-RL's second sub-stage, with the first one's trainer (model,
+    gradients, Adam's moments: ~2.2 GB for 135M parameters in float32) still alive."""
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (musl): nothing to trim
+            pass
 
 
 def _open_substage(substage_dir: Path) -> bool:
