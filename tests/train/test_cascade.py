@@ -211,6 +211,19 @@ def test_eval_command_resolves_run_variables_in_benchmark_paths(recipe_file, tmp
     assert json.loads((out / "eval.json").read_text())["toy-sum"]["prompts"] == 4
 
 
+def test_eval_of_one_benchmark_keeps_the_other_results_in_its_out(recipe_file, tmp_path, tiny_checkpoint):
+    out = tmp_path / "01-stage"
+    out.mkdir()
+    earlier = {"toy-other": {"name": "toy-other", "value": 12.5, "prompts": 8}, "toy-sum": {"prompts": 99}}
+    (out / "eval.json").write_text(json.dumps(earlier))
+    result = cascade_cli("eval", str(tiny_checkpoint), "--recipe", str(recipe_file), "-b", "toy-sum", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    merged = json.loads((out / "eval.json").read_text())
+    assert merged["toy-other"] == earlier["toy-other"]  # kept as it was
+    assert merged["toy-sum"]["prompts"] == 4  # redone
+    assert "kept the earlier results" in result.stderr and "toy-other" in result.stderr
+
+
 def test_a_reward_server_that_never_comes_up_fails_before_the_stage_trains(recipe_file, tmp_path):
     import socket
 

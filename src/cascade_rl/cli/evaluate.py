@@ -45,7 +45,8 @@ def evaluate(
     """Evaluate a model on a recipe's benchmarks: avg@k, pass@k, win rates, with their errors.
 
     The model is a local checkpoint (transformers generate) or an OpenAI-compatible server; an
-    interrupted evaluation into the same --out resumes where it stopped.
+    interrupted evaluation into the same --out resumes where it stopped. With --benchmark, the
+    other results already in --out's eval.json are kept (e.g. one benchmark redone in a run's stage).
     """
     import logging
 
@@ -68,6 +69,7 @@ def evaluate(
         "engine": engine,
     }
     variables = run_variables(run or parsed.run_dir)
+    earlier = _earlier_results(out / "eval.json") if benchmark else {}
     try:
         results = run_benchmarks(
             target, chosen, out, variables=variables, reward_model=reward_model, judge=judge, **settings
@@ -76,7 +78,20 @@ def evaluate(
         raise fail(error) from None
     except GenerationError as error:
         raise fail(f"generation failed: {error}", EXIT_PROBLEMS) from None
+    kept = {name: result for name, result in earlier.items() if name not in results}
+    if kept:
+        (out / "eval.json").write_text(json.dumps({**kept, **results}, indent=1))
+        note(f"kept the earlier results in {out / 'eval.json'} of: {', '.join(kept)}")
     stdout.print(eval_table(results, f"{target} -> {out / 'eval.json'}"))
+
+
+def _earlier_results(path: Path) -> dict[str, Any]:
+    """The results an eval.json already holds (none when it is missing or not a results file)."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return earlier if isinstance(earlier, dict) else {}
 
 
 def _one_model(model: str | None, generator: str | None) -> str:
