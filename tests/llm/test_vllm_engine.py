@@ -117,10 +117,18 @@ def test_local_generator_with_the_vllm_engine_writes_what_the_transformers_engin
 
 def test_an_engine_starts_after_llvmlite_is_loaded(vllm_checkpoint, prompt_ids):
     """vLLM's CPU start-up scans every loaded module and fails on llvmlite's ffi object (numba's,
-    loaded by other code of the process); the engine hides such modules while it starts. (Last in
-    this file: it replaces the module's engine.)"""
+    loaded by other code of the process); the engine hides such modules while it starts. (After
+    the tests of the module's engine: it replaces it.)"""
     import llvmlite.binding  # noqa: F401
 
     engine = shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=16, sequence_tokens=64)  # a new engine
     assert [c[0].token_ids for c in greedy(engine, prompt_ids)]
     assert "llvmlite.binding" in __import__("sys").modules
+
+
+def test_a_batch_a_few_tokens_longer_is_served_by_the_engine_it_started(vllm_checkpoint, prompt_ids):
+    """An evaluation or the prompt filter sizes the engine from its first batch; the next batch's
+    longest prompt is often a few tokens longer, and a new engine for it costs 20-40 s."""
+    first = shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=16, sequence_tokens=300)
+    assert shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=16, sequence_tokens=310) is first
+    assert [c[0].token_ids for c in greedy(first, prompt_ids)]

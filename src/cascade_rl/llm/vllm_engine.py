@@ -21,7 +21,8 @@ process** (vLLM's in-process engine core, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``),
 Engines are shared per process (:func:`shared_engine`): a stage's rollouts, the evaluation after
 it and the next stage load their weights into the same engine when the architecture is the same,
 instead of paying vLLM's start-up again. The KV cache is sized from the sequences it must hold
-(``max_num_seqs`` x the tokens of one sequence), not from a fraction of memory.
+(``max_num_seqs`` x the tokens of one sequence, rounded up to :data:`SEQUENCE_STEP`), not from a
+fraction of memory.
 
 Which engine runs is decided once per run (:func:`choose_engine`): ``runtime.use_vllm: auto``
 takes vLLM when it imports and supports the model on this device (the CPU attention kernels take
@@ -56,6 +57,10 @@ ENV_SWITCH = "CASCADE_VLLM"
 KV_HEADROOM = 1.25
 #: the shortest context an engine is started with (longer when its first use needs more)
 MIN_MODEL_LEN = 4096
+#: an engine's KV cache holds sequences of a multiple of this many tokens, so that a batch a few
+#: tokens longer than the one that started it (the next prompts of an evaluation or of the prompt
+#: filter) does not start another engine: a start costs 20-40 s on a CPU
+SEQUENCE_STEP = 256
 
 
 # ----------------------------------------------------------------------------- availability
@@ -406,6 +411,7 @@ def shared_engine(
     if engine is not None:
         engine.close()
         del _ENGINES[in_process]
+    sequence_tokens = -(-sequence_tokens // SEQUENCE_STEP) * SEQUENCE_STEP
     log.info("starting vLLM for %s (%s, %d sequences of %d tokens)", model_path, dtype, max_num_seqs, sequence_tokens)
     _ENGINES[in_process] = VLLMEngine(
         model_path,
