@@ -59,7 +59,7 @@ def real_data(folder: Path) -> Path:
         {"task_id": task, "text": f"Write a function to add {task} to a number.",
          "code": f"def f(x): return x + {task}", "test_list": [f"assert f(1) == {task + 1}"],
          "test_setup_code": "", "challenge_test_list": []}
-        for task in (11, 12, 13, 601, 602, 603, 604)
+        for task in (5, 11, 12, 13, 520, 601, 602, 603, 604)  # prompt, test, validation, train splits
     ]  # fmt: skip
     write_jsonl(folder / "mbpp" / "mbpp.jsonl", mbpp)
     return folder
@@ -128,6 +128,8 @@ def test_the_real_recipe_shortened_runs_end_to_end(smollm2_tiny_vllm, tmp_path):
     data_report = json.loads((out / "02-ifrl" / "data_report.json").read_text())
     assert data_report["kept"] == 6 + 4  # GSM8K train rows + MBPP's train split (601-604)
     assert data_report["skipped"]["shares a 9-gram with gsm8k"] == 1  # the copy of a GSM8K test question
+    code_report = json.loads((out / "03-code" / "data_report.json").read_text())
+    assert code_report["kept"] == 4 + 1 + 1  # MBPP's train, validation and prompt splits; never its test split
     # SFT: the rejection-sampled IF source was answered by the input model and kept on disk
     sampled = out / "01-sft" / "substage-1" / "rejection-3.jsonl"  # the third source of the first sub-stage
     assert sampled.exists(), sorted(p.name for p in (out / "01-sft").rglob("*"))

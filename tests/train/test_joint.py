@@ -212,3 +212,6 @@ def test_the_real_joint_recipe_is_the_cascade_s_sft_and_rl_rollouts_in_one_stage
     assert set(stage.prompt_filter.domains) == filtered == {"code"}
     assert {source.domain for source in stage.data} == {s.domain for s in rl}
     assert {source.format for source in stage.data} == {source.format for s in rl for source in s.data}
+    (code,) = [s for s in rl if s.domain == "code"]
+    assert [s.format_options for s in stage.data if s.domain == "code"] == [s.format_options for s in code.data]
+    assert stage.prompt_filter.samples == code.prompt_filter.samples
