@@ -132,3 +132,18 @@ def test_a_batch_a_few_tokens_longer_is_served_by_the_engine_it_started(vllm_che
     first = shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=16, sequence_tokens=300)
     assert shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=16, sequence_tokens=310) is first
     assert [c[0].token_ids for c in greedy(first, prompt_ids)]
+
+
+def test_a_generator_that_reserves_for_its_prompts_samples_them_all_with_one_engine(vllm_checkpoint):
+    """An evaluation or the prompt filter reserves for every prompt before sampling, so a later
+    batch with a longer prompt does not replace the engine the first batch started."""
+    from cascade_rl.llm import vllm_engine
+    from cascade_rl.llm.local import LocalGenerator
+
+    short, long = [[{"role": "user", "content": "hi"}]], [[{"role": "user", "content": "word " * 150}]]
+    generator = LocalGenerator(vllm_checkpoint, engine="vllm", batch_size=16)
+    generator.reserve(short + long, max_tokens=8)
+    generator.generate_batch(short, temperature=0.0, max_tokens=8)
+    engine = vllm_engine._ENGINES[True]
+    assert generator.generate_batch(long, temperature=0.0, max_tokens=8)
+    assert vllm_engine._ENGINES[True] is engine

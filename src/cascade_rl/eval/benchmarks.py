@@ -37,7 +37,7 @@ from cascade_rl.chat import with_mode
 from cascade_rl.data.loading import load_sources, resolve_path, rl_normaliser
 from cascade_rl.eval import arena
 from cascade_rl.eval.breakdown import breakdown
-from cascade_rl.eval.sampling import open_generator, sample, token_budget
+from cascade_rl.eval.sampling import open_generator, reserve, sample, token_budget
 from cascade_rl.llm.base import Generator
 from cascade_rl.recipe import Benchmark, DataSource, expand
 from cascade_rl.rewards.registry import score_samples
@@ -204,6 +204,8 @@ def evaluate(
     generator = open_generator(
         model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout, dtype=dtype, engine=engine
     )
+    for plan in plans:  # one engine for every benchmark, sized before the first is sampled
+        reserve(generator, plan.prompts, plan.bench.max_new_tokens)
     judges: dict[str, Generator] = {}
     samples_dir = out_dir / "eval-samples"
     samples_dir.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,13 @@ def token_budget(generator: Generator, prompts: Sequence[Messages], max_tokens: 
     return max(1, min(max_tokens, limit - longest))
 
 
+def reserve(generator: Generator, prompts: Sequence[Messages], max_tokens: int) -> None:
+    """Size a local generator's vLLM engine for all of ``prompts`` before sampling them
+    (:meth:`~cascade_rl.llm.local.LocalGenerator.reserve`); servers size themselves."""
+    if isinstance(generator, LocalGenerator) and prompts:
+        generator.reserve(prompts, token_budget(generator, prompts, max_tokens))
+
+
 class SampleStore:
     """Samples of one benchmark's prompts, appended to ``path`` as each prompt finishes
     (module docstring). ``keys[i]`` identifies prompt ``i`` with its model and settings."""

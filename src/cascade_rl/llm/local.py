@@ -116,6 +116,7 @@ class LocalGenerator:
         self.reads_modes = template_reads_modes(self.tokenizer.chat_template)
         self.stop_ids = self._stop_token_ids()
         self._lock = threading.Lock()
+        self.reserved_tokens = 0  # the vLLM engine's sequence length, at least (:meth:`reserve`)
 
     def _load_model(self) -> Any:
         from transformers import AutoModelForCausalLM
@@ -203,6 +204,19 @@ class LocalGenerator:
                 results += self._sample(prompts[start : start + prompts_per_call], n, temperature, top_p, max_tokens)
         return results
 
+    def reserve(self, conversations: Sequence[Messages], max_tokens: int) -> None:
+        """Size the vLLM engine for the longest of ``conversations`` plus ``max_tokens`` before
+        sampling starts: a caller that knows all its prompts (an evaluation, the prompt filter)
+        gets one engine, not a new one each time a batch's longest prompt is longer than the
+        last's. Nothing to do for the transformers engine."""
+        if self.engine != "vllm" or not conversations:
+            return
+        longest = max(len(self._ids(self.render_prompt(messages))) for messages in conversations)
+        self.reserved_tokens = max(self.reserved_tokens, longest + max_tokens)
+
+    def _ids(self, prompt: str) -> list[int]:
+        return self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
     async def agenerate_batch(self, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
         return await asyncio.to_thread(self.generate_batch, conversations, **sampling)
 
@@ -233,12 +247,12 @@ class LocalGenerator:
 
         from cascade_rl.llm.vllm_engine import sampling_alone, shared_engine
 
-        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        ids = [self._ids(p) for p in prompts]
         engine = shared_engine(
             self.model_path,
             dtype=self.dtype_name,
             max_num_seqs=self.batch_size,
-            sequence_tokens=max(map(len, ids), default=0) + max_tokens,
+            sequence_tokens=max(self.reserved_tokens, max(map(len, ids), default=0) + max_tokens),
             in_process=not sampling_alone(),
         )
         seed = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seeded generator

@@ -92,7 +92,7 @@ def _measure(
     sampling: tuple[str | None, str] = (None, "transformers"),
 ) -> None:
     from cascade_rl.eval.benchmarks import score_samples
-    from cascade_rl.eval.sampling import open_generator, sample
+    from cascade_rl.eval.sampling import open_generator, reserve, sample
 
     rule = stage.prompt_filter
     assert rule is not None
@@ -109,6 +109,7 @@ def _measure(
         "max_tokens": stage.curriculum[0].max_response_length,
     }
     stage_dir.mkdir(parents=True, exist_ok=True)
+    reserve(generator, conversations, settings["max_tokens"])  # one engine for every prompt
     samples = sample(
         generator,
         conversations,
