@@ -89,17 +89,15 @@ def token_budget(generator: Generator, prompts: Sequence[Messages], max_tokens: 
     limit = getattr(generator.config, "max_position_embeddings", None)
     if limit is None:
         return max_tokens
-    longest = max(
-        len(generator.tokenizer(generator.render_prompt(p), add_special_tokens=False)["input_ids"]) for p in prompts
-    )
-    return max(1, min(max_tokens, limit - longest))
+    return max(1, min(max_tokens, limit - generator.longest_prompt(prompts)))
 
 
 def reserve(generator: Generator, prompts: Sequence[Messages], max_tokens: int) -> None:
     """Size a local generator's vLLM engine for all of ``prompts`` before sampling them
-    (:meth:`~cascade_rl.llm.local.LocalGenerator.reserve`); servers size themselves."""
-    if isinstance(generator, LocalGenerator) and prompts:
-        generator.reserve(prompts, token_budget(generator, prompts, max_tokens))
+    (:meth:`~cascade_rl.llm.local.LocalGenerator.reserve`; the engine keeps within the model's
+    positions); servers size themselves."""
+    if isinstance(generator, LocalGenerator):
+        generator.reserve(prompts, max_tokens)
 
 
 class SampleStore:

@@ -209,10 +209,12 @@ class LocalGenerator:
         sampling starts: a caller that knows all its prompts (an evaluation, the prompt filter)
         gets one engine, not a new one each time a batch's longest prompt is longer than the
         last's. Nothing to do for the transformers engine."""
-        if self.engine != "vllm" or not conversations:
-            return
-        longest = max(len(self._ids(self.render_prompt(messages))) for messages in conversations)
-        self.reserved_tokens = max(self.reserved_tokens, longest + max_tokens)
+        if self.engine == "vllm" and conversations:
+            self.reserved_tokens = max(self.reserved_tokens, self.longest_prompt(conversations) + max_tokens)
+
+    def longest_prompt(self, conversations: Sequence[Messages]) -> int:
+        """Tokens of the longest of ``conversations`` as the model reads it (:meth:`render_prompt`)."""
+        return max(len(self._ids(self.render_prompt(messages))) for messages in conversations)
 
     def _ids(self, prompt: str) -> list[int]:
         return self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
