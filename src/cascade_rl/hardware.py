@@ -10,7 +10,9 @@ here, once per run, from a probe:
   (96 sequences x 576 hidden x 1536 intermediate: SmolLM2-135M's MLP) in float32 and bfloat16;
 * :func:`bf16_is_fast`: on a GPU yes; on a CPU when the bfloat16 product runs at least
   :data:`BF16_MIN_RATIO` of the float32 one's speed;
-* :func:`cpu_threads` divides the cores this process may use among the processes of this node.
+* :func:`cpu_threads` divides the cores this process may use among the processes of this node;
+* :func:`memory_bytes` is the memory this process's machine has (its cgroup's limit when lower),
+  from which vLLM's KV cache takes a bounded share on a CPU (llm/vllm_engine.py).
 
 :func:`describe` is what a run records (``machine.json``) beside the choices it made, so that
 every figure can name the CPU it came from.
@@ -57,6 +59,20 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def memory_bytes() -> int:
+    """This machine's memory as this process sees it: RAM (``MemTotal``), or its cgroup's
+    memory limit when that is lower (a container)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            limit = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            total = min(total, int(limit))
+    return total
 
 
 def has_gpu() -> bool:
@@ -126,6 +142,7 @@ def describe() -> dict[str, Any]:
         "cores_available": available_cores(),
         "speed_flags": sorted(f for f in SPEED_FLAGS if f in cpu_flags()),
         "gpu": has_gpu(),
+        "memory_gib": round(memory_bytes() / 2**30, 1),
     }
     if not facts["gpu"]:
         facts["probe_gflops"] = {name: round(matmul_gflops(name), 1) for name in ("float32", "bfloat16")}

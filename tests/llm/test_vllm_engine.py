@@ -147,3 +147,46 @@ def test_a_generator_that_reserves_for_its_prompts_samples_them_all_with_one_eng
     engine = vllm_engine._ENGINES[True]
     assert generator.generate_batch(long, temperature=0.0, max_tokens=8)
     assert vllm_engine._ENGINES[True] is engine
+
+
+def test_a_cpu_engine_capped_by_memory_samples_what_an_uncapped_one_samples(vllm_checkpoint, prompt_ids, monkeypatch):
+    """On a CPU the KV cache takes at most a share of the machine's memory: an engine asked for
+    more starts with less (instead of vLLM refusing to start, or the run running out of memory),
+    the samples are the same, and a later request as large is served by the same engine rather
+    than starting another."""
+    from cascade_rl import hardware
+    from cascade_rl.llm import vllm_engine
+
+    batch = [ids for ids in prompt_ids for _ in range(8)]  # 24 sequences
+    expected = [c[0].token_ids for c in greedy(shared_engine(vllm_checkpoint, **ASKED), batch)]
+    asked = shared_engine(vllm_checkpoint, **ASKED)
+    assert asked.kv_bytes == asked.kv_wanted
+
+    one_sequence = vllm_engine.kv_cache_bytes(asked.config, "float32", 1, 4096)
+    budget = one_sequence + (4 << 20)
+    monkeypatch.setattr(hardware, "memory_bytes", lambda: int(budget / vllm_engine.KV_MEMORY_SHARE) + 1)
+    monkeypatch.setattr(vllm_engine, "_ENGINES", {})  # start afresh, on this smaller machine
+    capped = shared_engine(vllm_checkpoint, **ASKED)
+    assert capped is not asked and capped.kv_bytes <= budget < capped.kv_wanted == asked.kv_wanted
+    assert [c[0].token_ids for c in greedy(capped, batch)] == expected
+    assert shared_engine(vllm_checkpoint, **ASKED) is capped
+    capped.close()
+
+
+#: a request whose KV cache (256 sequences of 4,096 tokens) is twice the smallest vLLM takes
+ASKED = {"dtype": "float32", "max_num_seqs": 256, "sequence_tokens": 4096}
+
+
+def test_the_kv_cache_budget_is_a_share_of_memory_split_among_the_nodes_processes(vllm_checkpoint, monkeypatch):
+    from pathlib import Path
+
+    from cascade_rl import hardware
+    from cascade_rl.llm import vllm_engine
+
+    monkeypatch.setattr(hardware, "memory_bytes", lambda: 10 * 2**30)
+    monkeypatch.setattr(vllm_engine, "node_free_bytes", lambda: None)
+    assert vllm_engine.kv_cache_budget(Path(vllm_checkpoint), "float32") == int(0.3 * 10 * 2**30)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert vllm_engine.kv_cache_budget(Path(vllm_checkpoint), "float32") == int(0.3 * 10 * 2**30 / 2)
+    monkeypatch.setattr(vllm_engine, "node_free_bytes", lambda: 2**30)  # what vLLM will find free on its node
+    assert vllm_engine.kv_cache_budget(Path(vllm_checkpoint), "float32") < 0.9 * 2**30

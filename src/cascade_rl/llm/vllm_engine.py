@@ -22,7 +22,10 @@ Engines are shared per process (:func:`shared_engine`): a stage's rollouts, the 
 it and the next stage load their weights into the same engine when the architecture is the same,
 instead of paying vLLM's start-up again. The KV cache is sized from the sequences it must hold
 (``max_num_seqs`` x the tokens of one sequence, rounded up to :data:`SEQUENCE_STEP`), not from a
-fraction of memory.
+fraction of memory; on a CPU it is capped (:func:`kv_cache_budget`) at :data:`KV_MEMORY_SHARE` of
+the machine's memory and at what vLLM will find free on its memory node, and sequences beyond the
+cap wait for free blocks (vLLM's scheduler) rather than the engine refusing to start or the run
+running out of memory (float32 on a CPU without fast bfloat16 doubles every cache).
 
 Which engine runs is decided once per run (:func:`choose_engine`): ``runtime.use_vllm: auto``
 takes vLLM when it imports and supports the model on this device (the CPU attention kernels take
@@ -61,6 +64,13 @@ MIN_MODEL_LEN = 4096
 #: tokens longer than the one that started it (the next prompts of an evaluation or of the prompt
 #: filter) does not start another engine: a start costs 20-40 s on a CPU
 SEQUENCE_STEP = 256
+#: on a CPU, the KV cache takes at most this share of the machine's memory, split among the node's
+#: training processes: SmolLM2-135M's evaluation (96 sequences of 2,304 tokens) would ask 6.0 GiB
+#: in bfloat16 and 11.9 GiB in float32, beside a trainer of 8-14 GB
+KV_MEMORY_SHARE = 0.3
+#: vLLM's CPU worker refuses a KV cache larger than its memory node's free memory; the budget keeps
+#: this share of that free memory (after the weights) as a margin
+NODE_FREE_SHARE = 0.9
 
 
 # ----------------------------------------------------------------------------- availability
@@ -178,6 +188,32 @@ def kv_cache_bytes(config: dict, dtype: str, sequences: int, tokens: int) -> int
     return int(per_token * sequences * tokens * KV_HEADROOM) + (64 << 20)
 
 
+def kv_cache_budget(model_path: Path, dtype: str) -> int:
+    """The most bytes a CPU engine's KV cache may take in this process: :data:`KV_MEMORY_SHARE`
+    of the machine's memory (split among the node's processes, ``LOCAL_WORLD_SIZE``), and no more
+    than vLLM will find free on its memory node once the weights are loaded (it refuses to start
+    otherwise)."""
+    processes = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    budget = int(KV_MEMORY_SHARE * hardware.memory_bytes() / processes)
+    free = node_free_bytes()
+    if free is not None:
+        stored = sum(f.stat().st_size for f in model_path.glob("*.safetensors"))
+        weights = stored * (2 if dtype == "float32" else 1)  # at most: a bfloat16 checkpoint served in float32
+        budget = min(budget, int(NODE_FREE_SHARE * (free - weights)))
+    return budget
+
+
+def node_free_bytes() -> int | None:
+    """The memory vLLM's CPU worker counts as available on the node it binds to (its own
+    reading: free plus reclaimable pages, within a cgroup's limit); None where it cannot say."""
+    try:
+        from vllm.utils.cpu_resource_utils import get_allowed_cpu_list, get_memory_node_info
+
+        return int(get_memory_node_info(get_allowed_cpu_list()[0].numa_node).available_memory)
+    except Exception:  # another vLLM layout, no node information: vLLM checks at start-up itself
+        return None
+
+
 def position_limit(config: dict) -> int:
     """The longest sequence the model takes (``max_position_embeddings``), at most 32K tokens."""
     return min(int(config.get("max_position_embeddings") or 4096), 32768)
@@ -236,11 +272,15 @@ class VLLMEngine:
         self.config = json.loads((self.model_path / "config.json").read_text())
         self.dtype, self.max_num_seqs = dtype, max_num_seqs
         self.max_model_len = min(position_limit(self.config), max(sequence_tokens, MIN_MODEL_LEN))
-        self.kv_bytes = max(  # vLLM refuses a cache that cannot hold one sequence of max_model_len
-            kv_cache_bytes(self.config, dtype, max_num_seqs, min(sequence_tokens, self.max_model_len)),
-            kv_cache_bytes(self.config, dtype, 1, self.max_model_len),
+        one_sequence = kv_cache_bytes(self.config, dtype, 1, self.max_model_len)  # vLLM refuses less
+        #: the cache the sequences asked for, and the one the engine has (smaller when capped on a CPU)
+        self.kv_wanted = max(
+            kv_cache_bytes(self.config, dtype, max_num_seqs, min(sequence_tokens, self.max_model_len)), one_sequence
         )
+        self.kv_bytes = self.kv_wanted
         _configure_environment(cores if cores is not None else process_cores(), in_process)
+        if not hardware.has_gpu():
+            self.kv_bytes = max(one_sequence, min(self.kv_wanted, kv_cache_budget(self.model_path, dtype)))
         from vllm import LLM
 
         memory: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization}
@@ -271,7 +311,7 @@ class VLLMEngine:
         }
         fits = sequence_tokens <= self.max_model_len or self.max_model_len == position_limit(config)
         needed = kv_cache_bytes(config, dtype, max_num_seqs, min(sequence_tokens, self.max_model_len))
-        return same and fits and dtype == self.dtype and max_num_seqs <= self.max_num_seqs and needed <= self.kv_bytes
+        return same and fits and dtype == self.dtype and max_num_seqs <= self.max_num_seqs and needed <= self.kv_wanted
 
     # ------------------------------------------------------------------ sampling
     def sample(
@@ -423,4 +463,13 @@ def shared_engine(
         cores=cores,
         in_process=in_process,
     )
-    return _ENGINES[in_process]
+    engine = _ENGINES[in_process]
+    if engine.kv_bytes < engine.kv_wanted:
+        log.info(
+            "vLLM KV cache capped at %.1f GiB of the %.1f GiB asked for (machine memory %.1f GiB): "
+            "sequences beyond it wait their turn",
+            engine.kv_bytes / 2**30,
+            engine.kv_wanted / 2**30,
+            hardware.memory_bytes() / 2**30,
+        )
+    return engine
