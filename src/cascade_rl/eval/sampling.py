@@ -11,9 +11,10 @@ the paper samples at temperature 0.6, top-p 0.95, up to 64K tokens, and reports 
   room the longest prompt leaves (``max_position_embeddings``). A server enforces its own
   context length (vLLM rejects a request that does not fit: start it with a large enough
   ``--max-model-len``).
-* **Progress and resumption.** A progress bar counts prompts. Every finished prompt's samples
-  are appended to a progress file at once (:class:`SampleStore`), keyed by the model, the
-  prompt and the sampling settings; a rerun into the same directory keeps every sample whose
+* **Progress and resumption.** A progress bar counts prompts as they finish (the vLLM engine
+  reports each from inside a call of hundreds: :meth:`LocalGenerator.reporting`). Samples are
+  appended to a progress file as soon as their call returns (:class:`SampleStore`), keyed by the
+  model, the prompt and the sampling settings; a rerun into the same directory keeps every sample whose
   key still matches and generates only the rest, so an evaluation killed after hours resumes
   where it stopped. Delete the file to sample afresh.
 """
@@ -21,6 +22,7 @@ the paper samples at temperature 0.6, top-p 0.95, up to 64K tokens, and reports 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
@@ -173,11 +175,12 @@ def sample(
     results: dict[int, list[str]] = dict(store.done) if store else {}
     todo = [i for i in range(len(prompts)) if i not in results]
 
-    def finished(index: int, samples: list[str]) -> None:
+    def finished(index: int, samples: list[str], counted: bool = False) -> None:
         results[index] = samples
         if store is not None:
             store.add(index, samples)
-        bar.update(1)
+        if not counted:
+            bar.update(1)
 
     with tqdm(total=len(prompts), initial=len(prompts) - len(todo), desc=description, unit="prompt") as bar:
         if isinstance(generator, OpenAICompatGenerator):
@@ -186,11 +189,13 @@ def sample(
             # the vLLM engine keeps batch_size sequences running; it gets more at once to refill from
             sequences = batch_size * (VLLM_CALL_FACTOR if getattr(generator, "engine", None) == "vllm" else 1)
             chunk = max(1, sequences // k)
-            for start in range(0, len(todo), chunk):
-                indices = todo[start : start + chunk]
-                outputs = generate_many(generator, [list(prompts[i]) for i in indices], **settings)
-                for index, samples in zip(indices, outputs):
-                    finished(index, list(samples))
+            reporting = generator.reporting if isinstance(generator, LocalGenerator) else None
+            with reporting(lambda: bar.update(1)) if reporting else contextlib.nullcontext(False) as counted:
+                for start in range(0, len(todo), chunk):
+                    indices = todo[start : start + chunk]
+                    outputs = generate_many(generator, [list(prompts[i]) for i in indices], **settings)
+                    for index, samples in zip(indices, outputs):
+                        finished(index, list(samples), counted)
     return [results[i] for i in range(len(prompts))]
 
 

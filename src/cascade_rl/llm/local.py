@@ -31,8 +31,9 @@ small-model path of the SWE pipeline, SPEC section 7, and of data building, SPEC
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,7 @@ class LocalGenerator:
         self.stop_ids = self._stop_token_ids()
         self._lock = threading.Lock()
         self.reserved_tokens = 0  # the vLLM engine's sequence length, at least (:meth:`reserve`)
+        self.on_finished: Callable[[], None] | None = None  # :meth:`reporting`
 
     def _load_model(self) -> Any:
         from transformers import AutoModelForCausalLM
@@ -212,6 +214,19 @@ class LocalGenerator:
         if self.engine == "vllm" and conversations:
             self.reserved_tokens = max(self.reserved_tokens, self.longest_prompt(conversations) + max_tokens)
 
+    @contextlib.contextmanager
+    def reporting(self, on_finished: Callable[[], None]) -> Iterator[bool]:
+        """Inside, ``on_finished`` is called as each conversation's completions finish, so that a
+        progress bar moves while the vLLM engine samples hundreds of prompts in one call. Yields
+        whether this engine reports (the transformers engine does not: its caller counts each
+        batch when it returns)."""
+        reports = self.engine == "vllm"
+        self.on_finished = on_finished if reports else None
+        try:
+            yield reports
+        finally:
+            self.on_finished = None
+
     def longest_prompt(self, conversations: Sequence[Messages]) -> int:
         """Tokens of the longest of ``conversations`` as the model reads it (:meth:`render_prompt`)."""
         return max(len(self._ids(self.render_prompt(messages))) for messages in conversations)
@@ -259,7 +274,14 @@ class LocalGenerator:
         )
         seed = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seeded generator
         outputs = engine.sample(
-            ids, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, stop_ids=self.stop_ids, seed=seed
+            ids,
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            stop_ids=self.stop_ids,
+            seed=seed,
+            on_finished=self.on_finished,
         )
         return [[self._decode(c.token_ids) for c in completions] for completions in outputs]
 

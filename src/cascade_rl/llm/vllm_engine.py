@@ -42,8 +42,9 @@ import json
 import logging
 import os
 import sys
+import time
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,11 +196,11 @@ def kv_cache_budget(model_path: Path, dtype: str) -> int:
     otherwise)."""
     processes = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     budget = int(KV_MEMORY_SHARE * hardware.memory_bytes() / processes)
-    free = node_free_bytes()
+    free = node_free_bytes()  # the node's processes start their engines at once: each gets its share
     if free is not None:
         stored = sum(f.stat().st_size for f in model_path.glob("*.safetensors"))
         weights = stored * (2 if dtype == "float32" else 1)  # at most: a bfloat16 checkpoint served in float32
-        budget = min(budget, int(NODE_FREE_SHARE * (free - weights)))
+        budget = min(budget, int(NODE_FREE_SHARE * (free / processes - weights)))
     return budget
 
 
@@ -326,8 +327,10 @@ class VLLMEngine:
         stop_ids: Sequence[int],
         seed: int,
         logprobs: bool = False,
+        on_finished: Callable[[], None] | None = None,
     ) -> list[list[Completion]]:
-        """``n`` completions of each token-id prompt, in order (``temperature`` 0: greedy)."""
+        """``n`` completions of each token-id prompt, in order (``temperature`` 0: greedy);
+        ``on_finished`` is called as each prompt's completions finish (a progress bar)."""
         import torch
         from vllm import SamplingParams
 
@@ -344,7 +347,8 @@ class VLLMEngine:
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            outputs = self.llm.generate(requests, params, use_tqdm=False)
+            progress = functools.partial(FinishedRequests, on_finished) if on_finished is not None else False
+            outputs = self.llm.generate(requests, params, use_tqdm=progress)
         return [[_completion(choice, logprobs) for choice in output.outputs] for output in outputs]
 
     # ------------------------------------------------------------------ weights
@@ -372,6 +376,34 @@ class VLLMEngine:
                 engine.llm_engine.engine_core.shutdown()
             del self.llm
             gc.collect()
+
+
+class FinishedRequests:
+    """What vLLM's offline calls take as their progress bars (``use_tqdm`` given a callable):
+    instead of drawing a bar, it calls ``on_finished`` for every finished request (one prompt
+    with its ``n`` completions). vLLM also wraps the requests it adds in one: that one just
+    iterates them."""
+
+    def __init__(self, on_finished: Callable[[], None], iterable: Iterable[Any] = (), **_bar_options: Any) -> None:
+        self.on_finished, self.iterable, self.n, self.postfix = on_finished, iterable, 0, ""
+        self.started = time.perf_counter()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.iterable)
+
+    @property
+    def format_dict(self) -> dict[str, float]:  # vLLM computes tokens per second from it
+        return {"elapsed": max(time.perf_counter() - self.started, 1e-9)}
+
+    def update(self, completions: int = 1) -> None:
+        self.n += completions
+        self.on_finished()
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _completion(choice: Any, logprobs: bool) -> Completion:
