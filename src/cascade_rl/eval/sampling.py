@@ -189,14 +189,21 @@ def sample(
             # the vLLM engine keeps batch_size sequences running; it gets more at once to refill from
             sequences = batch_size * (VLLM_CALL_FACTOR if getattr(generator, "engine", None) == "vllm" else 1)
             chunk = max(1, sequences // k)
-            reporting = generator.reporting if isinstance(generator, LocalGenerator) else None
-            with reporting(lambda: bar.update(1)) if reporting else contextlib.nullcontext(False) as counted:
+            with _engine_moves(bar, generator) as counted:
                 for start in range(0, len(todo), chunk):
                     indices = todo[start : start + chunk]
                     outputs = generate_many(generator, [list(prompts[i]) for i in indices], **settings)
                     for index, samples in zip(indices, outputs):
                         finished(index, list(samples), counted)
     return [results[i] for i in range(len(prompts))]
+
+
+def _engine_moves(bar: tqdm, generator: Generator) -> contextlib.AbstractContextManager[bool]:
+    """A context in which ``generator`` moves ``bar`` itself as each prompt finishes, where it can
+    (the vLLM engine samples hundreds of prompts in one call); it yields whether it does."""
+    if isinstance(generator, LocalGenerator):
+        return generator.reporting(lambda: bar.update(1))
+    return contextlib.nullcontext(False)
 
 
 async def _concurrently(

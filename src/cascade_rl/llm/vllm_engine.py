@@ -278,10 +278,12 @@ class VLLMEngine:
         self.kv_wanted = max(
             kv_cache_bytes(self.config, dtype, max_num_seqs, min(sequence_tokens, self.max_model_len)), one_sequence
         )
-        self.kv_bytes = self.kv_wanted
         _configure_environment(cores if cores is not None else process_cores(), in_process)
-        if not hardware.has_gpu():
-            self.kv_bytes = max(one_sequence, min(self.kv_wanted, kv_cache_budget(self.model_path, dtype)))
+        self.kv_bytes = (  # the budget reads vLLM's view of the node: after the environment is set
+            self.kv_wanted
+            if hardware.has_gpu()
+            else max(one_sequence, min(self.kv_wanted, kv_cache_budget(self.model_path, dtype)))
+        )
         from vllm import LLM
 
         memory: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization}
