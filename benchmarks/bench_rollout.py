@@ -5,6 +5,11 @@ SmolLM2-135M-Instruct in float32 and bfloat16, and where a GRPO step's time goes
 * **Machine**: the CPU, its speed flags, the probe's matrix-product GFLOPS (96 x 576 x 1536, the
   model's MLP shape) in float32 and bfloat16, and the compute limit they imply: a token costs
   ~0.27 GFLOP (2 x 134.5M parameters), so at best GFLOPS / 0.27 tokens per second.
+* **How close vLLM comes to it**: the model's FLOPs (0.27 GFLOP a generated token, 0.21 a prompt
+  token, which needs no logits) over the seconds, as a share of the probe's GFLOPS; with
+  ``--profile`` also the share of the time its matrix products take (``torch.profiler``) and
+  their rate against the probe: where that rate is the probe's, no engine setting makes
+  sampling faster on this CPU, only fewer FLOPs or a faster number format.
 * **Sampling**: ``--prompts`` GSM8K test questions, T 0.6, top-p 0.95, top-k 20, up to
   ``--tokens`` new tokens, every engine x dtype in a process of its own (vLLM binds the process's
   threads and replaces ``torch.set_num_threads``). Ratios against ``generate`` in float32 and
@@ -18,27 +23,32 @@ SmolLM2-135M-Instruct in float32 and bfloat16, and where a GRPO step's time goes
 Needs the imported model (``make real-model``) and the real data (``../shared/real-data`` or
 ``CASCADE_REAL_DATA``). Measure with nothing else running (the load average is printed).
 
-    .venv/bin/python benchmarks/bench_rollout.py [--prompts 96] [--tokens 128] [--steps 4]
+    .venv/bin/python benchmarks/bench_rollout.py [--prompts 96] [--tokens 128] [--steps 4] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "models" / "smollm2-135m-instruct"
 DATA = Path(os.environ.get("CASCADE_REAL_DATA", ROOT.parent / "shared" / "real-data"))
 GFLOP_PER_TOKEN = 0.27  # 2 x 134.5M parameters, the forward pass of one token
+GFLOP_PER_PROMPT_TOKEN = 0.21  # 2 x 106M: a prompt token needs no logits (the 28M-parameter head)
 ENGINES = ("generate", "decode", "vllm")
 SAMPLING = dict(temperature=0.6, top_p=0.95, top_k=20)
+MATRIX_PRODUCT = re.compile(r"mm\b|mm_|gemm|linear", re.IGNORECASE)  # onednn_mm, aten::mm / addmm, linear
 
 
 def questions(count: int) -> list[str]:
@@ -52,7 +62,7 @@ def questions(count: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- one measurement per process
-def measure_sampling(engine: str, dtype: str, prompts: int, tokens: int) -> dict:
+def measure_sampling(engine: str, dtype: str, prompts: int, tokens: int, profile: bool = False) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -71,11 +81,14 @@ def measure_sampling(engine: str, dtype: str, prompts: int, tokens: int) -> dict
         started = time.perf_counter()
         sampler = VLLMEngine(MODEL, dtype=dtype, max_num_seqs=len(ids), sequence_tokens=max(map(len, ids)) + tokens)
         start_up = time.perf_counter() - started
-        started = time.perf_counter()
-        outputs = sampler.sample(ids, max_tokens=tokens, stop_ids=stops, seed=0, **SAMPLING)
-        seconds = time.perf_counter() - started
+        sampler.sample(ids[:4], max_tokens=4, stop_ids=stops, seed=0, **SAMPLING)  # first-call costs
+        with profiled(profile) as products:
+            started = time.perf_counter()
+            outputs = sampler.sample(ids, max_tokens=tokens, stop_ids=stops, seed=0, **SAMPLING)
+            seconds = time.perf_counter() - started
         generated = sum(len(c[0].token_ids) for c in outputs)
-        return {"seconds": seconds, "tokens": generated, "start_up_s": start_up}
+        return {"seconds": seconds, "tokens": generated, "prompt_tokens": sum(map(len, ids)), "start_up_s": start_up,
+                **products}  # fmt: skip
     torch.set_num_threads(os.cpu_count() or 1)
     model = AutoModelForCausalLM.from_pretrained(MODEL, dtype=getattr(torch, dtype)).eval()
     tokenizer.padding_side = "left"
@@ -96,6 +109,23 @@ def measure_sampling(engine: str, dtype: str, prompts: int, tokens: int) -> dict
         new = out[:, batch["input_ids"].size(1) :]
         generated = sum(_until_stop(row.tolist(), stops) for row in new)
     return {"seconds": time.perf_counter() - started, "tokens": generated}
+
+
+@contextlib.contextmanager
+def profiled(enabled: bool) -> Iterator[dict]:
+    """Inside, with ``enabled``, torch's profiler records CPU operators; afterwards the dict holds
+    the seconds of the matrix products (operators named ``*mm*`` or ``*linear*``) and of all."""
+    found: dict = {}
+    if not enabled:
+        yield found
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as recorder:
+        yield found
+    events = recorder.key_averages()
+    found["profiled_s"] = sum(e.self_cpu_time_total for e in events) / 1e6
+    found["products_s"] = sum(e.self_cpu_time_total for e in events if MATRIX_PRODUCT.search(e.key)) / 1e6
 
 
 def _until_stop(tokens: list[int], stops: list[int]) -> int:
@@ -154,6 +184,19 @@ def child(kind: str, *args: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- the report
+def compute_share(row: dict, probe: float | None) -> str:
+    """How much of this CPU's matrix-product rate (the probe's) one vLLM sampling row used."""
+    gflop = row["tokens"] * GFLOP_PER_TOKEN + row["prompt_tokens"] * GFLOP_PER_PROMPT_TOKEN
+    line = f"          model FLOPs {gflop / row['seconds']:.1f} GFLOPS"
+    if probe:
+        line += f" = x{gflop / row['seconds'] / probe:.2f} of the probe's {probe:.1f}"
+    if row.get("products_s"):  # profiled: the profiler slows the run; shares and rates within it
+        rate = gflop / row["products_s"]
+        line += (f"; profiled: matrix products {100 * row['products_s'] / row['profiled_s']:.0f}% of the operators' "
+                 f"time, at {rate:.1f} GFLOPS" + (f" = x{rate / probe:.2f} of the probe" if probe else ""))  # fmt: skip
+    return line
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=96, help="GSM8K questions sampled per engine and dtype")
@@ -161,13 +204,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128, help="new tokens at most per sample")
     parser.add_argument("--steps", type=int, default=4, help="GRPO steps per engine (the first is not timed)")
     parser.add_argument("--skip-grpo", action="store_true", help="only the sampling rows")
+    parser.add_argument("--profile", action="store_true", help="vLLM rows: the share and rate of matrix products")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, *rest = args.child
         if kind == "sampling":
-            engine, dtype, prompts, tokens = rest
-            result = measure_sampling(engine, dtype, int(prompts), int(tokens))
+            engine, dtype, prompts, tokens, profile = rest
+            result = measure_sampling(engine, dtype, int(prompts), int(tokens), profile == "profile")
         else:
             engine, steps, tokens = rest
             result = measure_grpo(engine, int(steps), int(tokens))
@@ -188,13 +232,15 @@ def main() -> None:
     for dtype in ("float32", "bfloat16"):
         prompts = args.prompts if dtype == "float32" or fast_bf16 else args.slow_prompts
         for engine in ENGINES:
-            row = child("sampling", engine, dtype, str(prompts), str(args.tokens))
+            row = child("sampling", engine, dtype, str(prompts), str(args.tokens), "profile" if args.profile else "-")
             rate = rates[(engine, dtype)] = row["tokens"] / row["seconds"]
             versus = [f"x{rate / rates[base]:.2f} vs {base[0]} {base[1]}" for base in
                       (("generate", "float32"), ("decode", "float32")) if base in rates]  # fmt: skip
             start = f", start-up {row['start_up_s']:.0f} s" if "start_up_s" in row else ""
             print(f"{engine:<9} {dtype:<9} {prompts:>3} prompts {row['tokens']:>6} tokens {row['seconds']:7.1f} s "
                   f"{rate:7.1f} tokens/s  {'  '.join(versus)}{start}", flush=True)  # fmt: skip
+            if "prompt_tokens" in row:
+                print(compute_share(row, facts.get("probe_gflops", {}).get(dtype)), flush=True)
     if not args.skip_grpo:
         print(f"== GRPO step: 4 prompts x 8 rollouts, <= {args.tokens} tokens, float32 weights", flush=True)
         steps = {engine: child("grpo", engine, str(args.steps), str(args.tokens)) for engine in ("decode", "vllm")}

@@ -224,3 +224,45 @@ def test_an_evaluation_on_the_vllm_engine_counts_each_prompt_as_it_finishes(vllm
     assert len(samples) == 10 and all(len(s) == 2 for s in samples)
     assert sum(updates) == 10 and sum(during_calls) == 10  # each prompt once, while the engine sampled
     assert generator.on_finished is None
+
+
+def test_the_cpu_sampling_masks_are_vllms_without_sorting_the_vocabulary():
+    from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
+
+    from cascade_rl.llm.vllm_engine import top_k_then_top_p
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 5000, generator=generator)
+    logits[:, 100:110] = logits[:, 100:101]  # ties at the k-th value
+    logits[:8] = logits[:8].round()  # many ties
+    k = torch.randint(1, 40, (64,), generator=generator)
+    p = torch.rand(64, generator=generator).clamp(0.05, 1.0)
+    p[:4] = 1.0
+    expected = apply_top_k_top_p_pytorch(logits.clone(), k, p, allow_cpu_sync=True)
+    fast = top_k_then_top_p(logits.clone(), k, p, full_sort=apply_top_k_top_p_pytorch)
+    distinct = slice(8, None)  # the same tokens kept, and the same logits
+    assert torch.equal(torch.isinf(fast[distinct]), torch.isinf(expected[distinct]))
+    assert torch.equal(
+        fast[distinct][~torch.isinf(fast[distinct])], expected[distinct][~torch.isinf(expected[distinct])]
+    )
+    for row in range(8):  # which of the logits tied at the top-p edge stay is arbitrary in vLLM's sort too
+        kept, sorted_kept = fast[row][~torch.isinf(fast[row])], expected[row][~torch.isinf(expected[row])]
+        assert torch.equal(kept.sort().values, sorted_kept.sort().values)
+    assert (~torch.isinf(fast)).sum(1).min() >= 1
+
+
+def test_top_k_and_top_p_rollouts_are_the_tokens_vllms_sorting_sampler_draws(engine, prompt_ids):
+    from vllm.v1.sample.ops import topk_topp_sampler as sampler
+
+    def draw():
+        settings = dict(n=4, temperature=0.6, top_p=0.9, top_k=8, max_tokens=16, stop_ids=[0], seed=3, logprobs=True)
+        outputs = engine.sample(prompt_ids, **settings)
+        return [(c.token_ids, c.logprobs) for choices in outputs for c in choices]
+
+    fast = draw()
+    masks = sampler.apply_top_k_top_p
+    sampler.apply_top_k_top_p = masks.full_sort  # vLLM's own: sorts every row
+    try:
+        assert draw() == fast
+    finally:
+        sampler.apply_top_k_top_p = masks

@@ -220,6 +220,41 @@ def position_limit(config: dict) -> int:
     return min(int(config.get("max_position_embeddings") or 4096), 32768)
 
 
+def top_k_then_top_p(logits: Any, k: Any, p: Any, *, full_sort: Callable[..., Any]) -> Any:
+    """vLLM's top-k and top-p masks without sorting the vocabulary, where every row has a top-k.
+
+    vLLM's CPU sampler sorts each row's 49K+ logits to find both masks (a quarter of a rollout's
+    sampling time on a 2-core CPU). With a top-k, the top-p mask only concerns the k kept logits:
+    the top-k mask comes from ``topk`` (the k-th value, ties kept, as the sort keeps them), the
+    top-p mask from the surviving logits alone, in the same ascending order and with the same
+    "at least one" rule, so the masked logits -- and the tokens drawn from them -- are the sort's.
+    Rows without a top-k (or no top-p) take ``full_sort``, vLLM's own path."""
+    import torch
+
+    vocabulary = logits.shape[1]
+    if k is None or p is None or bool((k >= vocabulary).any()):
+        return full_sort(logits, k, p)
+    kth = logits.topk(int(k.max()), dim=1).values.gather(1, k.long().sub(1).unsqueeze(1))
+    logits.masked_fill_(logits < kth, -float("inf"))
+    kept = int((logits > -float("inf")).sum(dim=1).max())  # k, or more where the k-th value ties
+    values, index = logits.topk(kept, dim=1, largest=True, sorted=True)
+    values, index = values.flip(1), index.flip(1)  # ascending, as the sort orders them
+    cumulative = torch.cumsum(values.softmax(dim=-1), dim=-1)
+    dropped = cumulative <= 1 - p.unsqueeze(1)
+    dropped[:, -1] = False  # at least one
+    return logits.scatter_(1, index, values.masked_fill(dropped, -float("inf")))
+
+
+def install_cpu_sampling_masks() -> None:
+    """Make vLLM's CPU sampler use :func:`top_k_then_top_p` (once per process)."""
+    from vllm.v1.sample.ops import topk_topp_sampler as sampler
+
+    original = getattr(sampler.apply_top_k_top_p, "full_sort", sampler.apply_top_k_top_p)
+    masks = functools.partial(top_k_then_top_p, full_sort=original)
+    masks.full_sort = original  # type: ignore[attr-defined]
+    sampler.apply_top_k_top_p = masks
+
+
 @contextlib.contextmanager
 def modules_vllm_can_scan() -> Iterator[None]:
     """Hide from ``sys.modules``, while an engine starts, the modules vLLM's CPU worker cannot
@@ -289,6 +324,7 @@ class VLLMEngine:
         memory: dict[str, Any] = {"gpu_memory_utilization": gpu_memory_utilization}
         if not hardware.has_gpu():
             memory = {"kv_cache_memory_bytes": self.kv_bytes}
+            install_cpu_sampling_masks()
         with torch.random.fork_rng(), modules_vllm_can_scan():  # vLLM seeds the global generator at start-up
             self.llm = LLM(
                 model=str(self.model_path),
