@@ -251,8 +251,10 @@ def test_the_cpu_sampling_masks_are_vllms_without_sorting_the_vocabulary():
     assert (~torch.isinf(fast)).sum(1).min() >= 1
 
 
-def test_top_k_and_top_p_rollouts_are_the_tokens_vllms_sorting_sampler_draws(engine, prompt_ids):
+def test_top_k_and_top_p_rollouts_are_the_tokens_vllms_sorting_sampler_draws(vllm_checkpoint, prompt_ids):
     from vllm.v1.sample.ops import topk_topp_sampler as sampler
+
+    engine = shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=8, sequence_tokens=64)
 
     def draw():
         settings = dict(n=4, temperature=0.6, top_p=0.9, top_k=8, max_tokens=16, stop_ids=[0], seed=3, logprobs=True)
