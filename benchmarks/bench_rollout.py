@@ -5,6 +5,8 @@ SmolLM2-135M-Instruct in float32 and bfloat16, and where a GRPO step's time goes
 * **Machine**: the CPU, its speed flags, the probe's matrix-product GFLOPS (96 x 576 x 1536, the
   model's MLP shape) in float32 and bfloat16, and the compute limit they imply: a token costs
   ~0.27 GFLOP (2 x 134.5M parameters), so at best GFLOPS / 0.27 tokens per second.
+* **vLLM's top-k / top-p masks**: each vLLM row is sampled again with vLLM's own masks, which
+  sort every row's vocabulary, against the engine's (``vllm_engine.top_k_then_top_p``).
 * **How close vLLM comes to it**: the model's FLOPs (0.27 GFLOP a generated token, 0.21 a prompt
   token, which needs no logits) over the seconds, as a share of the probe's GFLOPS; with
   ``--profile`` also the share of the time its matrix products take (``torch.profiler``) and
@@ -40,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "models" / "smollm2-135m-instruct"
@@ -88,7 +91,7 @@ def measure_sampling(engine: str, dtype: str, prompts: int, tokens: int, profile
             seconds = time.perf_counter() - started
         generated = sum(len(c[0].token_ids) for c in outputs)
         return {"seconds": seconds, "tokens": generated, "prompt_tokens": sum(map(len, ids)), "start_up_s": start_up,
-                **products}  # fmt: skip
+                **products, **with_sorting_masks(sampler, ids, tokens, stops)}  # fmt: skip
     torch.set_num_threads(os.cpu_count() or 1)
     model = AutoModelForCausalLM.from_pretrained(MODEL, dtype=getattr(torch, dtype)).eval()
     tokenizer.padding_side = "left"
@@ -109,6 +112,25 @@ def measure_sampling(engine: str, dtype: str, prompts: int, tokens: int, profile
         new = out[:, batch["input_ids"].size(1) :]
         generated = sum(_until_stop(row.tolist(), stops) for row in new)
     return {"seconds": time.perf_counter() - started, "tokens": generated}
+
+
+def with_sorting_masks(sampler: Any, ids: list[list[int]], tokens: int, stops: list[int]) -> dict:
+    """The same sampling again with vLLM's own top-k / top-p masks, which sort every row (on a
+    CPU the engine replaces them: ``vllm_engine.top_k_then_top_p``). Its prompts are cached by
+    now: if anything, this favours the sort."""
+    from vllm.v1.sample.ops import topk_topp_sampler
+
+    masks = topk_topp_sampler.apply_top_k_top_p
+    if not hasattr(masks, "full_sort"):
+        return {}
+    topk_topp_sampler.apply_top_k_top_p = masks.full_sort
+    try:
+        started = time.perf_counter()
+        outputs = sampler.sample(ids, max_tokens=tokens, stop_ids=stops, seed=0, **SAMPLING)
+        seconds = time.perf_counter() - started
+    finally:
+        topk_topp_sampler.apply_top_k_top_p = masks
+    return {"sorting_seconds": seconds, "sorting_tokens": sum(len(c[0].token_ids) for c in outputs)}
 
 
 @contextlib.contextmanager
@@ -241,6 +263,10 @@ def main() -> None:
                   f"{rate:7.1f} tokens/s  {'  '.join(versus)}{start}", flush=True)  # fmt: skip
             if "prompt_tokens" in row:
                 print(compute_share(row, facts.get("probe_gflops", {}).get(dtype)), flush=True)
+            if "sorting_seconds" in row:
+                sorting = row["sorting_tokens"] / row["sorting_seconds"]
+                print(f"          with vLLM's sorting top-k / top-p masks: {sorting:.1f} tokens/s: the engine's "
+                      f"masks x{rate / sorting:.2f}", flush=True)  # fmt: skip
     if not args.skip_grpo:
         print(f"== GRPO step: 4 prompts x 8 rollouts, <= {args.tokens} tokens, float32 weights", flush=True)
         steps = {engine: child("grpo", engine, str(args.steps), str(args.tokens)) for engine in ("decode", "vllm")}

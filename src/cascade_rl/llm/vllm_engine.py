@@ -16,7 +16,9 @@ process** (vLLM's in-process engine core, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``),
 * sampling is reproducible: a per-request seed is refused on CPU ("CPU Generator does not use
   offset"), so every call seeds torch's global generator, which vLLM's sampler draws from, inside
   :func:`torch.random.fork_rng` (the caller's random state is untouched). A resumed run that
-  reloads a checkpoint and seeds the same step draws the same rollouts.
+  reloads a checkpoint and seeds the same step draws the same rollouts;
+* on a CPU, top-k / top-p rollouts do not sort the vocabulary at every step
+  (:func:`top_k_then_top_p` replaces the masks of vLLM's sampler: the same masked logits).
 
 Engines are shared per process (:func:`shared_engine`): a stage's rollouts, the evaluation after
 it and the next stage load their weights into the same engine when the architecture is the same,
