@@ -188,6 +188,7 @@ class RejectionSampling(Strict):
     pass_threshold: float = Field(1.0, description="A response is accepted when its reward reaches this.")
     temperature: float = Field(0.6, ge=0, description="Sampling temperature (the paper's IF-RL setting).")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling.")
+    top_k: int | None = Field(None, gt=0, description="Top-k sampling (e.g. the RL stage's 20); None = off.")
     max_tokens: int = Field(512, gt=0, description="New tokens per sample; a cut response is rarely accepted.")
     mode: Literal["think", "no_think"] = Field("no_think", description="Thinking mode of the prompts.")
 

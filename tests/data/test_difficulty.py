@@ -127,6 +127,29 @@ def test_cli_with_a_local_checkpoint(tmp_path):
     assert "too easy: model pass rate >= 0.75 of 4" in result.output
 
 
+def test_cli_samples_with_the_top_k_it_is_given(tmp_path):
+    """A checkpoint that answers \\boxed{7} three times in four and \\boxed{8} once: with --top-k 1
+    only the likelier answer is drawn, so 3+5 is never solved; without it, it sometimes is."""
+    import math
+
+    chain = {"\n": {"\\": SURE}, "\\": {"b": SURE}, "b": {"o": SURE}, "o": {"x": SURE}, "x": {"e": SURE}}
+    chain |= {"e": {"d": SURE}, "d": {"{": SURE}, "{": {"7": SURE + math.log(3.0), "8": SURE}}
+    chain |= {"7": {"}": SURE}, "8": {"}": SURE}, "}": {IM_END: SURE}}
+    model = build_chain_model(tmp_path / "model", chain)
+    rows = write(tmp_path / "in.jsonl", [{"prompt": "3+5?", "answer": "8"}])
+
+    def pass_rate(*options: str) -> float:
+        output = tmp_path / f"out{len(options)}.jsonl"
+        args = ["data", "difficulty", str(rows), "-o", str(output), "--model", str(model), "--domain", "math"]
+        args += ["-k", "32", "--max-tokens", "16", "--temperature", "1", "--top-p", "1", "-q", *options]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert result.exit_code == 0, result.output
+        return read(output)[0]["pass_rate"]
+
+    assert 0 < pass_rate() < 0.75
+    assert pass_rate("--top-k", "1") == 0.0
+
+
 def test_verify_drops_responses_that_disagree_with_the_ground_truth(tmp_path):
     def sft(answer, response, **extra):
         messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": response}]

@@ -56,7 +56,7 @@ def test_batches_of_uneven_prompts_come_back_in_order(chat):
     assert generate_many(chat, conversations, n=2, temperature=0.8) == [[CHAT_RESPONSE] * 2] * 3
 
 
-def test_samples_are_independent_and_follow_temperature_and_top_p(judge_lm):
+def test_samples_are_independent_and_follow_temperature_top_p_and_top_k(judge_lm):
     torch.manual_seed(0)
     free = judge_lm.generate(HELLO, n=40, temperature=1.0, top_p=1.0, max_tokens=8)
     assert set(free) == {YES_TEXT, NO_TEXT}
@@ -65,6 +65,8 @@ def test_samples_are_independent_and_follow_temperature_and_top_p(judge_lm):
     # nucleus 0.7 < P(YES) = 0.75 keeps YES alone
     assert judge_lm.generate(HELLO, n=20, temperature=1.0, top_p=0.7, max_tokens=8) == [YES_TEXT] * 20
     assert judge_lm.generate(HELLO, n=3, temperature=0, max_tokens=8) == [YES_TEXT] * 3
+    # top-k 1 keeps the likeliest token alone (YES), whatever the temperature
+    assert judge_lm.generate(HELLO, n=20, temperature=1.0, top_p=1.0, top_k=1, max_tokens=8) == [YES_TEXT] * 20
 
 
 def test_modes_become_flags_on_user_turns(chat_model_path):
@@ -123,6 +125,8 @@ def test_bad_input_is_named(chat, tmp_path):
         chat.generate(HELLO, n=0)
     with pytest.raises(ValueError, match="top_p"):
         chat.generate(HELLO, top_p=0)
+    with pytest.raises(ValueError, match="top_k"):
+        chat.generate(HELLO, top_k=-1)
     with pytest.raises(ValueError, match="messages"):
         chat.generate("hello")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode"):

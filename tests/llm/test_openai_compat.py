@@ -57,6 +57,21 @@ def test_server_text_equals_local_text_with_thinking_rejoined(server, chat_model
         assert len(proxy.bodies) == 7 and all("n" not in body for body in proxy.bodies[5:])
 
 
+def test_top_k_goes_into_the_request_body_only_when_set(server, chat_model_path):
+    """vLLM and SGLang read top_k from the body. A server without it (transformers serve, OpenAI's
+    own API) refuses the request, and the error names the field: a top-k dropped quietly would
+    sample from another distribution than the one asked for."""
+    with ProxyServer(server) as proxy:
+        generator = client(proxy.base_url, chat_model_path)
+        with pytest.raises(GenerationError, match="top_k"):
+            generator.generate(HELLO, temperature=1.0, top_k=20)
+        assert proxy.bodies[0]["top_k"] == 20 and len(proxy.bodies) == 1  # a client error: not retried
+        assert generator.generate(HELLO, temperature=1.0) == [CHAT_RESPONSE]
+        assert "top_k" not in proxy.bodies[1]
+    with pytest.raises(ValueError, match="top_k"):
+        generator.generate(HELLO, top_k=1.5)  # type: ignore[arg-type]
+
+
 def test_join_reasoning_at_its_boundary():
     assert join_reasoning("r", "ok") == "<think>r</think>ok"
     assert join_reasoning(None, "plain") == "plain"

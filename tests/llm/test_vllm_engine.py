@@ -115,6 +115,22 @@ def test_local_generator_with_the_vllm_engine_writes_what_the_transformers_engin
     )
 
 
+def test_top_k_reaches_both_engines_of_the_local_generator(vllm_checkpoint):
+    """top-k 1 at temperature 1 is greedy decoding, on either engine; without it the samples differ."""
+    from cascade_rl.llm.local import LocalGenerator
+
+    conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
+    greedy = LocalGenerator(vllm_checkpoint, batch_size=8).generate_batch(conversations, temperature=0.0, max_tokens=10)
+    greedy_texts = [text for [text] in greedy]
+    for engine in ("vllm", "transformers"):
+        generator = LocalGenerator(vllm_checkpoint, engine=engine, batch_size=8)
+        torch.manual_seed(0)
+        free = generator.generate_batch(conversations, n=4, temperature=1.0, top_p=1.0, max_tokens=10)
+        assert any(len(set(samples)) > 1 for samples in free), engine
+        top_1 = generator.generate_batch(conversations, n=4, temperature=1.0, top_p=1.0, top_k=1, max_tokens=10)
+        assert top_1 == [[text] * 4 for text in greedy_texts], engine
+
+
 def test_an_engine_starts_after_llvmlite_is_loaded(vllm_checkpoint, prompt_ids):
     """vLLM's CPU start-up scans every loaded module and fails on llvmlite's ffi object (numba's,
     loaded by other code of the process); the engine hides such modules while it starts. (After

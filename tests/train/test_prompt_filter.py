@@ -174,3 +174,25 @@ def test_a_filter_limited_to_some_domains_keeps_the_other_prompts_unsampled(tiny
     assert report["verdicts"] == [*EXPECTED, "keep", "keep"]  # the two prompts of the other domain stay
     assert report["measured"] == 9 and report["rewards"][9:] == [None, None]
     assert len((stage_dir / "prompt_filter.progress.jsonl").read_text().splitlines()) == 9  # never sampled
+
+
+def test_the_filter_samples_with_the_stage_s_top_k(tiny_checkpoint, tmp_path):
+    """The verdicts are about the rollouts' distribution: a stage's top-k reaches the filter's
+    samples (top-k 1 at temperature 1 draws one answer per prompt; without it they differ)."""
+    from cascade_rl.recipe import load_recipe
+    from cascade_rl.train.prompt_filter import PROGRESS_FILE, kept_prompts
+    from cascade_rl.train.rl_data import load_rl_prompts
+
+    def filter_samples(top_k: int | None) -> list[list[str]]:
+        data = yaml.safe_load(stage_recipe(tmp_path, tiny_checkpoint).read_text())
+        data["stages"][0] |= {"temperature": 1.0, "top_p": 1.0, "top_k": top_k}
+        (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(data))
+        stage = load_recipe(tmp_path / "recipe.yaml").stages[0]
+        prompts, _ = load_rl_prompts(stage, seed=0)
+        stage_dir = tmp_path / f"stage-{top_k}"
+        kept_prompts(stage, prompts, model=tiny_checkpoint, stage_dir=stage_dir, seed=0, reward_options={})
+        lines = (stage_dir / PROGRESS_FILE).read_text().splitlines()
+        return [json.loads(line)["samples"] for line in lines]
+
+    assert any(len(set(samples)) > 1 for samples in filter_samples(None))
+    assert all(len(set(samples)) == 1 for samples in filter_samples(1))

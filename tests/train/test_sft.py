@@ -208,3 +208,43 @@ def test_a_rejection_sampled_source_trains_on_the_answers_its_verifier_accepts(t
     assert [row["messages"][0]["content"] for row in kept] == ["Write a short reply."]  # < 10 words: accepted
     assert kept[0]["messages"][-1]["content"] == "Sure, here it is" and kept[0]["reward"] == 1.0
     assert json.loads((tmp_path / "sft" / "substage-1" / "done").read_text())["rows"] == 1
+
+
+def test_rejection_sampling_draws_with_the_source_s_top_k(tmp_path):
+    """A chain model that starts "Sure" three times in four and "sure" once: the lowercase rule
+    accepts only the second. Sampled freely, some of 4 samples start "sure"; with top-k 1 none does,
+    so only the rows every answer passes (the word-count rule) are kept."""
+    import math
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "llm"))
+    from llm_helpers import SURE, build_chain_model
+
+    from cascade_rl.chat import IM_END
+
+    chain = {"\n": {"Sure": SURE + math.log(3.0), "sure": SURE}, "Sure": {" here": SURE}, "sure": {" here": SURE},
+             " here": {IM_END: SURE}}  # fmt: skip
+    model = build_chain_model(tmp_path / "model", chain, ("Sure", "sure", " here"))
+    prompts = tmp_path / "if.jsonl"
+    rules = ["change_case:english_lowercase"] * 6 + ["length_constraints:number_words"]
+    prompts.write_text("".join(
+        json.dumps({"prompt": f"Say something, {i}.", "domain": "ifeval", "instruction_id_list": [rule],
+                    "kwargs": [{"relation": "less than", "num_words": 10} if "number" in rule else {}]}) + "\n"
+        for i, rule in enumerate(rules)
+    ))  # fmt: skip
+
+    def kept_prompts(top_k: int | None) -> list[str]:
+        rejection = {"k": 4, "max_tokens": 6, "temperature": 1.0, "top_p": 1.0, "top_k": top_k}
+        sub = {"name": "s1", "data": [{"path": str(prompts), "rejection": rejection}], "max_length": 256,
+               "batch_size": 1, "per_device_batch_size": 1, "learning_rate": 1e-3, "max_steps": 1}  # fmt: skip
+        recipe = parse_recipe(
+            {"name": "t", "model": {"path": str(model)}, "stages": [{"kind": "sft", "substages": [sub]}]}
+        )
+        stage_dir = tmp_path / f"sft-{top_k}"
+        run_sft_stage(recipe.stages[0], model_in=model, stage_dir=stage_dir, runtime=recipe.runtime, seed=0)
+        kept = [json.loads(line) for line in (stage_dir / "substage-1" / "rejection-1.jsonl").open()]
+        return [row["messages"][0]["content"] for row in kept]
+
+    assert len(kept_prompts(None)) > 1
+    assert kept_prompts(1) == ["Say something, 6."]  # the word-count row alone

@@ -320,6 +320,7 @@ def rejection_sample(
     mode: str = typer.Option("no_think", "--mode", help="Thinking mode of the prompts (think / no_think)."),
     temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature."),
     top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling."),
+    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k sampling (the RL stage's, e.g. 20); 0 = off."),
     max_tokens: int = typer.Option(512, "--max-tokens", help="Generation budget per sample."),
     concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per server (local: batch size)."),
     batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch (progress is saved after each)."),
@@ -332,6 +333,7 @@ def rejection_sample(
     reference fields; prompts without one are dropped and counted."""
     from cascade_rl.data.difficulty import check_rl_inputs
     from cascade_rl.data.rejection import rejection_sample as sample_and_keep
+    from cascade_rl.llm.base import sampling_settings
 
     def work() -> Any:
         check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
@@ -344,7 +346,7 @@ def rejection_sample(
             domain=domain,
             mode=mode,
             pass_threshold=pass_threshold,
-            sampling={"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
+            sampling=sampling_settings(temperature, top_p, max_tokens, top_k),
             workers=workers,
             batch_size=batch_size,
             spec=model,
@@ -372,6 +374,7 @@ def difficulty(
     mode: str = typer.Option("think", "--mode", help="Thinking mode of the prompts (think / no_think)."),
     temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature (paper: 0.6)."),
     top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (paper: 0.95)."),
+    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k sampling (the RL stage's, e.g. 20); 0 = off."),
     max_tokens: int = typer.Option(32768, "--max-tokens", help="Generation budget per sample."),
     concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per server (local: batch size)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Prompts per batch (progress is saved after each)."),
@@ -383,6 +386,7 @@ def difficulty(
     problems a reference model solves >= 75% of 16 times; code drops those an 8B-class model
     solves 8/8 or a strong model 0/8. Kept rows get `pass_rate` (and `strong_pass_rate`)."""
     from cascade_rl.data.difficulty import PRESETS, PassRateFilter, check_rl_inputs, filter_difficulty
+    from cascade_rl.llm.base import sampling_settings
 
     if preset not in PRESETS:
         raise fail(f"--preset must be one of {', '.join(PRESETS)}")
@@ -409,7 +413,7 @@ def difficulty(
 
     def work() -> Any:
         check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
-        sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        sampling = sampling_settings(temperature, top_p, max_tokens, top_k)
         return filter_difficulty(
             job.inputs,
             job.output,

@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from cascade_rl.llm.base import GenerationError, Generator, generate_many
+from cascade_rl.llm.base import GenerationError, Generator, generate_many, sampling_settings
 from cascade_rl.llm.factory import load_generator
 from cascade_rl.llm.local import LocalGenerator
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator
@@ -154,6 +154,7 @@ def sample(
     temperature: float,
     top_p: float,
     max_tokens: int,
+    top_k: int = 0,
     batch_size: int = 32,
     progress: Path | None = None,
     description: str = "sampling",
@@ -162,16 +163,16 @@ def sample(
     """``k`` responses for each prompt, in prompt order. With ``progress``, each prompt's samples
     are appended to that file as they finish and a rerun reuses those whose model, prompt and
     settings still match (:class:`SampleStore`). ``seed`` seeds torch before local sampling
-    (servers sample with their own seeds)."""
+    (servers sample with their own seeds). ``top_k`` 0 = off."""
     if seed is not None and isinstance(generator, LocalGenerator):
         import torch
 
         torch.manual_seed(seed)
     store = None
+    drawn = sampling_settings(temperature, top_p, max_tokens, top_k)
+    settings = {"n": k} | drawn
     if progress is not None:
-        keyed = dict(k=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
-        store = SampleStore(progress, sample_keys(generator, prompts, keyed))
-    settings = dict(n=k, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        store = SampleStore(progress, sample_keys(generator, prompts, {"k": k} | drawn))
     results: dict[int, list[str]] = dict(store.done) if store else {}
     todo = [i for i in range(len(prompts)) if i not in results]
 

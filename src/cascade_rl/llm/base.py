@@ -5,8 +5,10 @@ A :class:`Generator` turns one chat conversation (Hugging Face / OpenAI message 
 docs/data-formats.md) into ``n`` sampled completions, as plain text in the project's response
 format: ``<think>reasoning</think>answer`` for thinking responses, so that every scorer sees the
 same text whichever backend produced it. Defaults follow the paper's inference settings
-(SPEC section 1: temperature 0.6, top-p 0.95); ``max_tokens`` defaults to 1024 here (the paper
-allows 64K) because pipelines set it per task.
+(SPEC section 1: temperature 0.6, top-p 0.95); ``top_k`` (0 = off) is what the RL stages add
+(IF-RL's top-k 20), so that a prompt filter or rejection sampler draws from the distribution its
+rollouts will; ``max_tokens`` defaults to 1024 here (the paper allows 64K) because pipelines set
+it per task.
 
 Backends: :class:`~cascade_rl.llm.local.LocalGenerator` (``transformers`` on a local checkpoint)
 and :class:`~cascade_rl.llm.openai_compat.OpenAICompatGenerator` (any OpenAI-compatible
@@ -48,6 +50,7 @@ class Generator(Protocol):
         temperature: float = DEFAULT_TEMPERATURE,
         top_p: float = DEFAULT_TOP_P,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_k: int = 0,
     ) -> list[str]: ...
 
     async def agenerate(
@@ -58,10 +61,13 @@ class Generator(Protocol):
         temperature: float = DEFAULT_TEMPERATURE,
         top_p: float = DEFAULT_TOP_P,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_k: int = 0,
     ) -> list[str]: ...
 
 
-def check_request(messages: Messages, n: int, temperature: float, top_p: float, max_tokens: int) -> None:
+def check_request(
+    messages: Messages, n: int, temperature: float, top_p: float, max_tokens: int, top_k: int = 0
+) -> None:
     """Raise ``ValueError`` naming the first bad argument of a generation request."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
         raise ValueError(f"messages must be a non-empty list of chat message dicts, got {messages!r:.80}")
@@ -76,6 +82,15 @@ def check_request(messages: Messages, n: int, temperature: float, top_p: float, 
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
+        raise ValueError(f"top_k must be a non-negative integer (0 = off), got {top_k!r}")
+
+
+def sampling_settings(temperature: float, top_p: float, max_tokens: int, top_k: int | None = 0) -> dict[str, Any]:
+    """The keyword arguments of a generation request; ``top_k`` only when set (``None`` or 0 =
+    off), so that a generator without one, and the keys of samples stored before it, still serve
+    requests without it."""
+    return {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens} | ({"top_k": top_k} if top_k else {})
 
 
 def _has_flag(content: str) -> bool:

@@ -35,7 +35,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cascade_rl.chat import IM_END, install_chat_template, template_reads_modes, without_modes
 from cascade_rl.llm.base import (
@@ -72,6 +72,16 @@ def _resolve_dtype(dtype: Any, device: str) -> Any:
     if not isinstance(resolved, torch.dtype):
         raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32', 'bfloat16' or 'auto'")
     return resolved
+
+
+class Sampling(NamedTuple):
+    """One request's sampling settings, as both engines take them (``top_k`` 0 = off)."""
+
+    n: int
+    temperature: float
+    top_p: float
+    top_k: int
+    max_tokens: int
 
 
 class LocalGenerator:
@@ -169,9 +179,11 @@ class LocalGenerator:
         temperature: float = DEFAULT_TEMPERATURE,
         top_p: float = DEFAULT_TOP_P,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_k: int = 0,
     ) -> list[str]:
         """``n`` completions of one conversation."""
-        return self.generate_batch([messages], n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)[0]
+        sampling = dict(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
+        return self.generate_batch([messages], **sampling)[0]
 
     async def agenerate(
         self,
@@ -181,10 +193,10 @@ class LocalGenerator:
         temperature: float = DEFAULT_TEMPERATURE,
         top_p: float = DEFAULT_TOP_P,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_k: int = 0,
     ) -> list[str]:
-        return await asyncio.to_thread(
-            self.generate, messages, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens
-        )
+        sampling = dict(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
+        return await asyncio.to_thread(self.generate, messages, **sampling)
 
     def generate_batch(
         self,
@@ -194,16 +206,18 @@ class LocalGenerator:
         temperature: float = DEFAULT_TEMPERATURE,
         top_p: float = DEFAULT_TOP_P,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_k: int = 0,
     ) -> list[list[str]]:
         """``n`` completions for each conversation, in order, in batched forward passes."""
         for messages in conversations:
-            check_request(messages, n, temperature, top_p, max_tokens)
+            check_request(messages, n, temperature, top_p, max_tokens, top_k)
+        sampling = Sampling(n, temperature, top_p, top_k, max_tokens)
         prompts = [self.render_prompt(messages) for messages in conversations]
         prompts_per_call = len(prompts) if self.engine == "vllm" else max(1, self.batch_size // n)
         results: list[list[str]] = []
         with self._lock:
             for start in range(0, len(prompts), prompts_per_call):
-                results += self._sample(prompts[start : start + prompts_per_call], n, temperature, top_p, max_tokens)
+                results += self._sample(prompts[start : start + prompts_per_call], sampling)
         return results
 
     def reserve(self, conversations: Sequence[Messages], max_tokens: int) -> None:
@@ -237,19 +251,21 @@ class LocalGenerator:
     async def agenerate_batch(self, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
         return await asyncio.to_thread(self.generate_batch, conversations, **sampling)
 
-    def _sample(self, prompts: list[str], n: int, temperature: float, top_p: float, max_tokens: int) -> list[list[str]]:
+    def _sample(self, prompts: list[str], sampling: Sampling) -> list[list[str]]:
         if self.engine == "vllm":
-            return self._sample_vllm(prompts, n, temperature, top_p, max_tokens)
+            return self._sample_vllm(prompts, sampling)
         inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
-        greedy = temperature == 0
+        n = sampling.n
+        greedy = sampling.temperature == 0
         copies = 1 if greedy else n
         token_lists = decode(
             self.model,
             inputs["input_ids"].repeat_interleave(copies, dim=0),
             inputs["attention_mask"].repeat_interleave(copies, dim=0),
-            max_new_tokens=max_tokens,
-            temperature=temperature,
-            top_p=top_p,
+            max_new_tokens=sampling.max_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
             stop_ids=self.stop_ids,
         )
         texts = [self._decode(tokens) for tokens in token_lists]
@@ -257,9 +273,7 @@ class LocalGenerator:
             texts = [text for text in texts for _ in range(n)]
         return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
 
-    def _sample_vllm(
-        self, prompts: list[str], n: int, temperature: float, top_p: float, max_tokens: int
-    ) -> list[list[str]]:
+    def _sample_vllm(self, prompts: list[str], sampling: Sampling) -> list[list[str]]:
         import torch
 
         from cascade_rl.llm.vllm_engine import sampling_alone, shared_engine
@@ -269,16 +283,13 @@ class LocalGenerator:
             self.model_path,
             dtype=self.dtype_name,
             max_num_seqs=self.batch_size,
-            sequence_tokens=max(self.reserved_tokens, max(map(len, ids), default=0) + max_tokens),
+            sequence_tokens=max(self.reserved_tokens, max(map(len, ids), default=0) + sampling.max_tokens),
             in_process=not sampling_alone(),
         )
         seed = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seeded generator
         outputs = engine.sample(
             ids,
-            n=n,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
+            **sampling._asdict(),
             stop_ids=self.stop_ids,
             seed=seed,
             on_finished=self.on_finished,

@@ -125,9 +125,11 @@ class OpenAICompatGenerator(HttpClient):
         temperature: float = DEFAULT_TEMPERATURE,
         top_p: float = DEFAULT_TOP_P,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_k: int = 0,
     ) -> list[str]:
         """``n`` completions of one conversation (blocking; thread-safe)."""
-        return self.run_sync(self.agenerate(messages, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens))
+        sampling = dict(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
+        return self.run_sync(self.agenerate(messages, **sampling))
 
     async def agenerate(
         self,
@@ -137,10 +139,14 @@ class OpenAICompatGenerator(HttpClient):
         temperature: float = DEFAULT_TEMPERATURE,
         top_p: float = DEFAULT_TOP_P,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_k: int = 0,
     ) -> list[str]:
-        """``n`` completions of one conversation."""
-        check_request(messages, n, temperature, top_p, max_tokens)
+        """``n`` completions of one conversation. ``top_k`` goes into the request body only when
+        set (vLLM and SGLang read it there; OpenAI's own API has no such parameter)."""
+        check_request(messages, n, temperature, top_p, max_tokens, top_k)
         params = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        if top_k:
+            params["top_k"] = top_k
         async with self.connect() as connection:
             texts: list[str] = []
             if n > 1 and self.server_honours_n is not False:

@@ -106,6 +106,7 @@ def _measure(
         "k": rule.samples,
         "temperature": stage.temperature,
         "top_p": stage.top_p,
+        "top_k": stage.top_k or 0,  # the rollouts' distribution, which the verdicts are about
         "max_tokens": stage.curriculum[0].max_response_length,
     }
     stage_dir.mkdir(parents=True, exist_ok=True)

@@ -93,6 +93,7 @@ def _rejection_sample(
     source: DataSource, rows_file: Path, model: Path, sampling: tuple[Runtime, str, int], variables: dict
 ) -> None:
     from cascade_rl.data.rejection import rejection_sample
+    from cascade_rl.llm.base import sampling_settings
     from cascade_rl.llm.local import LocalGenerator
     from cascade_rl.train.machine import local_engine
 
@@ -120,7 +121,7 @@ def _rejection_sample(
         keep=settings.keep,
         mode=settings.mode,
         pass_threshold=settings.pass_threshold,
-        sampling={"temperature": settings.temperature, "top_p": settings.top_p, "max_tokens": settings.max_tokens},
+        sampling=sampling_settings(settings.temperature, settings.top_p, settings.max_tokens, settings.top_k),
         workers=runtime.reward_workers,
         spec=str(model),
     )
