@@ -455,3 +455,24 @@ def test_a_gain_within_twice_its_paired_error_does_not_meet_the_target():
     clear = TargetCheck("code", "mbpp", 2.0, 7.2, 0.0, gain_stderr=1.5)
     assert clear.gain_met and not clear.problems()
     assert not TargetCheck("ifrl", "ifeval", 17.4, 19.6, 5.0, gain_stderr=1.3).gain_met  # short of +5
+
+
+def test_forgetting_on_a_benchmark_no_stage_owns_is_named_not_hidden_behind_met_targets(tmp_path):
+    """An out-of-distribution benchmark (IFBench beside IFEval) is no RL stage's own: no target
+    check covers it, so a fall beyond the rule is listed in report.md, report.json and the summary
+    a run prints; one within twice its paired error is not."""
+    large = falling_run(tmp_path / "large", prompts=100, falling=10)
+    write_recipe(large, {"math": "toy-code"})  # toy-math is nobody's own benchmark now
+    markdown = build_report(large).read_text()
+    assert "- `code` lowered toy-math by 10.0 ± 3.0 points" in markdown
+    report = json.loads((large / "report.json").read_text())
+    [fall] = report["untargeted_falls"]
+    assert (fall["stage"], fall["benchmark"]) == ("code", "toy-math") and fall["delta"] == pytest.approx(-10.0)
+    console = Console(record=True, width=200)
+    print_summary(large / "report.json", console=console)
+    assert "forgetting: code lowered toy-math by 10.0 ± 3.0 points" in console.export_text()
+
+    small = falling_run(tmp_path / "small", prompts=20, falling=2)
+    write_recipe(small, {"math": "toy-code"})
+    assert "lowered toy-math" not in build_report(small).read_text()
+    assert json.loads((small / "report.json").read_text())["untargeted_falls"] == []

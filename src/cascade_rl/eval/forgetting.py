@@ -235,3 +235,17 @@ def check_targets(
         if stage not in checked:
             checks.append(TargetCheck(stage, benchmark, None, None, gain_for(min_gain, stage), finished=False))
     return checks
+
+
+def untargeted_falls(summary: RunSummary, targets: Mapping[str, str], limit: float) -> list[tuple[str, str, Change]]:
+    """``(stage, benchmark, change)`` for every fall beyond the forgetting rule (a ⚠ of the change
+    matrix) on a benchmark that is no RL stage's own -- an out-of-distribution benchmark such as
+    IFBench, or what SFT taught -- which no target check covers."""
+    owned = set(targets.values())
+    names, changes = stage_changes(summary)
+    return [
+        (name, benchmark, item)
+        for name, row in zip(names, changes)
+        for benchmark, item in zip(summary.benchmarks, row)
+        if item is not None and benchmark not in owned and is_forgetting(-item.delta, item.stderr, limit)
+    ]

@@ -57,6 +57,7 @@ from cascade_rl.eval.forgetting import (
     check_targets,
     is_forgetting,
     stage_changes,
+    untargeted_falls,
 )
 from cascade_rl.eval.levels import levels_section
 from cascade_rl.eval.plots import plot_forgetting, plot_length_entropy, plot_training_curves
@@ -130,7 +131,7 @@ def _targets_section(checks: Sequence[TargetCheck]) -> list[str]:
     else:
         lines.append(
             "All targets met: every RL stage raised its own benchmark by the target, "
-            "and no earlier domain was forgotten later."
+            "and no later stage forgot what an RL stage had gained on its own benchmark."
         )
     noisy = [c for c in checks if c.within_noise()]
     if noisy:
@@ -283,11 +284,22 @@ def _markdown(
     if forgetting_plot:
         lines += [f"![forgetting matrix]({forgetting_plot})", ""]
     lines += list(level_lines)
-    lines += ["## Targets", ""] + _targets_section(checks) + [""] + _noise_section(summary)
+    lines += ["## Targets", ""] + _targets_section(checks) + [""]
+    lines += _falls_lines(untargeted_falls(summary, targets, forgetting_limit)) + _noise_section(summary)
     lines += _sample_rates_section(summary) + _length_entropy_section(summary, length_plot)
     if plots:
         lines += ["## Training curves (RL stages)", ""] + _curves_section(summary, plots)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _falls_lines(falls: Sequence[tuple[str, str, Change]]) -> list[str]:
+    if not falls:
+        return []
+    lines = ["Forgetting on benchmarks no RL stage owns (⚠ above; no target covers them):", ""]
+    for stage, benchmark, item in falls:
+        error = f" ± {item.stderr:.1f}" if item.stderr is not None else ""
+        lines.append(f"- `{stage}` lowered {benchmark} by {-item.delta:.1f}{error} points")
+    return lines + [""]
 
 
 def _stage_json(row: StageRecord) -> dict[str, Any]:
@@ -313,6 +325,7 @@ def _report_json(
     forgetting_plot: str | None,
     length_plot: str | None = None,
     levels: Mapping[str, Any] | None = None,
+    falls: Sequence[tuple[str, str, Change]] = (),
 ) -> dict[str, Any]:
     names, changes = stage_changes(summary)
     report: dict[str, Any] = {
@@ -329,6 +342,10 @@ def _report_json(
         },
         "targets": [check.to_json() for check in checks],
         "targets_met": all(not check.problems() for check in checks),
+        "untargeted_falls": [
+            {"stage": stage, "benchmark": benchmark, "delta": item.delta, "stderr": item.stderr}
+            for stage, benchmark, item in falls
+        ],
         "plots": [*plots.values(), *(p for p in (forgetting_plot, length_plot) if p)],
     }
     if summary.baseline:
@@ -379,7 +396,19 @@ def build_report(
         encoding="utf-8",
     )
     (run_dir / "report.json").write_text(
-        json.dumps(_report_json(summary, checks, plots, forgetting_plot, length_plot, levels), indent=2) + "\n",
+        json.dumps(
+            _report_json(
+                summary,
+                checks,
+                plots,
+                forgetting_plot,
+                length_plot,
+                levels,
+                falls=untargeted_falls(summary, targets, forgetting_limit),
+            ),
+            indent=2,
+        )
+        + "\n",
         encoding="utf-8",
     )
     add_recovery(run_dir, report_path)  # distill stages: what they won back (docs/mopd.md)
@@ -420,4 +449,10 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
             )
         for problem in check.get("problems", []):
             console.print(f"[red]target not met[/red]: {problem}")
+    for fall in report.get("untargeted_falls", []):
+        error = f" ± {fall['stderr']:.1f}" if fall.get("stderr") is not None else ""
+        console.print(
+            f"[yellow]forgetting[/yellow]: {fall['stage']} lowered {fall['benchmark']} by "
+            f"{-fall['delta']:.1f}{error} points (no RL stage's own benchmark: no target covers it)"
+        )
     print_recovery(report, console)
