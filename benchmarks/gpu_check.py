@@ -1,15 +1,20 @@
-"""GPU check (issue 8, item 9): the engine on one CUDA GPU in at most about 10 minutes.
+"""GPU check (issue 8, item 9): the engine on one CUDA GPU in about 5 minutes.
 
 1. the shortened tiny cascade (tests/test_demo.py::shortened_tiny_recipe: SFT -> RM -> RLHF ->
    IF-RL -> Math -> Code -> SWE, a few steps each, every toy benchmark after every stage) in
    bf16 on CUDA; it checks that the stages really trained in bf16 (the saved checkpoints' dtype);
-2. one GRPO stage with 4,096-token responses on a randomly initialised Qwen3 of 0.53B
-   parameters (Qwen3-0.6B's widths and 151,936-token vocabulary, 24 layers; gradient
-   checkpointing on; 4 prompts x 4 rollouts per step, 4 micro-batches; generation with
-   transformers, no vLLM), printing seconds per step (generation / update) and peak GPU memory.
+2. sampling speed: milliseconds per decoding step of 16 sequences on the model of part 3, the
+   project's sampling loop (llm/decode.py) against ``transformers``' ``generate``;
+3. one GRPO stage on a randomly initialised Qwen3 of 0.53B parameters (Qwen3-0.6B's widths and
+   151,936-token vocabulary, 24 layers; gradient checkpointing on; 4 prompts x 4 rollouts per
+   step, 4 micro-batches; generation without vLLM, as on a machine without the ``gpu`` extra),
+   printing seconds per step (generation / update) and peak GPU memory. Responses are 1,024
+   tokens by default: without vLLM a 4,096-token step had not finished its generation after
+   about 5 minutes on an H200 (docs/scale.md), so ``--response-tokens 4096`` is for a machine
+   with time to spare.
 
     make gpu-check                                  # GPU_PYTHON=python3 by default
-    python benchmarks/gpu_check.py [--out runs/gpu-check] [--grpo-steps 3]
+    python benchmarks/gpu_check.py [--out runs/gpu-check] [--grpo-steps 2] [--response-tokens 1024] [--skip-tiny]
     python benchmarks/gpu_check.py --cpu-smoke      # the same code paths on CPU at toy sizes
 
 It refuses to start (exit status 2, one line) without a CUDA GPU or without a package it needs.
@@ -82,7 +87,7 @@ NEEDED = [
     "jinja2",
     "pytest",
 ]
-RESPONSE_TOKENS = 4096
+RESPONSE_TOKENS = 1024
 PROMPTS, ROLLOUTS, MICRO_BATCH = 4, 4, 4
 QWEN3_05B = dict(hidden_size=1024, num_layers=24, num_heads=16, num_kv_heads=8, intermediate_size=3072)
 SMOKE_MODEL = dict(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128)
@@ -210,7 +215,7 @@ def build_policy(folder: Path, sizes: dict) -> tuple[Path, int]:
     return folder, parameters
 
 
-def run_long_grpo(out: Path, cpu_smoke: bool, steps: int) -> dict:
+def run_long_grpo(out: Path, cpu_smoke: bool, steps: int, response_tokens: int) -> dict:
     from cascade_rl.recipe import parse_recipe
     from cascade_rl.train.cascade import Cascade
     from cascade_rl.train.common import read_metrics
@@ -221,7 +226,7 @@ def run_long_grpo(out: Path, cpu_smoke: bool, steps: int) -> dict:
     data.write_text(
         "".join(json.dumps({"prompt": f"What is {a} + {a}?", "answer": str(2 * a)}) + "\n" for a in range(64))
     )
-    response = 32 if cpu_smoke else RESPONSE_TOKENS
+    response = 32 if cpu_smoke else response_tokens
     recipe = {
         "name": "gpu-check-grpo",
         "seed": 0,
@@ -230,7 +235,7 @@ def run_long_grpo(out: Path, cpu_smoke: bool, steps: int) -> dict:
         "stages": [
             {
                 "kind": "grpo",
-                "name": "grpo-4k",
+                "name": "grpo-long",
                 "data": str(data),
                 "domain": "tiny_assets:first_char_parity",
                 "thinking": "no_think",
@@ -247,7 +252,7 @@ def run_long_grpo(out: Path, cpu_smoke: bool, steps: int) -> dict:
     started = time.perf_counter()
     Cascade(parse_recipe(recipe), out / "run").run()
     wall = time.perf_counter() - started
-    metrics = read_metrics(out / "run" / "01-grpo-4k" / "metrics.jsonl")
+    metrics = read_metrics(out / "run" / "01-grpo-long" / "metrics.jsonl")
     if len(metrics) != steps:
         raise SystemExit(f"gpu-check: the GRPO stage logged {len(metrics)} steps, expected {steps}")
     timed = metrics[1:] or metrics  # the first step compiles kernels and warms the allocator
@@ -271,14 +276,68 @@ def run_long_grpo(out: Path, cpu_smoke: bool, steps: int) -> dict:
     }
 
 
+# ----------------------------------------------------------------------------- sampling speed
+def time_sampling(out: Path, cpu_smoke: bool, new_tokens: int = 256) -> dict:
+    """Milliseconds per decoding step, 16 sequences, of the project's sampling loop (llm/decode.py,
+    GRPO rollouts and evaluation without vLLM) and of ``transformers``' ``generate``, on the
+    policy of part 2 (no stop token: every sequence runs ``new_tokens``)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cascade_rl.llm.decode import decode
+
+    folder, _ = build_policy(out, SMOKE_MODEL if cpu_smoke else QWEN3_05B)
+    device, dtype = ("cpu", torch.float32) if cpu_smoke else ("cuda", torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    prompts = torch.randint(3, 500, (PROMPTS * ROLLOUTS, 32), device=device)
+    mask = torch.ones_like(prompts)
+    never = [VOCAB + 1]  # a stop id no step can emit
+    new_tokens = 16 if cpu_smoke else new_tokens
+
+    def project_loop():
+        decode(model, prompts, mask, max_new_tokens=new_tokens, temperature=1.0, top_p=1.0, stop_ids=never)
+
+    def transformers_generate():
+        model.generate(
+            prompts,
+            attention_mask=mask,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            eos_token_id=never[0],
+            pad_token_id=0,
+        )
+
+    timings = {}
+    for name, run in (("decode_ms_per_step", project_loop), ("generate_ms_per_step", transformers_generate)):
+        run()  # warm-up
+        if device == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        run()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        timings[name] = round((time.perf_counter() - started) * 1000 / new_tokens, 2)
+    return {"sequences": PROMPTS * ROLLOUTS, "new_tokens": new_tokens, **timings}
+
+
 # ----------------------------------------------------------------------------- output
 def print_summary(result: dict) -> None:
-    tiny, grpo = result["tiny_cascade"], result["grpo_4k"]
+    tiny, grpo = result.get("tiny_cascade"), result["grpo"]
     print("\n== gpu-check:", result["environment"].get("device"), json.dumps(result["versions"]))
+    if tiny:
+        print(
+            f"tiny cascade ({tiny['checkpoint_dtype']}): {tiny['wall_s']} s; stages "
+            + ", ".join(f"{name} {wall} s" for name, wall in tiny["stages"].items())
+            + (f"; peak GPU memory {tiny['peak_allocated_gb']} GB" if "peak_allocated_gb" in tiny else "")
+        )
+    sampling = result["sampling"]
     print(
-        f"tiny cascade ({tiny['checkpoint_dtype']}): {tiny['wall_s']} s; stages "
-        + ", ".join(f"{name} {wall} s" for name, wall in tiny["stages"].items())
-        + (f"; peak GPU memory {tiny['peak_allocated_gb']} GB" if "peak_allocated_gb" in tiny else "")
+        f"sampling, {sampling['sequences']} sequences x {sampling['new_tokens']} tokens: llm/decode.py "
+        f"{sampling['decode_ms_per_step']} ms a step, transformers generate {sampling['generate_ms_per_step']} ms"
     )
     print(
         f"GRPO, Qwen3 {grpo['parameters'] / 1e9:.2f}B random init, {grpo['completions_per_step']} completions "
@@ -297,7 +356,9 @@ def print_summary(result: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu-check", help="Output directory (replaced).")
-    parser.add_argument("--grpo-steps", type=int, default=3, help="GRPO steps at 4,096 tokens (the first is warm-up).")
+    parser.add_argument("--grpo-steps", type=int, default=2, help="GRPO steps (the first is warm-up).")
+    parser.add_argument("--response-tokens", type=int, default=RESPONSE_TOKENS, help="GRPO response length.")
+    parser.add_argument("--skip-tiny", action="store_true", help="Leave out part 1, the tiny cascade.")
     parser.add_argument("--cpu-smoke", action="store_true", help="CPU, toy sizes: check the code paths, not the GPU.")
     options = parser.parse_args(argv)
     environment = preflight(options.cpu_smoke)
@@ -306,8 +367,10 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(options.out, ignore_errors=True)
     started = time.perf_counter()
     result = {"environment": environment, "versions": versions()}
-    result["tiny_cascade"] = run_tiny_cascade(options.out / "tiny", options.cpu_smoke)
-    result["grpo_4k"] = run_long_grpo(options.out / "grpo", options.cpu_smoke, options.grpo_steps)
+    if not options.skip_tiny:
+        result["tiny_cascade"] = run_tiny_cascade(options.out / "tiny", options.cpu_smoke)
+    result["sampling"] = time_sampling(options.out / "sampling", options.cpu_smoke)
+    result["grpo"] = run_long_grpo(options.out / "grpo", options.cpu_smoke, options.grpo_steps, options.response_tokens)
     result["total_s"] = round(time.perf_counter() - started, 1)
     (options.out / "gpu-check.json").write_text(json.dumps(result, indent=1))
     print_summary(result)
