@@ -1,4 +1,4 @@
-"""GPU check (issue 8, item 9): the engine on one CUDA GPU in about 5 minutes.
+"""GPU check (issue 8, item 9): the engine on one CUDA GPU in about 5 minutes (projected from its parts on an H200).
 
 1. the shortened tiny cascade (tests/test_demo.py::shortened_tiny_recipe: SFT -> RM -> RLHF ->
    IF-RL -> Math -> Code -> SWE, a few steps each, every toy benchmark after every stage) in
@@ -280,7 +280,7 @@ def run_long_grpo(out: Path, cpu_smoke: bool, steps: int, response_tokens: int) 
 def time_sampling(out: Path, cpu_smoke: bool, new_tokens: int = 256) -> dict:
     """Milliseconds per decoding step, 16 sequences, of the project's sampling loop (llm/decode.py,
     GRPO rollouts and evaluation without vLLM) and of ``transformers``' ``generate``, on the
-    policy of part 2 (no stop token: every sequence runs ``new_tokens``)."""
+    policy of part 3 (no stop token: every sequence runs ``new_tokens``)."""
     import torch
     from transformers import AutoModelForCausalLM
 
