@@ -215,13 +215,13 @@ def build_policy(folder: Path, sizes: dict) -> tuple[Path, int]:
     return folder, parameters
 
 
-def run_long_grpo(out: Path, cpu_smoke: bool, steps: int, response_tokens: int) -> dict:
+def run_long_grpo(out: Path, policy: tuple[Path, int], cpu_smoke: bool, steps: int, response_tokens: int) -> dict:
     from cascade_rl.recipe import parse_recipe
     from cascade_rl.train.cascade import Cascade
     from cascade_rl.train.common import read_metrics
 
     out.mkdir(parents=True, exist_ok=True)
-    model, parameters = build_policy(out / "policy", SMOKE_MODEL if cpu_smoke else QWEN3_05B)
+    model, parameters = policy
     data = out / "rl.jsonl"
     data.write_text(
         "".join(json.dumps({"prompt": f"What is {a} + {a}?", "answer": str(2 * a)}) + "\n" for a in range(64))
@@ -277,7 +277,7 @@ def run_long_grpo(out: Path, cpu_smoke: bool, steps: int, response_tokens: int) 
 
 
 # ----------------------------------------------------------------------------- sampling speed
-def time_sampling(out: Path, cpu_smoke: bool, new_tokens: int = 256) -> dict:
+def time_sampling(folder: Path, cpu_smoke: bool, new_tokens: int = 256) -> dict:
     """Milliseconds per decoding step, 16 sequences, of the project's sampling loop (llm/decode.py,
     GRPO rollouts and evaluation without vLLM) and of ``transformers``' ``generate``, on the
     policy of part 3 (no stop token: every sequence runs ``new_tokens``)."""
@@ -286,7 +286,6 @@ def time_sampling(out: Path, cpu_smoke: bool, new_tokens: int = 256) -> dict:
 
     from cascade_rl.llm.decode import decode
 
-    folder, _ = build_policy(out, SMOKE_MODEL if cpu_smoke else QWEN3_05B)
     device, dtype = ("cpu", torch.float32) if cpu_smoke else ("cuda", torch.bfloat16)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
     prompts = torch.randint(3, 500, (PROMPTS * ROLLOUTS, 32), device=device)
@@ -311,16 +310,17 @@ def time_sampling(out: Path, cpu_smoke: bool, new_tokens: int = 256) -> dict:
             pad_token_id=0,
         )
 
-    timings = {}
-    for name, run in (("decode_ms_per_step", project_loop), ("generate_ms_per_step", transformers_generate)):
-        run()  # warm-up
-        if device == "cuda":
-            torch.cuda.synchronize()
+    def timed(run) -> float:
         started = time.perf_counter()
         run()
         if device == "cuda":
             torch.cuda.synchronize()
-        timings[name] = round((time.perf_counter() - started) * 1000 / new_tokens, 2)
+        return time.perf_counter() - started
+
+    timings = {}
+    for name, run in (("decode_ms_per_step", project_loop), ("generate_ms_per_step", transformers_generate)):
+        timed(run)  # warm-up (and the queue emptied before the timed run)
+        timings[name] = round(timed(run) * 1000 / new_tokens, 2)
     return {"sequences": PROMPTS * ROLLOUTS, "new_tokens": new_tokens, **timings}
 
 
@@ -369,8 +369,11 @@ def main(argv: list[str] | None = None) -> None:
     result = {"environment": environment, "versions": versions()}
     if not options.skip_tiny:
         result["tiny_cascade"] = run_tiny_cascade(options.out / "tiny", options.cpu_smoke)
-    result["sampling"] = time_sampling(options.out / "sampling", options.cpu_smoke)
-    result["grpo"] = run_long_grpo(options.out / "grpo", options.cpu_smoke, options.grpo_steps, options.response_tokens)
+    policy = build_policy(options.out / "policy", SMOKE_MODEL if options.cpu_smoke else QWEN3_05B)
+    result["sampling"] = time_sampling(policy[0], options.cpu_smoke)
+    result["grpo"] = run_long_grpo(
+        options.out / "grpo", policy, options.cpu_smoke, options.grpo_steps, options.response_tokens
+    )
     result["total_s"] = round(time.perf_counter() - started, 1)
     (options.out / "gpu-check.json").write_text(json.dumps(result, indent=1))
     print_summary(result)
