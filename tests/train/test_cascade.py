@@ -127,6 +127,8 @@ def test_full_run_layout_report_and_resume_skips_everything(recipe_file, tmp_pat
     for name in stages:
         status = json.loads((run_dir / name / "stage.json").read_text())
         assert status["status"] == "done" and (run_dir / name / "model" / "config.json").exists()
+        assert status["wall_s"] == round(status["train_s"] + status["eval_s"], 2)
+        assert "earlier_attempts_s" not in status and not (run_dir / name / "attempt.json").exists()
     assert json.loads((run_dir / "02-rm/stage.json").read_text())["policy"].endswith("01-sft/model")
     assert json.loads((run_dir / "03-rlhf/stage.json").read_text())["policy"].endswith("03-rlhf/model")
     assert not (run_dir / "02-rm/eval.json").exists()  # eval: [] on that stage
@@ -153,6 +155,7 @@ def test_kill_9_inside_a_stage_then_resume_finishes_without_redoing_work(recipe_
     env = {"CASCADE_TEST_KILL_FLAG": str(flag), "CASCADE_TEST_KILL_AFTER": str(run_dir / "04-toy/substage-1/done")}
     crashed = cascade_cli("run", str(recipe_file), "--out", str(run_dir), env=env)
     assert crashed.returncode == -9, crashed.stderr[-2000:]
+    crashed_at = json.loads((run_dir / "04-toy/attempt.json").read_text())["started"]
     assert not flag.exists()
     assert json.loads((run_dir / "03-rlhf/stage.json").read_text())["status"] == "done"
     assert not (run_dir / "04-toy/stage.json").exists() and (run_dir / "04-toy/substage-1/done").exists()
@@ -161,8 +164,14 @@ def test_kill_9_inside_a_stage_then_resume_finishes_without_redoing_work(recipe_
     resumed = cascade_cli("run", str(recipe_file), "--out", str(run_dir), "--resume", env=env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # finished work was not redone
-    assert json.loads((run_dir / "04-toy/stage.json").read_text())["status"] == "done"
+    status = json.loads((run_dir / "04-toy/stage.json").read_text())
+    assert status["status"] == "done"
     assert (run_dir / "04-toy/substage-2/done").exists() and (run_dir / "report.json").exists()
+    # the killed process's time on the stage (its start to its last write) is in the stage's wall time
+    killed_s = finished[run_dir / "04-toy/substage-1/done"] / 1e9 - crashed_at
+    assert killed_s > 0 and status["earlier_attempts_s"] >= round(killed_s, 2) - 0.01
+    assert status["wall_s"] == round(status["train_s"] + status["eval_s"] + status["earlier_attempts_s"], 2)
+    assert not (run_dir / "04-toy/attempt.json").exists()
 
 
 def test_bad_recipe_fails_before_compute_naming_the_field(tmp_path):

@@ -254,10 +254,11 @@ class Cascade:
 
     def _run_stage(self, p: StagePlan, total: int, policy: Path, reward_models: dict[str, Path]):
         stage, stage_dir = p.stage, self.run_dir / p.dirname
-        status = distributed.on_main("open the stage", partial(_open_stage, stage_dir))
+        status, earlier_s = distributed.on_main("open the stage", partial(_open_stage, stage_dir))
         self.echo(f"[{p.index}/{total}] {stage.kind} {stage.name}")
         started = time.perf_counter()
-        if status.get("status") != "trained":
+        trained_here = status.get("status") != "trained"
+        if trained_here:
             with screening(self.training_screen):
                 policy, reward_models = self._train(stage, stage_dir, policy, reward_models)
             status = {
@@ -275,8 +276,8 @@ class Cascade:
         eval_started = time.perf_counter()
         distributed.on_main(f"evaluate {stage.name}", partial(self._evaluate, stage, stage_dir, policy, reward_models))
         status.update(status="done", eval_s=round(time.perf_counter() - eval_started, 2))
-        status["wall_s"] = round(status.get("train_s", 0.0) + status["eval_s"], 2)
-        distributed.on_main("stage done", partial(write_status, stage_dir, status))
+        status.update(_wall_time(status, trained_here, earlier_s))
+        distributed.on_main("stage done", partial(_close_stage, stage_dir, status))
         return policy, reward_models
 
     @cached_property
@@ -363,9 +364,56 @@ class Cascade:
         return build_report(self.run_dir)
 
 
-def _open_stage(stage_dir: Path) -> dict:
+ATTEMPT_FILE = "attempt.json"
+
+
+def _open_stage(stage_dir: Path) -> tuple[dict, float]:
+    """The stage's status and the seconds earlier processes spent on it without finishing it."""
     stage_dir.mkdir(parents=True, exist_ok=True)
-    return read_status(stage_dir)
+    return read_status(stage_dir), _begin_attempt(stage_dir)
+
+
+def _begin_attempt(stage_dir: Path) -> float:
+    """Record this process's start on the stage; return the time earlier, unfinished attempts spent
+    on it, each from its start to its last write (a process killed mid-stage never says when it
+    died; its checkpoints, metrics and progress files do), so that a resumed stage's wall time
+    counts the work of the process that was killed as well as of the one that finished it."""
+    path = stage_dir / ATTEMPT_FILE
+    earlier_s = 0.0
+    if path.exists():
+        record = json.loads(path.read_text())
+        last_write = max(_write_times(stage_dir, skip=path), default=record["started"])
+        earlier_s = record.get("earlier_s", 0.0) + max(0.0, last_write - record["started"])
+    path.write_text(json.dumps({"started": time.time(), "earlier_s": round(earlier_s, 2)}))
+    return earlier_s
+
+
+def _write_times(stage_dir: Path, *, skip: Path) -> list[float]:
+    times = []
+    for item in stage_dir.rglob("*"):
+        try:
+            if item != skip and item.is_file():
+                times.append(item.stat().st_mtime)
+        except OSError:  # a link to a checkpoint a later attempt removed
+            continue
+    return times
+
+
+def _wall_time(status: dict, trained_here: bool, earlier_s: float) -> dict:
+    """``wall_s``: this process's training (if it trained the stage) and evaluation, plus what
+    earlier attempts spent (``earlier_attempts_s``). A stage trained by an earlier process of an
+    older version, which left no attempt record, counts that process's recorded training time."""
+    this_process = (status.get("train_s", 0.0) if trained_here else 0.0) + status["eval_s"]
+    before = earlier_s or (0.0 if trained_here else status.get("train_s", 0.0))
+    times = {"wall_s": round(this_process + before, 2)}
+    if earlier_s:
+        times["earlier_attempts_s"] = round(earlier_s, 2)
+    return times
+
+
+def _close_stage(stage_dir: Path, status: dict) -> None:
+    write_status(stage_dir, status)
+    (stage_dir / ATTEMPT_FILE).unlink(missing_ok=True)
 
 
 def check_reward_servers(stage: GRPOStage, options: dict[str, dict], runtime: Any) -> None:
