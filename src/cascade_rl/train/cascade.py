@@ -10,6 +10,8 @@ Run layout::
     runs/<run>/<NN-stage>/metrics.jsonl one line per training step
     runs/<run>/<NN-stage>/eval.json     benchmarks after the stage
     runs/<run>/<NN-stage>/stage.json    status (trained -> done), wall time, policy path
+    runs/<run>/<NN-stage>/attempt.json  while the stage is unfinished: when this process began it
+                                        (a resumed stage's wall time adds the killed process's)
     runs/<run>/report.md, report.json   the stage x benchmark table, forgetting matrix, plots
 
 A stage is finished when its ``stage.json`` says ``done``; ``--resume`` skips finished stages,
