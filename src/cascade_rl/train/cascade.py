@@ -385,20 +385,14 @@ def _begin_attempt(stage_dir: Path) -> float:
     if path.exists():
         record = json.loads(path.read_text())
         last_write = max(_write_times(stage_dir, skip=path), default=record["started"])
-        earlier_s = record.get("earlier_s", 0.0) + max(0.0, last_write - record["started"])
-    path.write_text(json.dumps({"started": time.time(), "earlier_s": round(earlier_s, 2)}))
+        earlier_s = round(record.get("earlier_s", 0.0) + max(0.0, last_write - record["started"]), 2)
+    path.write_text(json.dumps({"started": time.time(), "earlier_s": earlier_s}))
     return earlier_s
 
 
 def _write_times(stage_dir: Path, *, skip: Path) -> list[float]:
-    times = []
-    for item in stage_dir.rglob("*"):
-        try:
-            if item != skip and item.is_file():
-                times.append(item.stat().st_mtime)
-        except OSError:  # a link to a checkpoint a later attempt removed
-            continue
-    return times
+    """Modification times of the stage's files (``is_file`` is false for a dangling link)."""
+    return [item.stat().st_mtime for item in stage_dir.rglob("*") if item != skip and item.is_file()]
 
 
 def _wall_time(status: dict, trained_here: bool, earlier_s: float) -> dict:
@@ -409,7 +403,7 @@ def _wall_time(status: dict, trained_here: bool, earlier_s: float) -> dict:
     before = earlier_s or (0.0 if trained_here else status.get("train_s", 0.0))
     times = {"wall_s": round(this_process + before, 2)}
     if earlier_s:
-        times["earlier_attempts_s"] = round(earlier_s, 2)
+        times["earlier_attempts_s"] = earlier_s
     return times
 
 
