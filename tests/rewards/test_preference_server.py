@@ -1,6 +1,7 @@
 """The RLHF and IF+RM rewards pointed at a reward-model server: a real `cascade serve
 reward-model` process on loopback, with a misbehaving proxy in front of it where a test needs
-errors, hangs or slowness. Remote scores equal local ones; failures score 0 and are counted."""
+errors, hangs or slowness. Remote scores equal local ones; a failed server gives no verdict
+(Score.no_verdict: left out of training, not scored 0)."""
 
 import json
 import os
@@ -66,7 +67,7 @@ def test_served_rewards_equal_local_rewards(server, rm_path):
         assert [s.reward for s in remote] == pytest.approx([s.reward for s in local], abs=1e-5)
         remote_rm, local_rm = ([s.details["rm_score"] for s in scores] for scores in (remote, local))
         assert remote_rm == pytest.approx(local_rm, abs=1e-5)
-        assert not any("error" in s.details for s in remote)
+        assert not any("error" in s.details or s.masked for s in remote)
     scores = score_batch("preference", requests(), {"reward_model": server})
     assert scores[3].details["language_mixing"] and scores[3].reward == pytest.approx(
         min(s.details["rm_score"] for s in scores) - 10
@@ -90,13 +91,13 @@ def test_server_errors_are_retried_with_backoff(server, rm_path):
     with ProxyServer(server, fail_first=2, fail_status=503) as proxy:
         options = {"reward_model": proxy.base_url, "backoff_base": 0.2, "max_retries": 3}
         (scored,) = score_batch("preference", batch, options)
-    assert scored.reward == pytest.approx(expected, abs=1e-5) and "error" not in scored.details
+    assert scored.reward == pytest.approx(expected, abs=1e-5) and scored.masked is None
     assert len(proxy.arrivals) == 3
     first_wait, second_wait = (b - a for a, b in zip(proxy.arrivals, proxy.arrivals[1:]))
     assert first_wait >= 0.2 and second_wait >= 0.4  # 0.2 * 2**attempt, exponential
 
 
-def test_a_hanging_server_times_out_scores_zero_and_is_counted():
+def test_a_hanging_server_times_out_and_gives_no_verdict():
     with ProxyServer(None, hang=True) as proxy:
         options = {"reward_model": proxy.base_url, "timeout": 0.5, "max_retries": 1, "backoff_base": 0.05}
         options["max_concurrency"] = 2
@@ -104,23 +105,37 @@ def test_a_hanging_server_times_out_scores_zero_and_is_counted():
         scores = score_batch("preference", requests() * 4, options)
         elapsed = time.monotonic() - start
         seen = len(proxy.bodies)
-    assert [s.reward for s in scores] == [0.0] * 20
-    assert sum("error" in s.details for s in scores) == 20 and "rm_score" not in scores[0].details
-    assert any("timed out" in s.details["error"] for s in scores)
+    assert all(s.masked for s in scores) and "rm_score" not in scores[0].details
+    assert any("timed out" in s.masked for s in scores) and scores[0].details["no_verdict"] == scores[0].masked
+    # a language-mixed response without a score takes no part in the batch minimum either
+    assert scores[3].details["language_mixing"] and scores[3].masked
     # fail fast: the first failure stops the batch from waiting out a timeout per request
     assert seen <= 2 * 2 and elapsed < 10
-    assert "not sent" in scores[-1].details["error"]
+    assert "not sent" in scores[-1].masked
 
 
-def test_an_if_rm_rollout_without_a_score_gets_zero_and_leaves_the_group(server, rm_path):
+def test_an_if_rm_rollout_without_a_score_has_no_verdict_and_leaves_the_group(server, rm_path):
     with ProxyServer(server, fail_first=1, fail_status=500) as proxy:
         scores = score_batch("if_rm", if_requests(), {"reward_model": proxy.base_url, "max_retries": 0})
-    failed = [s for s in scores if "error" in s.details]
-    assert len(failed) == 1 and failed[0].reward == 0.0 and "HTTP 500" in failed[0].details["error"]
+    failed = [s for s in scores if s.masked or "rm_error" in s.details]
+    assert len(failed) == 1
+    # whichever request failed: no verdict when its instructions hold, its 0 when they do not
+    (failed,) = failed
+    assert (failed.masked is not None) == (failed.details["if_reward"] == 1.0)
+    assert "HTTP 500" in (failed.masked or failed.details["rm_error"])
     # the three scored rollouts are z-scored among themselves, the failed one left out
-    kept = [s for s in scores if "error" not in s.details]
+    kept = [s for s in scores if "rm_score" in s.details]
     expected = combine([s.details["if_reward"] for s in kept], [s.details["rm_score"] for s in kept], [0] * 3)
     assert [s.reward for s in kept] == pytest.approx(expected)
+
+
+def test_an_if_rm_rollout_that_breaks_an_instruction_keeps_its_zero_without_the_reward_model():
+    with ProxyServer(None, fail_first=100, fail_status=503) as proxy:
+        batch = if_requests()[:2]
+        options = {"reward_model": proxy.base_url, "max_retries": 0}
+        breaks, follows = score_batch("if_rm", batch, options)
+    assert follows.masked and "HTTP 503" in follows.masked  # R_IF = 1: the RM score decides, none came
+    assert breaks.masked is None and breaks.reward == 0.0 and "HTTP 503" in breaks.details["rm_error"]
 
 
 def test_preflight_passes_a_live_server_and_names_a_dead_one(server, rm_path):

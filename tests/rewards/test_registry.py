@@ -1,10 +1,19 @@
 """The registry (DESIGN conventions 4 and 9): explicit, no duplicates, and every verifiable
-domain scores its own gold answer 1.0 and a known wrong answer lower."""
+domain scores its own gold answer 1.0 and a known wrong answer lower; group scorers get each
+prompt's group whole; a scorer that raises gives no verdict."""
 
 import pytest
 
 from cascade_rl.rewards.base import Score
-from cascade_rl.rewards.registry import REGISTRY, RewardDomain, _build, get_domain, score_batch
+from cascade_rl.rewards.registry import (
+    REGISTRY,
+    RewardDomain,
+    _build,
+    get_domain,
+    score_batch,
+    score_groups,
+    score_samples,
+)
 
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n"}
 GOLDEN = (
@@ -41,8 +50,8 @@ CASES = {
     "multiple_choice": ({"answer": "C"}, "<think>Paris</think>Answer: C", "<think>Madrid</think>Answer: B"),
 }
 #: domains scored by a reward model: gold/wrong for them is chosen/rejected, tested with a
-#: trained RM in tests/train/test_reward_model.py
-MODEL_DOMAINS = {"preference", "if_rm"}
+#: trained RM in tests/train/test_reward_model.py, and with a pairwise judge in tests/rewards/test_genrm.py
+MODEL_DOMAINS = {"preference", "if_rm", "genrm"}
 
 
 def test_every_registered_domain_is_covered_here():
@@ -65,8 +74,59 @@ def test_duplicates_are_rejected_and_unknown_names_listed():
         get_domain("astrology")
 
 
-def test_dotted_user_scorer_and_errors_become_zero():
+def test_dotted_user_scorer_and_a_scorer_that_raises_gives_no_verdict():
     assert get_domain("tiny_assets:contains_answer").scorer == "tiny_assets:contains_answer"
     scores = score_batch("tiny_assets:contains_answer", [{"response": "it is 4", "answer": "4"}, {"response": "x"}])
-    assert scores[0] == Score(1.0, scores[0].details)
-    assert scores[1].reward == 0.0 and "TypeError" in scores[1].details["error"]  # missing 'answer'
+    assert scores[0] == Score(1.0, scores[0].details) and scores[0].masked is None
+    # a missing 'answer' is not the response's fault: no verdict, the exception kept
+    assert scores[1].masked.startswith("scorer raised TypeError") and "TypeError" in scores[1].details["error"]
+    assert scores[1].details["no_verdict"] == scores[1].masked
+
+
+def rank_in_group(requests, *, bonus=0.0):
+    """A group scorer: each response's rank by length within its group, plus ``bonus``."""
+    if any(r["response"] == "boom" for r in requests):
+        raise RuntimeError("judge exploded")
+    if any(r["response"] == "short" for r in requests):
+        return [Score(1.0)]
+    order = sorted(range(len(requests)), key=lambda i: len(requests[i]["response"]))
+    return [Score(order.index(i) + bonus, {"size": len(requests)}) for i in range(len(requests))]
+
+
+GROUPED = RewardDomain("grouped", (), "rank by length in the group", group_scorer="test_registry:rank_in_group")
+
+
+def test_a_group_scorer_sees_each_group_whole_and_answers_in_request_order():
+    requests = [
+        {"response": "ccc", "group": "a"},
+        {"response": "x", "group": "b"},
+        {"response": "a", "group": "a"},
+        {"response": "bb", "group": "a"},
+        {"response": "yy", "group": "b"},
+    ]
+    for workers in (1, 3):
+        scores = score_batch(GROUPED, requests, {"bonus": 10.0}, workers=workers)
+        assert [s.reward for s in scores] == [12.0, 10.0, 10.0, 11.0, 11.0]
+        assert [s.details["size"] for s in scores] == [3, 2, 3, 3, 2]
+    # without a group key, the prompt is the group
+    by_prompt = [{"response": r, "prompt": p} for r, p in (("aa", "p"), ("b", "q"), ("a", "p"))]
+    assert [s.reward for s in score_batch(GROUPED, by_prompt)] == [1.0, 0.0, 0.0]
+
+
+def test_a_group_scorer_that_raises_or_miscounts_gives_its_group_no_verdict():
+    groups = [[{"response": "ok"}, {"response": "boom"}], [{"response": "a"}, {"response": "bb"}]]
+    groups.append([{"response": "short"}, {"response": "x"}])
+    scored = score_groups(GROUPED, groups)
+    assert [s.masked is not None for s in scored[0]] == [True, True]
+    assert "RuntimeError: judge exploded" in scored[0][0].masked
+    assert [s.reward for s in scored[1]] == [0.0, 1.0] and all(s.masked is None for s in scored[1])
+    assert all("gave 1 scores for 2 responses" in s.masked for s in scored[2])
+
+
+def test_groups_of_a_per_response_domain_and_evaluation_samples_keep_their_shape():
+    reference, gold, wrong = CASES["multiple_choice"]
+    scored = score_groups("multiple_choice", [[{**reference, "response": gold}], [{**reference, "response": wrong}] * 2])
+    assert [[s.reward for s in group] for group in scored] == [[1.0], [0.0, 0.0]]
+    rows = [{"prompt": [{"role": "user", "content": "q"}], "domain": "tiny_assets:contains_answer", "reference": {}}]
+    (samples,) = score_samples(rows, [["a", "b"]], {})
+    assert all(s.masked for s in samples)  # no 'answer' in the reference: no verdict, not a wrong answer

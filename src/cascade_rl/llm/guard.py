@@ -1,5 +1,5 @@
-"""Fail fast while a server is down (SPEC section 5: a reward that cannot be computed scores 0;
-the run goes on).
+"""Fail fast while a server is down (SPEC sections 5 and 11: a reward that cannot be computed has
+no verdict, and the run goes on).
 
 A client retries each request with backoff (:class:`~cascade_rl.llm.transport.HttpClient`),
 so one request to a dead or hanging server costs ``(max_retries + 1) * timeout`` seconds plus

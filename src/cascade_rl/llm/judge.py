@@ -27,8 +27,8 @@ whose other keys set the client: ``max_concurrency``, ``timeout``, ``max_retries
 judge defaults: at most :data:`JUDGE_SERVER_DEFAULTS` ``max_concurrency`` requests in flight,
 ``timeout`` seconds each, ``max_retries`` retries with exponential backoff on connection
 errors, timeouts, HTTP 429 and 5xx. A request that still fails raises
-:class:`~cascade_rl.llm.base.GenerationError`; the SWE reward scores that rollout 0 with
-``details["error"]`` (counted as ``reward/errors`` in training). After a server failure, calls
+:class:`~cascade_rl.llm.base.GenerationError`; the SWE reward gives that rollout no verdict
+(``Score.no_verdict``: training leaves it out). After a server failure, calls
 fail at once for ``cooldown`` seconds (:class:`~cascade_rl.llm.guard.ServiceGuard`), so a dead
 judge costs one timeout per cooldown, not one per rollout. :func:`check_judge` checks a served
 judge before a stage trains (the SWE reward's preflight calls it).

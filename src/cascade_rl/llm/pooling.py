@@ -40,9 +40,9 @@ concurrently -- at most ``max_concurrency`` in flight; the server batches what a
 ``timeout`` and is retried up to ``max_retries`` times on connection errors, timeouts, HTTP 429
 and 5xx, with exponential backoff (it is an :class:`~cascade_rl.llm.transport.HttpClient`,
 ``Retry-After`` honoured). A
-request that still fails gives that conversation no score and an error (the reward then scores
-it 0 with ``details["error"]``, which the GRPO adapter counts as ``reward/errors``); the other
-conversations are scored. After a server failure the client fails fast for ``cooldown`` seconds
+request that still fails gives that conversation no score and an error (the reward then has no
+verdict on it, ``Score.no_verdict``, and training leaves it out); the other conversations are
+scored. After a server failure the client fails fast for ``cooldown`` seconds
 (:class:`~cascade_rl.llm.guard.ServiceGuard`), so a dead server costs one timeout, not one per
 request. :func:`check_server` is the preflight: the server answers ``GET /health`` and one tiny
 scoring request within a deadline, or a one-line error names the URL.

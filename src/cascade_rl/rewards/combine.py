@@ -7,6 +7,11 @@ where ``z`` is the z-score of the reward-model scores over the rollouts of the s
 
 Rollouts are grouped by ``request["group"]`` when given (the GRPO adapter passes the step's
 group: the rollouts of one prompt slot, wherever they were generated), else by the prompt text.
+
+When the reward-model server fails on a rollout (:mod:`cascade_rl.rewards.preference`), a
+rollout that breaks an instruction still has its verdict, 0 (the RM score does not enter it);
+one that follows every instruction has no verdict (:meth:`Score.no_verdict`) and takes no part
+in its group's z-score.
 """
 
 from __future__ import annotations
@@ -76,10 +81,17 @@ def score_batch(
             {"if_reward": s.reward, "rm_score": rm.value, **{k: v for k, v in s.details.items() if k == "follow_list"}},
         )
         if rm.error is None
-        else Score(0.0, {"if_reward": s.reward, "error": rm.error})  # the RM server failed: 0, counted
+        else _without_rm_score(s.reward, rm.error)
         for s, rm in zip(if_results, results)
     ]
-    return [Score(value, score.details) for value, score in zip(combine_scores(local, groups), local)]
+    return [Score(value, score.details, score.masked) for value, score in zip(combine_scores(local, groups), local)]
+
+
+def _without_rm_score(if_reward: float, error: str) -> Score:
+    """The reward of a rollout the reward model did not score (module docstring)."""
+    if if_reward != 1:
+        return Score(0.0, {"if_reward": if_reward, "rm_error": error})
+    return Score.no_verdict(error, if_reward=if_reward)
 
 
 def combine_scores(scores: Sequence[Score], groups: Sequence[Any], **_: Any) -> list[float]:

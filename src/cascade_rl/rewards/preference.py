@@ -15,10 +15,11 @@
   PATH`` or ``vllm serve PATH --runner pooling``; see :mod:`cascade_rl.llm.pooling`. Server
   options: ``max_concurrency`` (16), ``timeout`` (120 s per request), ``max_retries`` (3),
   ``backoff_base`` (0.5 s), ``backoff_max`` (30 s), ``cooldown`` (60 s), ``api_key`` (the
-  server's ``--api-key``). A conversation the server fails to score gets reward 0 with
-  ``details["error"]`` and no ``rm_score`` (counted as ``reward/errors`` by the GRPO adapter) and
-  the rest of the batch is scored; it takes no part in the batch minimum. :func:`preflight`
-  checks a server before a stage trains.
+  server's ``--api-key``). A conversation the server fails to score (a timeout, a connection
+  error, an HTTP error after the retries, an answer without a score) has no verdict
+  (:meth:`~cascade_rl.rewards.base.Score.no_verdict`: training leaves it out rather than
+  scoring it 0) and no ``rm_score``, and the rest of the batch is scored; it takes no part in
+  the batch minimum. :func:`preflight` checks a server before a stage trains.
 * **Length.** The RM reads at most ``max_length`` tokens (option; default: the model's
   ``max_position_embeddings`` locally, the server's own limit remotely; the paper recipes set
   16384, the RM's training length). A longer conversation keeps its *last* ``max_length``
@@ -239,11 +240,11 @@ def score_batch(
             },
         )
         if result.error is None
-        else Score(0.0, {"language_mixing": mix, "error": result.error})  # the RM server failed: 0, counted
+        else Score.no_verdict(result.error, language_mixing=mix)  # the RM server failed: no verdict
         for r, result, mix in zip(requests, results, mixed)
     ]
     rewards = language_floor(local, language_penalty_offset=language_penalty_offset)
-    return [Score(reward, score.details) for reward, score in zip(rewards, local)]
+    return [Score(reward, score.details, score.masked) for reward, score in zip(rewards, local)]
 
 
 def language_floor(
@@ -252,7 +253,8 @@ def language_floor(
     """The rewards of a batch: each RM score, except that a language-mixing response gets (the
     lowest RM score in the batch) - ``language_penalty_offset``. Applied to each call's batch by
     :func:`score_batch`, and again by the GRPO adapter to the step's whole batch over all
-    processes (the paper's "batch"). A score without an RM score (a failed request) keeps its 0."""
+    processes (the paper's "batch"). A score without an RM score (no verdict: a failed request)
+    keeps its placeholder 0."""
     values = [s.details["rm_score"] for s in scores if "rm_score" in s.details]
     if not values:
         return [s.reward for s in scores]

@@ -4,12 +4,20 @@ Each RL row names its reward domain in a ``domain`` column (convention 3); this 
 that name to the scorer and the reference fields the row must carry. Scorer modules are
 imported lazily, so scoring math never imports torch.
 
-A domain is scored either one response at a time (``scorer``: ``fn(response, *, prompt=None,
-**fields, **options) -> Score``) or as a batch (``batch_scorer``: ``fn(requests, **options) ->
+A domain is scored one response at a time (``scorer``: ``fn(response, *, prompt=None,
+**fields, **options) -> Score``), as a batch (``batch_scorer``: ``fn(requests, **options) ->
 list[Score]`` where a request is ``{"response", "prompt", **fields}``), for rewards that need
 the whole batch (RLHF's batch penalty), the prompt's group (IF+RM z-score) or a worker pool
-(code). :func:`score_batch` serves both and turns a scorer that raises into reward 0 with the
-error in the details, so one bad row never stops a stage.
+(code), or one prompt's group at a time (``group_scorer``: ``fn(requests_of_one_group,
+**options) -> list[Score]``), for rewards that compare the responses of a prompt with each
+other (the pairwise GenRM of Cascade 2). :func:`score_batch` serves all three; a group is the
+requests that share a ``group`` key (the GRPO group, or a ``cascade score`` line's
+``responses``), else a prompt, and :func:`score_groups` scores given groups.
+
+**A scorer that raises** has reached no verdict, and that is not the response's fault (a bug, a
+malformed reference, a verifier that crashed): the rollout gets :meth:`Score.no_verdict` with
+the exception as the reason and in ``details["error"]``, so training leaves it out instead of
+teaching the policy that its answer was wrong, and one bad row never stops a stage.
 
 Users add domains without editing this file: a ``domain`` value of the form
 ``package.module:function`` names a per-response scorer directly.
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +54,9 @@ class RewardDomain:
     #: checks the servers the domain's options name before a stage trains (reward-model server,
     #: SWE judge): ``fn(domain_name, options, *, timeout) -> None``, raising PreflightError
     preflight: str | None = None
+    #: scores the responses of one prompt together (a pairwise judge): ``fn(requests, **options)
+    #: -> list[Score]``, ``requests`` being one group (module docstring)
+    group_scorer: str | None = None
 
     def load_scorer(self) -> Callable[..., Score] | None:
         return _load(self.scorer) if self.scorer else None
@@ -54,6 +66,9 @@ class RewardDomain:
 
     def load_batch_scorer(self) -> Callable[..., list[Score]] | None:
         return _load(self.batch_scorer) if self.batch_scorer else None
+
+    def load_group_scorer(self) -> Callable[..., list[Score]] | None:
+        return _load(self.group_scorer) if self.group_scorer else None
 
 
 def _load(target: str) -> Callable:
@@ -68,7 +83,7 @@ def _build(domains: Iterable[RewardDomain]) -> dict[str, RewardDomain]:
     for domain in domains:
         if domain.name in registry:
             raise ValueError(f"reward domain {domain.name!r} registered twice")
-        if not (domain.scorer or domain.batch_scorer):
+        if not (domain.scorer or domain.batch_scorer or domain.group_scorer):
             raise ValueError(f"reward domain {domain.name!r} has no scorer")
         registry[domain.name] = domain
     return registry
@@ -135,6 +150,14 @@ REGISTRY: dict[str, RewardDomain] = _build(
             required_options=("reward_model",),
             preflight="cascade_rl.rewards.preference:preflight",
         ),
+        RewardDomain(
+            "genrm",
+            (),
+            "Cascade 2's pairwise generative RM: a judge compares the responses of a prompt's group in pairs "
+            "(circular or all pairs); the mean of each response's scores (1-5, ties broken by the ranking 1-6)",
+            group_scorer="cascade_rl.rewards.genrm:score_group",
+            required_options=("judge",),
+        ),
     ]
 )
 
@@ -180,20 +203,31 @@ def score_batch(
 ) -> list[Score]:
     """Score ``requests`` (each ``{"response", "prompt"?, **fields}``) with ``domain``.
 
-    Uses the domain's batch scorer when it has one (given ``workers`` when it takes a
-    ``workers`` parameter and the options do not set it: code's sandbox pool), else its
-    per-response scorer (on ``workers`` threads). A scorer that raises scores 0 with
-    ``details["error"]``; the batch is never lost because of one row.
+    Uses the domain's group scorer on each group of the requests (:func:`group_key`), its batch
+    scorer when it has one (given ``workers`` when it takes a ``workers`` parameter and the
+    options do not set it: code's sandbox pool), else its per-response scorer (on ``workers``
+    threads). A scorer that raises gives no verdict with ``details["error"]`` (module
+    docstring); the batch is never lost because of one row.
     """
     domain = get_domain(domain) if isinstance(domain, str) else domain
     options = dict(options or {})
+    if domain.group_scorer is not None:
+        members: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            members.setdefault(group_key(request), []).append(index)
+        scored = score_groups(domain, [[requests[i] for i in m] for m in members.values()], options, workers=workers)
+        out: list[Any] = [None] * len(requests)
+        for indices, scores in zip(members.values(), scored):
+            for i, score in zip(indices, scores):
+                out[i] = score
+        return out
     batch = domain.load_batch_scorer()
     if batch is not None:
         if "workers" in inspect.signature(batch).parameters:
             options.setdefault("workers", workers)
         try:
             return list(batch(list(requests), **options))
-        except Exception as error:  # noqa: BLE001 - reported in the details, scored 0
+        except Exception as error:  # noqa: BLE001 - reported in the details, no verdict
             if domain.scorer is None:
                 return [_error_score(error) for _ in requests]
     scorer = domain.load_scorer()
@@ -206,6 +240,52 @@ def score_batch(
         return [one(r) for r in requests]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, requests))
+
+
+def group_key(request: Mapping[str, Any]) -> str:
+    """The group a request belongs to: its ``group`` when given, else its prompt."""
+    if request.get("group") is not None:
+        return f"group:{request['group']}"
+    prompt = request.get("messages") or request.get("prompt")
+    return "prompt:" + json.dumps(prompt, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def score_groups(
+    domain: RewardDomain | str,
+    groups: Sequence[Sequence[Mapping[str, Any]]],
+    options: Mapping[str, Any] | None = None,
+    *,
+    workers: int = 1,
+) -> list[list[Score]]:
+    """Scores of each group of requests (the responses of one prompt), in order: the domain's
+    group scorer on each group (``workers`` groups at once), or :func:`score_batch` on all of
+    them for a domain that scores responses on their own. A group scorer that raises, or
+    answers with the wrong number of scores, gives its whole group no verdict."""
+    domain = get_domain(domain) if isinstance(domain, str) else domain
+    options = dict(options or {})
+    group_scorer = domain.load_group_scorer()
+    if group_scorer is None:
+        flat = score_batch(domain, [request for group in groups for request in group], options, workers=workers)
+        cursor, out = 0, []
+        for group in groups:
+            out.append(flat[cursor : cursor + len(group)])
+            cursor += len(group)
+        return out
+
+    def one(group: Sequence[Mapping[str, Any]]) -> list[Score]:
+        try:
+            scores = list(group_scorer(list(group), **options))
+        except Exception as error:  # noqa: BLE001 - reported in the details, no verdict
+            return [_error_score(error) for _ in group]
+        if len(scores) != len(group):
+            problem = ValueError(f"{domain.name}: group scorer gave {len(scores)} scores for {len(group)} responses")
+            return [_error_score(problem) for _ in group]
+        return scores
+
+    if workers <= 1 or len(groups) <= 1:
+        return [one(group) for group in groups]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, groups))
 
 
 def score_samples(
@@ -256,7 +336,7 @@ def _sample_requests(rows: Sequence[Mapping[str, Any]], samples: Sequence[Sequen
 
 
 def score_one(scorer: Callable[..., Score], request: Mapping[str, Any], options: Mapping[str, Any]) -> Score:
-    """Call a per-response scorer on one request; exceptions become reward 0."""
+    """Call a per-response scorer on one request; an exception gives no verdict."""
     arguments = _accepted(scorer, {**request, **options})
     response = arguments.pop("response", "") or ""
     start = time.perf_counter()
@@ -281,4 +361,6 @@ def _accepted(function: Callable, arguments: Mapping[str, Any]) -> dict[str, Any
 
 
 def _error_score(error: BaseException) -> Score:
-    return Score(0.0, {"error": f"{type(error).__name__}: {error}"})
+    """No verdict: the scorer raised (module docstring)."""
+    message = f"{type(error).__name__}: {error}"
+    return Score.no_verdict(f"scorer raised {message}", error=message)

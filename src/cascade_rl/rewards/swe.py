@@ -97,8 +97,8 @@ def score(
     :mod:`cascade_rl.llm.judge`) loaded once as a ``YesNoJudge``. Details:
     ``kind``, ``patch``, ``similarity``, ``applied``, ``identical`` and, for unparseable answers, the ``reason`` (not
     ``error``: that key marks a failure of the scorer itself in ``cascade score``). A judge
-    that fails (server down, timeout) scores the answer 0 with ``error`` set, so training counts
-    it (``reward/errors``) and goes on.
+    that fails (server down, timeout, HTTP error after the retries) gives no verdict
+    (:meth:`Score.no_verdict`): training leaves the rollout out and goes on.
     """
     files = _checked_files(files)
     if similarity not in ("lexical", "semantic"):
@@ -137,7 +137,7 @@ def score(
             if not _judge_unavailable(error):
                 raise
             details = _details("similar", result.patch, None)
-            return Score(0.0, {**details, "error": f"judge failed: {type(error).__name__}: {error}"})
+            return Score.no_verdict(f"judge failed: {type(error).__name__}: {error}", **details)
     reward = 0.0 if shaping and value < SHAPING_THRESHOLD else value
     return Score(reward, _details("similar", result.patch, value))
 
@@ -292,8 +292,8 @@ def _judged(judge: Judge, policy_prompt: str, golden_patch: str, model_patch: st
 
 
 def _judge_unavailable(error: BaseException) -> bool:
-    """A judge server that failed (down, timed out, retries spent): the rollout scores 0 and is
-    counted; any other exception (a judge answering outside [0, 1]) is a bug and propagates."""
+    """A judge server that failed (down, timed out, retries spent): the rollout has no verdict;
+    any other exception (a judge answering outside [0, 1]) is a bug and propagates."""
     from cascade_rl.llm.base import GenerationError
 
     return isinstance(error, (GenerationError, TimeoutError, ConnectionError))
