@@ -8,13 +8,15 @@ known in advance:
 
 * ``score_i`` = the N of a ``quality=N`` marker in response i (3 without one);
 * ``ranking``: 2 when response 1 scores higher, 5 when response 2 does; on a tie 3 (the judge
-  favours the first position) unless a response says ``tiebreak=second`` (then 4);
+  favours the first position) unless ``tiebreak=second`` appears anywhere in what it was sent
+  (a response, the principle, the prompt: then 4);
 * the reply is ``<think>`` + a decoy JSON object + ``</think>`` + prose + the JSON answer.
 
 Markers in a response change the judge's behaviour: ``GARBAGE`` (a reply without JSON),
 ``FENCED`` (the answer in a fenced ``json`` block followed by another object), ``FAIL`` (HTTP
 500), ``HANG`` (no answer for 60 s), ``SLOW`` (answer after 0.3 s). ``GET /stats`` answers the
-number of chat requests so far and the most in flight at once.
+number of chat requests so far and the most in flight at once; ``GET /reset`` starts that count
+of the most in flight again.
 """
 
 from __future__ import annotations
@@ -45,12 +47,12 @@ def quality(text: str) -> int:
     return int(found.group(1)) if found else 3
 
 
-def reply(first: str, second: str) -> str:
+def reply(first: str, second: str, everything: str) -> str:
     score_1, score_2 = quality(first), quality(second)
     if score_1 != score_2:
         ranking = 2 if score_1 > score_2 else 5
     else:
-        ranking = 4 if "tiebreak=second" in first + second else 3
+        ranking = 4 if "tiebreak=second" in everything else 3
     answer = json.dumps({"score_1": score_1, "score_2": score_2, "ranking": ranking})
     decoy = '{"score_1": 1, "score_2": 1, "ranking": 6}'
     if "GARBAGE" in first + second:
@@ -66,10 +68,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         with LOCK:
+            if self.path == "/reset":
+                STATE["max_in_flight"] = STATE["in_flight"]
             self._send(200, dict(STATE))
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if "HANG" in json.dumps(body["messages"]):  # never answers; not counted in flight
+            time.sleep(60)
+            return
         with LOCK:
             STATE["requests"] += 1
             STATE["in_flight"] += 1
@@ -77,14 +84,15 @@ class Handler(BaseHTTPRequestHandler):
         try:
             first, second = responses(body["messages"])
             both = first + second
-            if "HANG" in both:
-                time.sleep(60)
             if "SLOW" in both:
                 time.sleep(0.3)
             if "FAIL" in both:
                 self._send(500, {"error": {"message": "judge crashed", "code": 500}})
                 return
-            choice = {"index": 0, "message": {"role": "assistant", "content": reply(first, second)}}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply(first, second, json.dumps(body["messages"]))},
+            }
             self._send(200, {"id": "chat-1", "object": "chat.completion", "model": body["model"], "choices": [choice]})
         finally:
             with LOCK:

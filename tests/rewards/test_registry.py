@@ -125,7 +125,9 @@ def test_a_group_scorer_that_raises_or_miscounts_gives_its_group_no_verdict():
 
 def test_groups_of_a_per_response_domain_and_evaluation_samples_keep_their_shape():
     reference, gold, wrong = CASES["multiple_choice"]
-    scored = score_groups("multiple_choice", [[{**reference, "response": gold}], [{**reference, "response": wrong}] * 2])
+    scored = score_groups(
+        "multiple_choice", [[{**reference, "response": gold}], [{**reference, "response": wrong}] * 2]
+    )
     assert [[s.reward for s in group] for group in scored] == [[1.0], [0.0, 0.0]]
     rows = [{"prompt": [{"role": "user", "content": "q"}], "domain": "tiny_assets:contains_answer", "reference": {}}]
     (samples,) = score_samples(rows, [["a", "b"]], {})

@@ -499,4 +499,3 @@ def _scores(
         details = {"base_score": mean, "length_bonus": adjustment, "comparisons": own, **group}
         scores.append(Score(mean + adjustment, details))
     return scores
-
