@@ -94,7 +94,8 @@ def test_workers_size_the_code_sandbox_pool(tmp_path, monkeypatch):
 
 def test_lines_a_scorer_cannot_score_are_summarised_and_fail_unless_allowed(tmp_path):
     """An instruction id with no checker (or a tool_call row with a malformed reference) used to
-    score 0 silently with exit 0; now the errored lines are summarised and the exit code is 1."""
+    score 0 silently with exit 0; now a scorer that raises gives no verdict: the line is written
+    with reward null and the reason, summarised by reason, and the exit code is 1."""
     source = tmp_path / "in.jsonl"
     rows = [
         {
@@ -120,13 +121,51 @@ def test_lines_a_scorer_cannot_score_are_summarised_and_fail_unless_allowed(tmp_
     result = run_cli(str(source), "-o", str(out), "--workers", "1")
     assert result.returncode == 1, result.stderr
     scored = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["reward"] for r in scored] == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    assert [r["reward"] for r in scored] == [1.0, None, 1.0, None, None, 0.0]
     assert "unknown instruction id 'words:made_up'" in scored[1]["details"]["error"]
-    assert "3 line(s) could not be scored" in result.stderr
-    assert "2 x ValueError: unknown instruction id 'words:made_up'" in result.stderr
+    assert scored[1]["masked"].startswith("scorer raised ValueError") and "masked" not in scored[0]
+    assert "3 response(s) without a verdict" in result.stderr
+    assert "2 x scorer raised ValueError: unknown instruction id 'words:made_up'" in result.stderr
     assert "line(s) 2, 4" in result.stderr and "line(s) 5" in result.stderr
     assert "line(s) 6" not in result.stderr
 
     allowed = run_cli(str(source), "-o", str(out), "--workers", "1", "--allow-errors")
     assert allowed.returncode == 0, allowed.stderr
-    assert "3 line(s) could not be scored" in allowed.stderr and "--allow-errors" in allowed.stderr
+    assert "3 response(s) without a verdict" in allowed.stderr
+
+
+def test_a_group_of_responses_is_scored_together_and_masked_responses_are_reported(tmp_path):
+    """A line with `responses` (a prompt's group) gets `rewards`, one per response; a genrm group
+    is judged in pairs by a served judge, and a response the judge could not judge is masked."""
+    sys.path.insert(0, str(Path(__file__).parent / "llm"))
+    from llm_helpers import free_port, wait_for_http
+
+    port = free_port()
+    judge = subprocess.Popen([sys.executable, str(Path(__file__).parent / "rewards" / "genrm_judge.py"), str(port)])
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/stats", judge)
+        prompt = [{"role": "user", "content": "What is 2 + 2?"}]
+        rows = [
+            {"domain": "genrm", "prompt": prompt, "responses": ["4 quality=5", "four quality=2", "5 quality=1"]},
+            {"domain": "genrm", "prompt": "2 + 2?", "responses": ["quality=4", "quality=2 FAIL", "quality=3", "x"]},
+            {"domain": "math", "answer": "4", "responses": ["\\boxed{4}", "\\boxed{5}"]},
+            {"domain": "genrm", "prompt": "hi", "responses": "not a list"},
+        ]
+        source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        options = ["--option", f"genrm.judge=http://127.0.0.1:{port}/v1#judge", "--option", "genrm.strategy=circular"]
+        result = run_cli(str(source), "-o", str(out), *options)
+    finally:
+        judge.terminate()
+        judge.wait(timeout=10)
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert scored[0]["rewards"] == [5.0, 2.0, 1.0] and "masked" not in scored[0]
+    assert [d["judge_calls"] for d in scored[0]["details"]] == [3, 3, 3]
+    assert scored[1]["rewards"] == [4.0, None, 3.5, 2.75]  # (2,3) a tie, ranking 3: 3.5 and 2.5
+    assert scored[1]["masked"][0] is None and "HTTP 500" in scored[1]["masked"][1]
+    assert scored[2]["rewards"] == [1.0, 0.0]
+    assert scored[3]["reward"] is None and "'responses' must be a non-empty list" in scored[3]["details"]["error"]
+    assert result.returncode == 1
+    assert "1 response(s) without a verdict" in result.stderr and "line(s) 2" in result.stderr
+    table = result.stdout
+    assert "genrm" in table and "3.042" in table  # the mean of the six judged responses: 18.25 / 6

@@ -5,6 +5,17 @@ written back in order with ``reward`` and ``details``. A bad line (invalid JSON,
 domain, missing field) keeps its place with ``reward: null`` and an ``error`` naming the
 problem; all other lines are still scored.
 
+A line may give a prompt's group of responses instead, ``"responses": [...]``: it is written
+back with ``rewards`` and ``details``, one per response, and its responses are scored as one
+group -- which a domain with a group scorer needs (``genrm``: the judge compares them in
+pairs); other domains score each response on its own.
+
+A response without a verdict (:meth:`~cascade_rl.rewards.base.Score.no_verdict`: a judge or
+reward-model server that failed, a scorer that raised) is written with reward ``null`` and
+``masked`` giving the reason (a group line: ``masked``, a list with ``null`` for the responses
+that have a verdict), left out of its domain's mean reward, and counted in
+:attr:`ScoreReport.masked` by reason, with its line numbers.
+
 A line whose scorer could not score it (``details["error"]`` in any domain: the scorer raised,
 e.g. an instruction id with no checker or a malformed reference; a sandbox, reward-model server or
 judge failed; the math verifier's worker died) keeps the reward 0 its scorer gave, and is counted
@@ -23,20 +34,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.rewards.registry import get_domain, missing_fields, score_batch
+from cascade_rl.rewards.base import Score
+from cascade_rl.rewards.registry import get_domain, missing_fields, score_groups
 
 
 @dataclass
 class DomainSummary:
+    #: responses scored (a group line counts each of its responses)
     count: int = 0
     reward_sum: float = 0.0
     errors: int = 0
     timeouts: int = 0
     seconds: float = 0.0
+    #: responses without a verdict (not in the mean reward)
+    masked: int = 0
 
     @property
     def mean_reward(self) -> float:
-        return self.reward_sum / self.count if self.count else float("nan")
+        judged = self.count - self.masked
+        return self.reward_sum / judged if judged else float("nan")
 
     @property
     def lines_per_second(self) -> float:
@@ -66,10 +82,16 @@ class ScoreReport:
     total: int = 0
     #: scoring error -> line numbers of the lines it kept from being scored (reward 0 written)
     errored: dict[str, list[int]] = field(default_factory=dict)
+    #: why there is no verdict -> line numbers of the responses without one (reward null written)
+    masked: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def errored_lines(self) -> int:
         return sum(len(lines) for lines in self.errored.values())
+
+    @property
+    def masked_responses(self) -> int:
+        return sum(len(lines) for lines in self.masked.values())
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -85,8 +107,12 @@ def _validate(row: Any) -> str | None:
         return "line is not a JSON object"
     if "domain" not in row:
         return "missing field 'domain'"
-    if not isinstance(row.get("response"), str):
-        return "missing field 'response' (a string)"
+    if "responses" in row:
+        responses = row["responses"]
+        if not isinstance(responses, list) or not responses or not all(isinstance(r, str) for r in responses):
+            return "field 'responses' must be a non-empty list of strings"
+    elif not isinstance(row.get("response"), str):
+        return "missing field 'response' (a string), or 'responses' (a list of strings)"
     try:
         domain = get_domain(str(row["domain"]))
     except (KeyError, ValueError, ImportError, AttributeError) as error:
@@ -124,19 +150,15 @@ def score_file(
     for name, indices in by_domain.items():
         summary = report.domains.setdefault(name, DomainSummary())
         start = time.perf_counter()
-        scores = score_batch(name, [_request(outputs[i]) for i in indices], (options or {}).get(name), workers=workers)
+        groups = [_requests(outputs[i], numbers[i]) for i in indices]
+        scored = score_groups(name, groups, (options or {}).get(name), workers=workers)
         summary.seconds += time.perf_counter() - start
-        for index, score in zip(indices, scores):
-            outputs[index] = {**outputs[index], "reward": score.reward, "details": score.details}
-            summary.count += 1
-            summary.reward_sum += score.reward
-            error = scoring_error(score.details)
-            if error is not None:
-                summary.errors += 1
-                report.errored.setdefault(error, []).append(numbers[index])
-            summary.timeouts += bool(score.details.get("timeout"))
+        for index, scores in zip(indices, scored):
+            outputs[index] = _scored_row(outputs[index], scores)
+            for score in scores:
+                _count(report, summary, score, numbers[index])
 
-    for lines in report.errored.values():
+    for lines in (*report.errored.values(), *report.masked.values()):
         lines.sort()
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target, "w", encoding="utf-8") as handle:
@@ -145,5 +167,34 @@ def score_file(
     return report
 
 
-def _request(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k not in ("domain", "reward", "details")}
+def _requests(row: Mapping[str, Any], number: int) -> list[dict[str, Any]]:
+    """The requests of a line: its response, or its group of responses (one group per line)."""
+    request = {k: v for k, v in row.items() if k not in ("domain", "reward", "details", "responses", "masked")}
+    if "responses" not in row:
+        return [request]
+    return [{**request, "response": response, "group": f"line {number}"} for response in row["responses"]]
+
+
+def _scored_row(row: dict, scores: list[Score]) -> dict:
+    rewards = [None if score.masked else score.reward for score in scores]
+    masked = [score.masked for score in scores]
+    if "responses" in row:
+        out = {**row, "rewards": rewards, "details": [score.details for score in scores]}
+        return {**out, "masked": masked} if any(masked) else out
+    (score,) = scores
+    out = {**row, "reward": rewards[0], "details": score.details}
+    return {**out, "masked": score.masked} if score.masked else out
+
+
+def _count(report: ScoreReport, summary: DomainSummary, score: Score, number: int) -> None:
+    summary.count += 1
+    summary.timeouts += bool(score.details.get("timeout"))
+    if score.masked:
+        summary.masked += 1
+        report.masked.setdefault(score.masked, []).append(number)
+        return
+    summary.reward_sum += score.reward
+    error = scoring_error(score.details)
+    if error is not None:
+        summary.errors += 1
+        report.errored.setdefault(error, []).append(number)

@@ -14,7 +14,10 @@ from cascade_rl.cli.common import EXIT_PROBLEMS, console, fail, parse_options, s
 
 def score(
     source: Path = typer.Argument(
-        ..., exists=True, dir_okay=False, help="JSONL: domain, prompt?, response, reference fields."
+        ...,
+        exists=True,
+        dir_okay=False,
+        help="JSONL: domain, prompt?, response (or responses: a prompt's group), reference fields.",
     ),
     output: Path | None = typer.Option(
         None, "-o", "--output", help="Where to write the scored lines [default: IN.scored.jsonl]."
@@ -29,17 +32,22 @@ def score(
         60.0, "--wait", min=0.0, help="Seconds to wait for reward servers named in --option to answer."
     ),
     allow_errors: bool = typer.Option(
-        False, "--allow-errors", help="Exit 0 even when a scorer could not score some lines (reward 0 written)."
+        False,
+        "--allow-errors",
+        help="Exit 0 even when a scorer could not score some lines (reward 0 written) or reached no verdict.",
     ),
 ) -> None:
-    """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm).
+    """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm, genrm).
 
-    Writes every line back with `reward` and `details` and prints a summary per domain. Bad lines
-    are reported with their line number and get `reward: null`; the exit code is 1 if any. Lines a
-    scorer could not score (`details.error`: an unknown instruction id, a malformed reference, a
-    failed sandbox or server) keep reward 0 and are summarised by error with their line numbers;
-    the exit code is 1 if any, unless --allow-errors. Reward servers named in --option (a reward
-    model, the SWE judge) must answer first (exit code 2).
+    Writes every line back with `reward` and `details` (a line with `responses`, a prompt's group:
+    `rewards` and `details`, one per response) and prints a summary per domain. Bad lines are
+    reported with their line number and get `reward: null`; the exit code is 1 if any. Lines a
+    scorer could not score (`details.error`: an unknown instruction id, a malformed reference)
+    keep reward 0 and are summarised by error with their line numbers. Responses without a verdict
+    (a judge or reward-model server that failed, a scorer that raised) get reward null and
+    `masked: REASON`, are left out of the mean and summarised by reason. The exit code is 1 if
+    either, unless --allow-errors. Reward servers named in --option (a reward model, the SWE
+    judge) must answer first (exit code 2).
     """
     from cascade_rl.scoring import score_file
 
@@ -52,10 +60,12 @@ def score(
         console.print(f"[red]line {number}[/red]: {escape(problem)}", highlight=False)
     if report.errored:
         print_scoring_errors(report.errored, allowed=allow_errors)
+    if report.masked:
+        print_masked(report.masked)
     if report.bad_lines:
         console.print(f"[red]{len(report.bad_lines)} bad line(s)[/red] written with reward null")
         raise typer.Exit(EXIT_PROBLEMS)
-    if report.errored and not allow_errors:
+    if (report.errored or report.masked) and not allow_errors:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -73,13 +83,14 @@ def check_servers(options: dict[str, dict], wait: float) -> None:
 
 def domain_table(report, title: str) -> Table:
     table = Table(title=title)
-    for column in ("domain", "count", "mean reward", "errors", "timeouts", "lines/s"):
+    for column in ("domain", "count", "mean reward", "masked", "errors", "timeouts", "lines/s"):
         table.add_column(column, justify="left" if column == "domain" else "right")
     for name, summary in sorted(report.domains.items()):
         table.add_row(
             name,
             str(summary.count),
             f"{summary.mean_reward:.3f}",
+            str(summary.masked),
             str(summary.errors),
             str(summary.timeouts),
             f"{summary.lines_per_second:.1f}",
@@ -87,12 +98,27 @@ def domain_table(report, title: str) -> Table:
     return table
 
 
-def print_scoring_errors(errored: dict[str, list[int]], *, allowed: bool, shown: int = 5) -> None:
+def print_scoring_errors(errored: dict[str, list[int]], *, allowed: bool) -> None:
     """The lines a scorer could not score, most frequent error first."""
     total = sum(len(lines) for lines in errored.values())
     outcome = "counted with reward 0 (--allow-errors)" if allowed else "written with reward 0"
     console.print(f"[red]{total} line(s) could not be scored[/red], {outcome}:", highlight=False)
-    for error, lines in sorted(errored.items(), key=lambda item: (-len(item[1]), item[1][0])):
-        more = f" (+{len(lines) - shown} more)" if len(lines) > shown else ""
-        where = ", ".join(str(n) for n in lines[:shown]) + more
-        console.print(f"  {len(lines)} x {escape(error)} -- line(s) {where}", highlight=False)
+    print_by_reason(errored)
+
+
+def print_masked(masked: dict[str, list[int]]) -> None:
+    """The responses without a verdict, most frequent reason first."""
+    total = sum(len(lines) for lines in masked.values())
+    console.print(
+        f"[red]{total} response(s) without a verdict[/red] (masked: written with reward null, not in the mean):",
+        highlight=False,
+    )
+    print_by_reason(masked)
+
+
+def print_by_reason(lines_by_reason: dict[str, list[int]], shown: int = 5) -> None:
+    for reason, lines in sorted(lines_by_reason.items(), key=lambda item: (-len(item[1]), item[1][0])):
+        numbers = list(dict.fromkeys(lines))
+        more = f" (+{len(numbers) - shown} more)" if len(numbers) > shown else ""
+        where = ", ".join(str(n) for n in numbers[:shown]) + more
+        console.print(f"  {len(lines)} x {escape(reason)} -- line(s) {where}", highlight=False)
