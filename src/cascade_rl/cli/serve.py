@@ -1,6 +1,7 @@
 """``cascade serve``: serve models apart from the training processes (:mod:`cascade_rl.serve`):
 a reward model behind vLLM's Pooling API, a distillation teacher behind vLLM's completions API
-with ``prompt_logprobs``."""
+with ``prompt_logprobs``; and the reward verifiers behind NeMo Gym's resources-server protocol
+(:mod:`cascade_rl.integrations.nemo_gym`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import typer
 
-from cascade_rl.cli.common import say
+from cascade_rl.cli.common import parse_options, say
 
 app = typer.Typer(
-    help="Serve a reward model or a distillation teacher (the protocols of vLLM).",
+    help="Serve a reward model or a distillation teacher (the protocols of vLLM), or the verifiers (NeMo Gym's).",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -84,3 +85,36 @@ def teacher(
         served_model_name=served_model_name,
         log_level=log_level,
     )
+
+
+@app.command("verifiers")
+def verifiers(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8002, min=1, max=65535, help="Port to listen on."),
+    option: list[str] = typer.Option(
+        [], "--option", help="Scorer option DOMAIN.KEY=VALUE, e.g. genrm.judge=http://HOST:PORT/v1#MODEL (repeatable)."
+    ),
+    concurrency: int = typer.Option(
+        8, "--concurrency", min=1, help="Verifications run at once (code runs one sandboxed program each)."
+    ),
+    timeout: float = typer.Option(
+        300.0, "--timeout", min=0.001, help="Seconds one verification may take; longer: reward 0, mask_sample true."
+    ),
+    group_size: int = typer.Option(
+        1, "--group-size", min=1, help="Rollouts per prompt that a group domain (genrm) waits for and scores together."
+    ),
+    group_timeout: float = typer.Option(
+        1800.0, "--group-timeout", min=0.001, help="Seconds to wait for a group to fill; then it is scored as it is."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Serve every reward domain as a NeMo Gym resources server at http://HOST:PORT (POST /verify,
+    POST /seed_session, GET /health), for NeMo RL. A verify request (the task row, its
+    responses_create_params and the policy's Responses API `response`) is routed by its fields as
+    `cascade data convert -f nemo-gym` reads them (or by a `domain` the registry knows) and answered
+    with `reward`, `mask_sample` and `failure_reason`."""
+    from cascade_rl.integrations.nemo_gym import VerifierSettings, serve_verifiers
+
+    settings = VerifierSettings(parse_options(option), concurrency, timeout, group_size, group_timeout)
+    say(f"verifiers at http://{host}:{port}/verify")
+    serve_verifiers(settings, host=host, port=port, log_level=log_level)
