@@ -11,6 +11,7 @@ by file and line) is :mod:`cascade_rl.data.job`.
     cascade data difficulty IN -o OUT --model SPEC      pass-rate filters (math 16 samples, code 8/8 and 0/8)
     cascade data verify IN -o OUT                       drop responses that disagree with the ground truth
     cascade data offtopic IN -o OUT --strong SPEC --weak SPEC   off-topic RM pairs (appendix C.1)
+    cascade data export IN... --to verl -o OUT.parquet   RL rows as verl's dataset (docs/integrations.md)
 """
 
 from __future__ import annotations
@@ -127,6 +128,37 @@ def convert(
         f"convert --format {fmt}",
         lambda: convert_files(job.inputs, job.output, fmt, rename=fields, **options, **job.settings()),
     )
+
+
+@app.command()
+def export(
+    inputs: list[Path] = typer.Argument(..., help="RL rows (JSONL / Parquet: prompt, domain, reference fields)."),
+    to: str = typer.Option(..., "--to", help="Target engine's dataset format: verl."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output file (verl: .parquet)."),
+    split: str = typer.Option("train", "--split", help="The split named in each row's extra_info."),
+    skip_malformed: bool = typer.Option(
+        False, "--skip-malformed", help="Count malformed rows by reason instead of stopping at the first."
+    ),
+) -> None:
+    """Export RL rows for another engine: --to verl writes verl's parquet rows (data_source, prompt,
+    ability, reward_model.ground_truth, extra_info), scored by the reward function
+    cascade_rl.integrations.verl:compute_score (docs/integrations.md)."""
+    from cascade_rl.data.rows import DataError
+    from cascade_rl.integrations.verl import export_verl
+
+    if to != "verl":
+        raise fail(f"--to {to!r}: the formats are: verl")
+    try:
+        written, skipped = export_verl(inputs, output, split=split, skip_malformed=skip_malformed)
+    except DataError as error:
+        raise fail(error) from None
+    table = Table(title=f"export --to verl -> {output}")
+    for column in ("rows", "count"):
+        table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
+    table.add_row("written", str(written))
+    for reason, count in skipped.most_common():
+        table.add_row(f"skipped: {reason}", str(count))
+    stdout.print(table)
 
 
 @app.command()
