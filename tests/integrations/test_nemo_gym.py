@@ -209,3 +209,10 @@ def test_responses_api_objects_become_the_projects_text():
     assert response_text(message("ok")) == "ok"
     called = response_text(message("", calls=[("f", {"x": 1})]))
     assert called == '<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>'
+
+
+def test_the_documented_example_answers_as_docs_integrations_says(server):
+    body = json.loads((TESTS.parent / "examples" / "nemo-gym-verify.json").read_text())
+    answer = verify(server, {k: v for k, v in body.items() if k != "response"}, body["response"])
+    assert (answer["domain"], answer["reward"], answer["mask_sample"]) == ("math", 1.0, False)
+    assert "# math 1.0 False" in (TESTS.parent / "docs" / "integrations.md").read_text()

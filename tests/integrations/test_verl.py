@@ -148,3 +148,8 @@ def test_verls_own_reward_managers_score_the_export(exported, tmp_path):
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["naive"] == [1.0, 0.0, 1.0, 1.0] and out["batch"] == [1.0, 0.0, 1.0, 1.0]
     assert out["naive_masked"] == [False] * 4
+
+
+def test_the_documented_examples_score_as_docs_integrations_says():
+    assert compute_score("openai/gsm8k", "48 + 24 = 72\n#### 72", "72") == {"score": 1.0, "masked": False}
+    assert compute_score("math", "<think>6*7</think>\\boxed{42}", "42") == {"score": 1.0, "masked": False}
