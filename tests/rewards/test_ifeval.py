@@ -234,10 +234,11 @@ def test_score_file_scores_ifeval_lines(tmp_path: Path) -> None:
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
     report = score_file(source, target, workers=2)
     scored = [json.loads(line) for line in target.read_text().splitlines()]
-    assert [row["reward"] for row in scored] == [1.0, 0.0, 1.0, 0.0]
+    assert [row["reward"] for row in scored] == [1.0, 0.0, 1.0, None]
     assert scored[1]["details"]["follow_list"] == [False, True]
-    assert "nope:nothing" in scored[3]["details"]["error"]
-    assert report.domains["ifeval"].count == 4 and report.domains["ifeval"].errors == 1
+    # an instruction with no checker: the scorer raises, so no verdict (not the response's fault)
+    assert "nope:nothing" in scored[3]["details"]["error"] and "nope:nothing" in scored[3]["masked"]
+    assert report.domains["ifeval"].count == 4 and report.domains["ifeval"].masked == 1
 
 
 TEA = (
