@@ -264,3 +264,14 @@ def test_a_transformers_serve_judge_and_the_position_effect_it_shows(transformer
     options = {"judge": transformers_judge, "strategy": "all_pairs", "max_tokens": 8}
     assert rewards(score_batch("genrm", group("x", "y", "z"), options)) == [4.0, 3.0, 2.0]
     assert rewards(score_batch("genrm", group("x", "y", "z"), {**options, "both_orders": True})) == [3.0, 3.0, 3.0]
+
+
+def test_preflight_passes_a_live_judge_and_names_a_dead_one(judge_url):
+    from cascade_rl.rewards.registry import PreflightError, preflight
+
+    preflight("genrm", {"judge": f"{judge_url}#judge"}, timeout=10)
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(PreflightError) as error:
+        preflight("genrm", {"judge": {"base_url": dead, "model": "judge"}}, timeout=1)
+    message = str(error.value)
+    assert message.startswith("reward_options.genrm.judge: no judge server answers at") and dead in message

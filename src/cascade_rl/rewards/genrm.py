@@ -82,7 +82,7 @@ from typing import Any, Literal
 from cascade_rl.chat import split_thinking
 from cascade_rl.llm.base import GenerationError
 from cascade_rl.llm.factory import load_generator
-from cascade_rl.llm.guard import ServiceGuard
+from cascade_rl.llm.guard import ServiceGuard, wait_for_url
 from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.preference import prompt_messages
 
@@ -499,3 +499,24 @@ def _scores(
         details = {"base_score": mean, "length_bonus": adjustment, "comparisons": own, **group}
         scores.append(Score(mean + adjustment, details))
     return scores
+
+
+def preflight(domain: str, options: Mapping[str, Any], *, timeout: float = 300.0) -> None:
+    """Check, before a stage trains, that a served judge answers ``GET /models`` within
+    ``timeout`` seconds; :class:`~cascade_rl.rewards.registry.PreflightError` names the option and
+    the URL if not. A local judge passes at once."""
+    from cascade_rl.llm.transport import is_server_spec, parse_server_spec
+    from cascade_rl.rewards.registry import PreflightError
+
+    spec = options.get("judge")
+    url = spec.get("base_url") if isinstance(spec, Mapping) else spec
+    if not isinstance(url, str) or not is_server_spec(url):
+        return
+    where = f"reward_options.{domain}.judge"
+    try:
+        base = parse_server_spec(url, what="judge").url
+        wait_for_url(f"{base}/models", time.monotonic() + timeout)
+    except ValueError as error:
+        raise PreflightError(f"{where}: {error}") from None
+    except TimeoutError as error:
+        raise PreflightError(f"{where}: no judge server answers at {base} within {timeout:g} s ({error})") from None

@@ -157,6 +157,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "(circular or all pairs); the mean of each response's scores (1-5, ties broken by the ranking 1-6)",
             group_scorer="cascade_rl.rewards.genrm:score_group",
             required_options=("judge",),
+            preflight="cascade_rl.rewards.genrm:preflight",
         ),
     ]
 )
