@@ -56,6 +56,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- extraction
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+_BARE_BRACE = re.compile(r"[{}]")
 _SPACE_FORM_TOKEN = re.compile(r"[^\s$]+")
 
 
@@ -82,11 +83,12 @@ def extract_boxed(text: str) -> str | None:
     return content or None
 
 
-def braced_content(text: str, open_brace: int) -> str | None:
+def braced_content(text: str, open_brace: int, *, escapes: bool = True) -> str | None:
     """The text between the brace at ``open_brace`` and the brace that closes it (nested braces
-    balanced, escaped ``\\{ \\}`` ignored), or None when it never closes."""
+    balanced), or None when it never closes. ``escapes``: an escaped ``\\{`` / ``\\}`` is text,
+    not a brace (false: every brace counts, as NeMo Gym's MCQA reader counts them)."""
     depth = 0
-    for token in _BRACE_TOKEN.finditer(text, open_brace):
+    for token in (_BRACE_TOKEN if escapes else _BARE_BRACE).finditer(text, open_brace):
         if token.group() == "{":
             depth += 1
         elif token.group() == "}":

@@ -136,9 +136,10 @@ def extract_letter(text: str, choices: Mapping[str, str], mode: str = DEFAULT_GR
 
 
 def _last_box(text: str) -> str | None:
-    """The content of the last literal ``\\boxed{`` (NeMo Gym's reading: no ``\\fbox``, no space form)."""
+    """The content of the last literal ``\\boxed{`` (NeMo Gym's reading: no ``\\fbox``, no space
+    form, every brace counted)."""
     start = text.rfind("\\boxed{")
-    return None if start < 0 else braced_content(text, start + len("\\boxed"))
+    return None if start < 0 else braced_content(text, start + len("\\boxed"), escapes=False)
 
 
 def _unwrapped(text: str) -> str:
