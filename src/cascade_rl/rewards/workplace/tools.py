@@ -601,3 +601,29 @@ def call_tool(db: Workplace, name: str, arguments: dict[str, Any]) -> Any:
         return function(db, **arguments)
     except Exception as error:  # noqa: BLE001 - a bad call is the model's problem, told to it
         raise ToolError(str(error) or type(error).__name__) from error
+
+
+#: the order of NVIDIA's rows: the directory, then the five databases
+SCHEMA_FILES = (
+    "company_directory",
+    "email",
+    "calendar",
+    "analytics",
+    "project_management",
+    "customer_relationship_manager",
+)
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The 27 tools' schemas in the Responses API's flat form, as NVIDIA's rows list them
+    (``{"type": "function", "name", "description", "parameters", "strict"}``)."""
+    import json
+    from importlib import resources
+
+    folder = resources.files("cascade_rl.rewards.workplace") / "data" / "tools"
+    keys = ("type", "name", "description", "parameters", "strict")
+    return [
+        {key: tool[key] for key in keys if key in tool}
+        for name in SCHEMA_FILES
+        for tool in json.loads(folder.joinpath(f"{name}.json").read_text(encoding="utf-8"))["tools"]
+    ]
