@@ -89,22 +89,30 @@ class Workplace:
         initial = _builtin() if database is None else _inline(database)
         return cls(**{f.name: getattr(initial, f.name).copy(deep=True) for f in fields(cls)})
 
-    def state(self) -> dict[str, pd.DataFrame]:
-        """The five compared tables, normalised for comparison (module docstring)."""
-        tables = {
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The five compared tables as the tools left them."""
+        return {
             "email": self.email,
             "calendar": self.calendar,
             "analytics": self.plots,
             "project_management": self.project_management,
             "customer_relationship_manager": self.customer_relationship_manager,
         }
-        return {name: _case_folded(table) for name, table in tables.items()}
+
+    def state(self) -> dict[str, pd.DataFrame]:
+        """The five compared tables, normalised for comparison (module docstring)."""
+        return {name: _case_folded(table) for name, table in self.tables().items()}
 
 
 def differing_tables(first: Workplace, second: Workplace) -> list[str]:
-    """The databases whose states differ (empty: the same state)."""
-    mine, theirs = first.state(), second.state()
-    return [name for name in mine if not mine[name].equals(theirs[name])]
+    """The databases whose states differ (empty: the same state). Tables equal as written are
+    equal once case-folded, so only the others are folded and compared again."""
+    mine, theirs = first.tables(), second.tables()
+    return [
+        name
+        for name in mine
+        if not mine[name].equals(theirs[name]) and not _case_folded(mine[name]).equals(_case_folded(theirs[name]))
+    ]
 
 
 def _case_folded(table: pd.DataFrame) -> pd.DataFrame:
