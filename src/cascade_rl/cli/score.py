@@ -32,9 +32,11 @@ def score(
         False, "--allow-errors", help="Exit 0 even when a scorer could not score some lines (reward 0 written)."
     ),
 ) -> None:
-    """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm).
+    """Score responses with the reward verifiers (math, ifeval, code, swe, tool_call, mcqa,
+    structured_output, workplace, preference, if_rm, ...).
 
-    Writes every line back with `reward` and `details` and prints a summary per domain. Bad lines
+    Writes every line back with `reward` and `details` and prints a summary per domain (a
+    workplace line may give the model's `calls`, in order, instead of a `response`). Bad lines
     are reported with their line number and get `reward: null`; the exit code is 1 if any. Lines a
     scorer could not score (`details.error`: an unknown instruction id, a malformed reference, a
     failed sandbox or server) keep reward 0 and are summarised by error with their line numbers;
