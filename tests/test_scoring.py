@@ -54,6 +54,9 @@ def test_shipped_example_scores_every_domain(tmp_path):
     assert by_id["math-correct-other-form"] == 1.0 and by_id["math-language-mixed"] == -1.0
     assert by_id["code-sum-correct"] == 1.0 and by_id["code-sum-wrong-answer"] == 0.0
     assert by_id["swe-identical-to-golden"] == 1.0 and by_id["swe-search-text-not-found"] == -1.0
+    assert by_id["workplace-search-then-delete"] == 1.0 and by_id["workplace-deleted-another-email"] == 0.0
+    assert by_id["mcqa-last-box"] == 1.0 and by_id["mcqa-no-box"] == 0.0
+    assert by_id["structured-json-valid"] == 1.0 and by_id["structured-json-extra-field"] == 0.0
     for column in ("count", "mean reward", "errors", "timeouts", "lines/s"):
         assert column in result.stdout
 
@@ -169,3 +172,27 @@ def test_a_group_of_responses_is_scored_together_and_masked_responses_are_report
     assert "1 response(s) without a verdict" in result.stderr and "line(s) 2" in result.stderr
     table = result.stdout
     assert "genrm" in table and "3.042" in table  # the mean of the six judged responses: 18.25 / 6
+
+
+def test_multi_turn_rows_are_judged_by_their_calls_and_unreadable_rows_are_named(tmp_path):
+    source = tmp_path / "in.jsonl"
+    reference = [{"name": "calendar_delete_event", "arguments": '{"event_id": "00000013"}'}]
+    lines = [
+        {"domain": "workplace", "ground_truth": reference, "calls": [{"name": "calendar_delete_event",
+                                                                      "arguments": {"event_id": "00000013"}}]},
+        {"domain": "workplace", "ground_truth": reference},
+        {"domain": "workplace", "ground_truth": [{"name": "x", "arguments": "{oops"}], "calls": []},
+        {"domain": "structured_output", "schema_str": "{oops", "response": "{}"},
+        {"domain": "mcqa", "options": [{"A": "x"}], "expected_answer": "B", "response": "\\boxed{B}"},
+    ]  # fmt: skip
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    result = run_cli(str(source), "-o", str(out))
+    assert result.returncode == 1
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["reward"] for r in rows] == [1.0, None, None, None, None]
+    errors = [r["details"]["error"] for r in rows[1:]]
+    assert errors[0] == "missing field 'response' or 'calls'"
+    assert errors[1] == "ground_truth[0].arguments is not a JSON object"
+    assert errors[2].startswith("schema_str is not JSON")
+    assert errors[3] == "expected_answer 'B' is not one of the options' letters"

@@ -283,3 +283,36 @@ def token_count(
         add_generation_prompt=add_generation_prompt,
     )
     return len(ids)
+
+
+def tool_turn_text(tool_messages: Sequence[dict], *, template: str | None = None, end_of_turn: str = IM_END) -> str:
+    """The text a multi-turn rollout appends after an assistant turn that called tools: everything
+    the chat template writes after that turn's ``end_of_turn`` token, i.e. the ``tool_messages``
+    (role ``tool``) rendered as the template renders tool results, then the next assistant
+    turn's generation prompt. With the Cascade template (default) that is
+    ``"\\n<|im_start|>user\\n<tool_response>\\n...\\n</tool_response><|im_end|>\\n<|im_start|>assistant\\n"``.
+
+    Rendered by the template itself (``template``: a Jinja chat template, e.g. a tokenizer's;
+    default the Cascade template), the way TRL builds its tool suffix, so what the model reads after a call is
+    exactly what the template would show in a whole conversation. The rollout engine appends
+    the model's own tokens up to and including its end-of-turn token, then this text; the
+    tokens of this text are not the model's and are masked from the loss."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    if not tool_messages or any(message.get("role") != "tool" for message in tool_messages):
+        raise ValueError("tool_turn_text needs one or more messages of role 'tool'")
+    head = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+
+    def rendered(messages: list[dict], generation: bool) -> str:
+        text, _ = render_jinja_template(
+            conversations=[messages],
+            chat_template=template or chat_template(),
+            add_generation_prompt=generation,
+        )
+        return text[0]
+
+    prefix, full = rendered(head, False), rendered(head + [dict(m) for m in tool_messages], True)
+    cut = prefix.rfind(end_of_turn)
+    if cut < 0 or not full.startswith(prefix[: cut + len(end_of_turn)]):
+        raise ValueError(f"the chat template does not end an assistant turn with {end_of_turn!r}")
+    return full[cut + len(end_of_turn) :]

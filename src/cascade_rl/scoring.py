@@ -1,6 +1,7 @@
 """`cascade score`: score a JSONL file of responses with the reward registry (SPEC sections 5-6).
 
-Each input line is ``{"domain", "prompt"?, "response", **reference fields}``. Every line is
+Each input line is ``{"domain", "prompt"?, "response", **reference fields}`` (a multi-turn domain
+may give the model's ``calls`` instead of a ``response``: ``workplace``). Every line is
 written back in order with ``reward`` and ``details``. A bad line (invalid JSON, unknown
 domain, missing field) keeps its place with ``reward: null`` and an ``error`` naming the
 problem; all other lines are still scored.
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.rewards.base import Score
-from cascade_rl.rewards.registry import get_domain, missing_fields, score_groups
+from cascade_rl.rewards.registry import check_row, get_domain, missing_fields, score_groups
 
 
 @dataclass
@@ -111,15 +112,24 @@ def _validate(row: Any) -> str | None:
         responses = row["responses"]
         if not isinstance(responses, list) or not responses or not all(isinstance(r, str) for r in responses):
             return "field 'responses' must be a non-empty list of strings"
-    elif not isinstance(row.get("response"), str):
-        return "missing field 'response' (a string), or 'responses' (a list of strings)"
     try:
         domain = get_domain(str(row["domain"]))
     except (KeyError, ValueError, ImportError, AttributeError) as error:
         return str(error).strip("'\"")
+    if "responses" not in row and not any(row.get(name) is not None for name in domain.response_fields):
+        wanted = " or ".join(repr(name) for name in domain.response_fields)
+        return f"missing field {wanted}" + (
+            " (a string), or 'responses' (a list of strings)" if domain.response_fields == ("response",) else ""
+        )
+    if "response" in row and not isinstance(row["response"], str):
+        return "field 'response' must be a string"
     missing = missing_fields(domain, row)
     if missing:
         return f"domain {domain.name!r} needs field(s) {', '.join(repr(m) for m in missing)}"
+    try:
+        check_row(domain, row)
+    except ValueError as error:
+        return str(error)
     return None
 
 

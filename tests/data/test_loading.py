@@ -32,6 +32,29 @@ def test_malformed_rows_are_counted_and_skipped_with_reasons(tmp_path):
     assert "rl.jsonl:2" in report.summary()
 
 
+def test_rows_whose_reference_cannot_be_read_are_skipped_with_the_field_named(tmp_path):
+    prompt = [{"role": "user", "content": "Delete my last email from kofi"}]
+    path = write(
+        tmp_path / "rl.jsonl",
+        [
+            {
+                "prompt": prompt,
+                "domain": "workplace",
+                "ground_truth": [{"name": "email_delete_email", "arguments": "{}"}],
+            },
+            {"prompt": prompt, "domain": "workplace", "ground_truth": "not json"},
+            {"prompt": prompt, "domain": "structured_output", "schema_str": '{"type": 3}'},
+            {"prompt": prompt, "domain": "mcqa", "options": [{"A": "x"}, {"B": "y"}], "expected_answer": "C"},
+        ],
+    )
+    rows, report = load_sources([DataSource(path=path)], rl_normaliser(None))
+    assert [r["domain"] for r in rows] == ["workplace"] and report.kept == 1
+    reasons = set(report.skipped)
+    assert any(reason.startswith("ground_truth is not valid JSON") for reason in reasons)
+    assert any(reason.startswith("schema_str is not a valid JSON schema") for reason in reasons)
+    assert "expected_answer 'C' is not one of the options' letters" in reasons
+
+
 def test_field_mapping_and_stage_domain(tmp_path):
     path = write(tmp_path / "m.jsonl", [{"problem": "What is 3?", "expected_answer": "3"}])
     source = DataSource(path=path, fields={"prompt": "problem", "answer": "expected_answer"})

@@ -48,6 +48,21 @@ CASES = {
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>',
     ),
     "multiple_choice": ({"answer": "C"}, "<think>Paris</think>Answer: C", "<think>Madrid</think>Answer: B"),
+    "mcqa": (
+        {"options": [{"A": "Madrid"}, {"B": "Rome"}, {"C": "Paris"}], "expected_answer": "C"},
+        "<think>Paris</think>\\boxed{C}",
+        "<think>Paris</think>Answer: C",
+    ),
+    "structured_output": (
+        {"schema_str": '{"type": "object", "properties": {"city": {"type": "string"}}}', "schema_type": "json"},
+        '{"city": "Paris"}',
+        '{"city": "Paris", "country": "France"}',
+    ),
+    "workplace": (
+        {"ground_truth": [{"name": "email_delete_email", "arguments": '{"email_id": "00000057"}'}]},
+        '<tool_call>\n{"name": "email_delete_email", "arguments": {"email_id": "00000057"}}\n</tool_call>',
+        '<tool_call>\n{"name": "email_delete_email", "arguments": {"email_id": "00000058"}}\n</tool_call>',
+    ),
 }
 #: domains scored by a reward model: gold/wrong for them is chosen/rejected, tested with a
 #: trained RM in tests/train/test_reward_model.py, and with a pairwise judge in tests/rewards/test_genrm.py

@@ -147,3 +147,40 @@ def test_unknown_size_field_is_an_error():
         WorldSizes.from_overrides({"sft_maths": 3})
     with pytest.raises(ValueError, match="non-negative"):
         WorldSizes.from_overrides({"sft_math": -1})
+
+
+def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
+    from dataclasses import replace
+
+    plain = build_world(tmp_path / "plain", seed=1, sizes=SMALL)
+    assert not {"rl_workplace.jsonl", "rl_structured.jsonl"} & set(plain.rows)
+    assert set(plain.benchmarks) == set(BENCHMARKS)
+    sizes = replace(SMALL, sft_workplace=12, sft_structured=10, rl_workplace=10, rl_structured=8,
+                    bench_workplace=6, bench_structured=6)  # fmt: skip
+    world = build_world(tmp_path / "multi", seed=1, sizes=sizes)
+    assert world.rows["rl_workplace.jsonl"] == 10 and world.rows["rl_structured.jsonl"] == 8
+    assert world.benchmarks["toy-workplace"].domain == "workplace" and world.benchmarks["toy-structured"].rows == 6
+    for name in (
+        "rl_workplace.jsonl",
+        "rl_structured.jsonl",
+        "bench_toy-workplace.jsonl",
+        "bench_toy-structured.jsonl",
+    ):
+        for row in read(world.out_dir / name):
+            assert not missing_fields(get_domain(row["domain"]), row)
+    requests = {
+        name: {r["prompt"][-1]["content"] for r in read(world.out_dir / name)}
+        for name in (
+            "rl_workplace.jsonl",
+            "bench_toy-workplace.jsonl",
+            "rl_structured.jsonl",
+            "bench_toy-structured.jsonl",
+        )
+    }
+    sft = read(world.out_dir / "sft.jsonl")
+    sft_requests = {m["content"] for r in sft for m in r["messages"] if m["role"] == "user"}
+    assert not requests["rl_workplace.jsonl"] & requests["bench_toy-workplace.jsonl"]
+    assert not requests["rl_structured.jsonl"] & requests["bench_toy-structured.jsonl"]
+    assert not sft_requests & (requests["bench_toy-workplace.jsonl"] | requests["bench_toy-structured.jsonl"])
+    assert not sft_requests & (requests["rl_workplace.jsonl"] | requests["rl_structured.jsonl"])
+    assert sum(1 for r in sft if any(m["role"] == "tool" for m in r["messages"])) == 12

@@ -12,6 +12,7 @@ by file and line) is :mod:`cascade_rl.data.job`.
     cascade data verify IN -o OUT                       drop responses that disagree with the ground truth
     cascade data offtopic IN -o OUT --strong SPEC --weak SPEC   off-topic RM pairs (appendix C.1)
     cascade data export IN... --to verl -o OUT.parquet   RL rows as verl's dataset (docs/integrations.md)
+    cascade data workplace -o DIR --train N --eval M    workplace-assistant tasks, evaluation held out
 """
 
 from __future__ import annotations
@@ -532,3 +533,45 @@ def offtopic_models(specs: dict[str, str], concurrency: int) -> Any:
     role = {name: opened[spec] for name, spec in specs.items()}
     judge = YesNoJudge(role["judge"], prefix="")
     return OfftopicModels(role["strong"], role["weak"], judge, role["rewriter"], specs)
+
+
+@app.command()
+def workplace(
+    output: Path = typer.Option(
+        ..., "-o", "--output", help="Folder for workplace_train.jsonl and workplace_eval.jsonl."
+    ),
+    train: int = typer.Option(2000, "--train", min=0, help="Training tasks."),
+    evaluation: int = typer.Option(200, "--eval", min=0, help="Held-out evaluation tasks (drawn first)."),
+    exclude: list[Path] = typer.Option(
+        [],
+        "--exclude",
+        exists=True,
+        dir_okay=False,
+        help="JSONL of workplace rows to hold out too (NeMo Gym or RL rows); repeatable.",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the draws."),
+    form: str = typer.Option("rl", "--form", help="rl (domain workplace rows) or nemo-gym (NVIDIA's published form)."),
+) -> None:
+    """Workplace-assistant tasks from its five databases (Nemotron-Cascade 2's multi-domain RL):
+    requests with the reference calls that do them; no training task repeats a held-out task's
+    request or reference calls (the evaluation set, and the --exclude files)."""
+    import json
+
+    from cascade_rl.data.workplace import FORMS, write_tasks
+
+    if form not in FORMS:
+        raise fail(f"--form must be one of {', '.join(FORMS)}, got {form!r}")
+    rows = []
+    for path in exclude:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            try:
+                rows.extend([json.loads(line)] if line.strip() else [])
+            except json.JSONDecodeError:
+                raise fail(f"{path}:{number}: invalid JSON") from None
+    report = write_tasks(output, train=train, evaluation=evaluation, seed=seed, exclude=rows, form=form)
+    table = Table(title=f"workplace tasks -> {output}")
+    table.add_column("file or rejection")
+    table.add_column("rows", justify="right")
+    for name, count in {**report.written, **report.rejected}.items():
+        table.add_row(name, str(count))
+    stdout.print(table)

@@ -37,17 +37,19 @@ def score(
         help="Exit 0 even when a scorer could not score some lines (reward 0 written) or reached no verdict.",
     ),
 ) -> None:
-    """Score responses with the reward verifiers (math, ifeval, code, swe, preference, if_rm, genrm).
+    """Score responses with the reward verifiers (math, ifeval, code, swe, tool_call, mcqa,
+    structured_output, workplace, preference, if_rm, genrm, ...).
 
     Writes every line back with `reward` and `details` (a line with `responses`, a prompt's group:
-    `rewards` and `details`, one per response) and prints a summary per domain. Bad lines are
-    reported with their line number and get `reward: null`; the exit code is 1 if any. Lines a
-    scorer could not score (`details.error`: an unknown instruction id, a malformed reference)
-    keep reward 0 and are summarised by error with their line numbers. Responses without a verdict
-    (a judge or reward-model server that failed, a scorer that raised) get reward null and
-    `masked: REASON`, are left out of the mean and summarised by reason. The exit code is 1 if
-    either, unless --allow-errors. Reward servers named in --option (a reward model, the SWE
-    judge) must answer first (exit code 2).
+    `rewards` and `details`, one per response; a workplace line may give the model's `calls`, in
+    order, instead of a `response`) and prints a summary per domain. Bad lines are reported with
+    their line number and get `reward: null`; the exit code is 1 if any. Lines a scorer could not
+    score (`details.error`: an unknown instruction id, a malformed reference) keep reward 0 and are
+    summarised by error with their line numbers. Responses without a verdict (a judge or
+    reward-model server that failed, a scorer that raised) get reward null and `masked: REASON`,
+    are left out of the mean and summarised by reason. The exit code is 1 if either, unless
+    --allow-errors. Reward servers named in --option (a reward model, the SWE judge) must answer
+    first (exit code 2).
     """
     from cascade_rl.scoring import score_file
 

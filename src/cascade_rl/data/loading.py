@@ -34,7 +34,7 @@ from cascade_rl.data.convert import converted
 from cascade_rl.data.rows import rename_fields
 from cascade_rl.data.shapes import ROLES, as_messages, normalise_preference, normalise_sft
 from cascade_rl.recipe import DataSource, expand
-from cascade_rl.rewards.registry import get_domain, missing_fields
+from cascade_rl.rewards.registry import check_row, get_domain
 
 __all__ = [
     "ROLES",
@@ -215,9 +215,7 @@ def rl_normaliser(default_domain: str | None) -> Callable[[dict], dict]:
             domain = get_domain(str(domain_name))
         except KeyError:
             raise ValueError(f"unknown reward domain {domain_name!r}") from None
-        missing = missing_fields(domain, row)
-        if missing:
-            raise ValueError(f"domain {domain.name} needs field {missing[0]!r}")
+        check_row(domain, row)  # a reference field missing or unreadable: the row is skipped with the reason
         reference = {k: v for k, v in row.items() if k not in ("prompt", "messages", "domain")}
         if row.get("tools"):
             try:  # the model must see the row's tools: into the system message (chat.with_tools)

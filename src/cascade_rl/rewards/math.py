@@ -43,11 +43,20 @@ from cascade_rl.rewards.language import detect_mixing
 from cascade_rl.rewards.math_fast import fast_verdict, strip_math_delimiters
 from cascade_rl.rewards.timeout import CallTimeout, WorkerDied, WorkerPool
 
-__all__ = ["Equivalence", "equivalent", "extract_boxed", "math_verify_equal", "score", "verifier_pool"]
+__all__ = [
+    "Equivalence",
+    "braced_content",
+    "equivalent",
+    "extract_boxed",
+    "math_verify_equal",
+    "score",
+    "verifier_pool",
+]
 
 # ----------------------------------------------------------------------------- extraction
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+_BARE_BRACE = re.compile(r"[{}]")
 _SPACE_FORM_TOKEN = re.compile(r"[^\s$]+")
 
 
@@ -68,15 +77,18 @@ def extract_boxed(text: str) -> str | None:
     while start < len(text) and text[start] in " \t":
         start += 1
     if text.startswith("{", start):
-        return _braced_content(text, start)
+        return braced_content(text, start)
     token = _SPACE_FORM_TOKEN.match(text, start)
     content = token.group().rstrip(".,;") if token else ""
     return content or None
 
 
-def _braced_content(text: str, open_brace: int) -> str | None:
+def braced_content(text: str, open_brace: int, *, escapes: bool = True) -> str | None:
+    """The text between the brace at ``open_brace`` and the brace that closes it (nested braces
+    balanced), or None when it never closes. ``escapes``: an escaped ``\\{`` / ``\\}`` is text,
+    not a brace (false: every brace counts, as NeMo Gym's MCQA reader counts them)."""
     depth = 0
-    for token in _BRACE_TOKEN.finditer(text, open_brace):
+    for token in (_BRACE_TOKEN if escapes else _BARE_BRACE).finditer(text, open_brace):
         if token.group() == "{":
             depth += 1
         elif token.group() == "}":

@@ -57,6 +57,19 @@ class RewardDomain:
     #: scores the responses of one prompt together (a pairwise judge): ``fn(requests, **options)
     #: -> list[Score]``, ``requests`` being one group (module docstring)
     group_scorer: str | None = None
+    #: a multi-turn environment (``package.module:factory``, :mod:`cascade_rl.rewards.environment`):
+    #: rows of this domain are episodes that a rollout engine drives step by step
+    environment: str | None = None
+    #: the row fields that can carry what is judged; a row to score needs one of them (a
+    #: multi-turn domain may take the model's calls instead of a response text)
+    response_fields: tuple[str, ...] = ("response",)
+    #: checks that a row's reference fields can be read (``fn(row) -> None``, raising
+    #: ValueError naming the field), so a bad row is skipped with its reason before a stage
+    #: trains or a file is scored, instead of scoring 0 on every rollout
+    check: str | None = None
+
+    def load_environment(self) -> Callable[..., Any] | None:
+        return _load(self.environment) if self.environment else None
 
     def load_scorer(self) -> Callable[..., Score] | None:
         return _load(self.scorer) if self.scorer else None
@@ -133,6 +146,32 @@ REGISTRY: dict[str, RewardDomain] = _build(
             scorer="cascade_rl.rewards.choice:score",
         ),
         RewardDomain(
+            "mcqa",
+            ("options", "expected_answer"),
+            "Nemotron-Cascade 2 / NeMo Gym MCQA: 1 if the letter in the answer's last \\boxed{} is expected_answer "
+            "(grading_mode strict_single_letter_boxed; lenient_boxed, lenient_answer_colon[_md] on request)",
+            scorer="cascade_rl.rewards.mcqa:score",
+            check="cascade_rl.rewards.mcqa:check_row",
+        ),
+        RewardDomain(
+            "structured_output",
+            ("schema_str",),
+            "1 if the answer parses as schema_type (json, yaml, xml, ...) and validates against schema_str "
+            "made strict (every property required, no additional ones), else 0 with the failure kind",
+            scorer="cascade_rl.rewards.structured:score",
+            check="cascade_rl.rewards.structured:check_row",
+        ),
+        RewardDomain(
+            "workplace",
+            ("ground_truth",),
+            "multi-turn workplace assistant: 1 if the model's tool calls leave all five databases as the "
+            "reference calls do (replayed on fresh copies), else 0",
+            scorer="cascade_rl.rewards.workplace.scorer:score",
+            check="cascade_rl.rewards.workplace.scorer:check_row",
+            environment="cascade_rl.rewards.workplace.scorer:WorkplaceEpisode",
+            response_fields=("response", "calls"),
+        ),
+        RewardDomain(
             "preference",
             (),
             "reward-model score of the answer; language mixing -> lowest reward in the batch - 10",
@@ -193,6 +232,16 @@ def preflight(domain: RewardDomain | str, options: Mapping[str, Any] | None, *, 
 def missing_fields(domain: RewardDomain, row: Mapping[str, Any]) -> list[str]:
     """Reference fields ``row`` lacks for ``domain`` (empty when the row can be scored)."""
     return [name for name in domain.fields if row.get(name) is None]
+
+
+def check_row(domain: RewardDomain, row: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first field of ``row`` that ``domain`` cannot read (a
+    missing reference field, or what the domain's own ``check`` finds)."""
+    missing = missing_fields(domain, row)
+    if missing:
+        raise ValueError(f"domain {domain.name} needs field {missing[0]!r}")
+    if domain.check:
+        _load(domain.check)(row)
 
 
 def score_batch(

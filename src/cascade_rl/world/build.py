@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import render
-from cascade_rl.world import arithmetic, general, instructions, programs, swe, tools
+from cascade_rl.world import arithmetic, general, instructions, office, programs, structured, swe, tools
 from cascade_rl.world.decontam import Decontaminator, row_text, strip_scaffolding
 from cascade_rl.world.near_miss import DEFAULT_DOMAINS as DEFAULT_NEAR_MISS_DOMAINS
 from cascade_rl.world.near_miss import DOMAINS as NEAR_MISS_DOMAINS
@@ -74,6 +74,14 @@ class WorldSizes:
     bench_code: int = 64
     bench_swe: int = 32
     bench_tool: int = 48
+    #: multi-domain tasks (issue 44; off by default, so the default world is unchanged): the toy
+    #: office's tool episodes (domain ``workplace``) and structured output (``structured_output``)
+    sft_workplace: int = 0
+    sft_structured: int = 0
+    rl_workplace: int = 0
+    rl_structured: int = 0
+    bench_workplace: int = 0
+    bench_structured: int = 0
     vocab_size: int = 2048
 
     @classmethod
@@ -154,6 +162,11 @@ BENCHMARKS = {
     "toy-code": ("bench_toy-code.jsonl", "code", "think", "verify"),
     "toy-swe": ("bench_toy-swe.jsonl", "swe", "think", "verify"),
     "tool-call": ("bench_tool-call.jsonl", "tool_call", "no_think", "verify"),
+}
+#: benchmarks written (and listed in the manifest) only when their size is not 0
+OPTIONAL_BENCHMARKS = {
+    "toy-workplace": ("bench_toy-workplace.jsonl", "workplace", "no_think", "verify"),
+    "toy-structured": ("bench_toy-structured.jsonl", "structured_output", "no_think", "verify"),
 }
 
 
@@ -280,6 +293,7 @@ class Generators:
     ifeval = staticmethod(instructions.if_task)
     code = staticmethod(programs.code_task)
     tool = staticmethod(tools.tool_task)
+    structured = staticmethod(structured.structured_task)
 
     def math(self, rng: random.Random) -> Task:
         return arithmetic.math_task(rng, style=self.options.math_style)
@@ -311,17 +325,22 @@ def build_world(
     for rows in benches.values():
         sampler.used_prompts.update(_row_prompt_key(row) for row in rows)
 
-    files["sft.jsonl"] = _sft_rows(seed, sizes, sampler, generators)
+    office_sets = _office_rows(seed, sizes)
+    benches["toy-workplace"] = office_sets.pop("bench")
+    files["sft.jsonl"] = _sft_rows(seed, sizes, sampler, generators, office_sets.pop("sft"))
     files["rm_pairs.jsonl"], rlhf_pool = _preference_rows(seed, sizes, sampler)
     files.update(_rl_rows(seed, sizes, sampler, rlhf_pool, generators))
-    for name, rows in benches.items():
-        files[BENCHMARKS[name][0]] = rows
+    if office_sets["rl"]:
+        files["rl_workplace.jsonl"] = office_sets["rl"]
+    listed = {**BENCHMARKS, **{k: v for k, v in OPTIONAL_BENCHMARKS.items() if benches.get(k)}}
+    for name, (file_name, *_) in listed.items():
+        files[file_name] = benches[name]
 
     manifest = WorldManifest(out, seed, sizes, options, dropped=dict(sorted(sampler.dropped.items())))
     for file_name, rows in files.items():
         manifest.sha256[file_name] = _write_jsonl(out / file_name, rows)
         manifest.rows[file_name] = len(rows)
-    for name, (file_name, domain, mode, kind) in BENCHMARKS.items():
+    for name, (file_name, domain, mode, kind) in listed.items():
         manifest.benchmarks[name] = BenchmarkInfo(name, file_name, domain, mode, kind, len(benches[name]))
     build_tokenizer(_tokenizer_corpus(files), out / manifest.tokenizer_dir, vocab_size=sizes.vocab_size)
     (out / "manifest.json").write_text(json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n")
@@ -352,6 +371,7 @@ def _benchmarks(seed: int, sizes: WorldSizes, generators: Generators) -> dict[st
         "toy-code": (generators.code, sizes.bench_code),
         "toy-swe": (generators.repair, sizes.bench_swe),
         "tool-call": (generators.tool, sizes.bench_tool),
+        "toy-structured": (generators.structured, sizes.bench_structured),
     }
     out = {}
     for name, (generator, count) in plan.items():
@@ -363,8 +383,11 @@ def _benchmarks(seed: int, sizes: WorldSizes, generators: Generators) -> dict[st
 # ---- training files -----------------------------------------------------------------------
 
 
-def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Generators) -> list[dict]:
-    """SFT rows; general chat and instruction following in both modes (parallel responses)."""
+def _sft_rows(
+    seed: int, sizes: WorldSizes, sampler: Sampler, generators: Generators, episodes: list[dict]
+) -> list[dict]:
+    """SFT rows; general chat and instruction following in both modes (parallel responses);
+    ``episodes``: whole multi-turn episodes (the toy office's), shuffled in with the rest."""
 
     def probe_row(task: Task) -> dict:
         return sft_row(task, "think", "probe")  # the thinking row holds every text of the task
@@ -378,6 +401,7 @@ def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Genera
         ("sft:swe_repair", generators.repair, sizes.sft_swe_repair, ("think",)),
         ("sft:swe_localization", generators.localize, sizes.sft_swe_localization, ("think",)),
         ("sft:swe_testgen", generators.testgen, sizes.sft_swe_testgen, ("think",)),
+        ("sft:structured", generators.structured, sizes.sft_structured, ("no_think",)),
     ]
     rows: list[dict] = []
     for name, generator, count, modes in plan:
@@ -388,6 +412,7 @@ def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Genera
             thinking_twin = name != "sft:ifeval" or index % IFEVAL_THINK_EVERY == 0
             for mode in modes if thinking_twin else ("no_think",):  # IF-RL trains non-thinking
                 rows.append(sft_row(task, mode, f"{name.split(':')[1]}-{index:05d}-{mode}"))
+    rows += episodes
     rng = _rng(seed, "sft:shuffle")
     rng.shuffle(rows)
     return rows
@@ -442,9 +467,35 @@ def _rl_rows(
         ("rl_math.jsonl", "math", generators.math, sizes.rl_math),
         ("rl_code.jsonl", "code", generators.code, sizes.rl_code),
         ("rl_swe.jsonl", "swe", generators.repair, sizes.rl_swe),
+        ("rl_structured.jsonl", "structured", generators.structured, sizes.rl_structured),
     ):
+        if count == 0 and file_name == "rl_structured.jsonl":
+            continue  # an optional multi-domain file: written only when asked for
         tasks = sampler.draw(f"rl:{name}", generator, _rng(seed, f"rl:{name}"), count, lambda t: rl_row(t, "probe"))
         out[file_name] = [rl_row(t, f"{name}-{i:05d}") for i, t in enumerate(tasks)]
+    return out
+
+
+def _office_rows(seed: int, sizes: WorldSizes) -> dict[str, list[dict]]:
+    """The toy office's benchmark, RL and SFT rows (:mod:`.office`). Each task has its own
+    database, so a request is what makes two tasks the same: the benchmark is drawn first,
+    then RL and SFT requests that no other set has (SFT and RL strictly disjoint)."""
+    used: set[str] = set()
+    out: dict[str, list[dict]] = {}
+    for name, count in (("bench", sizes.bench_workplace), ("rl", sizes.rl_workplace), ("sft", sizes.sft_workplace)):
+        rng, tasks = _rng(seed, f"office:{name}"), []
+        for _ in range(50 * count + 1000 if count else 0):
+            if len(tasks) == count:
+                break
+            task = office.office_task(rng)
+            if task.request not in used:
+                used.add(task.request)
+                tasks.append(task)
+        if len(tasks) < count:
+            raise RuntimeError(f"office:{name}: only {len(tasks)} of {count} distinct requests; ask for fewer")
+        prefix = {"bench": "toy-workplace", "rl": "workplace", "sft": "workplace"}[name]
+        make = office.sft_row if name == "sft" else office.rl_row
+        out[name] = [make(task, f"{prefix}-{i:05d}") for i, task in enumerate(tasks)]
     return out
 
 
