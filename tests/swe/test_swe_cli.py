@@ -152,3 +152,20 @@ def test_build_data_errors(evaluated_run, tmp_path):
     assert tight.exit_code == 2 and "no room under the smallest context limit 100" in tight.output
     missing = runner.invoke(app, [*arguments, "--tokenizer", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "cannot load the tokenizer" in missing.output
+
+
+def test_headline_from_harness_reports(tmp_path):
+    reports = []
+    for j, resolved in enumerate((["a"], ["a", "b"], [])):
+        reports.append(tmp_path / f"run-{j}.json")
+        reports[-1].write_text(json.dumps({"resolved_ids": resolved, "submitted_ids": ["a", "b"]}))
+    (tmp_path / "best.json").write_text(json.dumps({"resolved_ids": ["a", "b"]}))
+    (tmp_path / "instances.jsonl").write_text("".join(json.dumps({"instance_id": i}) + "\n" for i in "abcd"))
+    result = runner.invoke(app, ["headline", *map(str, reports), "--best", str(tmp_path / "best.json")])
+    assert result.exit_code == 0, result.output
+    assert "pass@1 50.0 ± 28.9 (mean of 3 run(s)" in result.stdout and "best@3" in result.stdout
+    named = runner.invoke(app, ["headline", *map(str, reports), "-i", str(tmp_path / "instances.jsonl")])
+    assert named.exit_code == 0 and "pass@1 25.0" in named.stdout and "4 instances" in named.stdout
+    (tmp_path / "bad.json").write_text("{}")
+    bad = runner.invoke(app, ["headline", str(tmp_path / "bad.json")])
+    assert bad.exit_code == 2 and "not a SWE-bench harness report" in bad.output

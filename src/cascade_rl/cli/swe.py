@@ -4,6 +4,7 @@
     cascade swe repair     ... --generator SPEC                              candidate patches
     cascade swe evaluate   ... --generator SPEC                              + validation, ranking
     cascade swe build-data --traces RUN/traces --instances I.jsonl ...       SFT data, RL set per context limit
+    cascade swe headline RUN1.json RUN2.json ... [--best BEST.json]          pass@1 over runs from harness reports
 
 ``--fixtures`` runs on the small repositories shipped with the package instead of
 ``--instances`` (their checkouts are created under the output directory).
@@ -234,8 +235,25 @@ def print_curves(summary: dict) -> None:
     for metric, values in curve.items():
         table.add_row(metric, *(f"{values[k]:.3f}" if k in values else "-" for k in ks))
     stdout.print(table)
-    if "resolved" in summary:
+    if "headline" in summary:
+        print_headline(summary["headline"])
+    elif "resolved" in summary:
         stdout.print(f"the best@k predictions resolve {summary['resolved']:.3f} of the instances")
+
+
+def print_headline(result: dict) -> None:
+    """The paper's SWE-bench headline, pass@1 averaged over runs, and best@k named beside it."""
+    runs = result["runs"]
+    stdout.print(
+        f"SWE-bench headline: pass@1 {result['pass@1']:.1f} ± {result['pass@1_stderr']:.1f} "
+        f"(mean of {runs} run(s), standard error over runs; {result['instances']} instances; "
+        f"per run: {', '.join(f'{rate:.1f}' for rate in result['per_run'])})"
+    )
+    if f"best@{runs}" in result:
+        stdout.print(
+            f"best@{runs} (one patch of {runs} chosen by validation: test-time scaling, not pass@1): "
+            f"{result[f'best@{runs}']:.1f}"
+        )
 
 
 def finish(report) -> None:
@@ -245,6 +263,46 @@ def finish(report) -> None:
         console.print(f"[red]skipped {name}[/red]: {problem}", markup=True, highlight=False)
     if report.bad_instances:
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def headline(
+    runs: list[Path] = typer.Argument(
+        ..., help="The SWE-bench harness's report (JSON with resolved_ids) of each predictions/run-<j>.jsonl."
+    ),
+    best: Path | None = typer.Option(None, "--best", help="The harness report of predictions.jsonl (best@k)."),
+    instances: Path | None = typer.Option(
+        None, "--instances", "-i", help="The evaluated instances [default: the reports' submitted_ids]."
+    ),
+) -> None:
+    """The paper's SWE-bench headline from the official harness: pass@1 averaged over the k
+    runs with its standard error, best@k beside it (`cascade swe evaluate` writes the runs'
+    predictions to predictions/run-<j>.jsonl and the best@k ones to predictions.jsonl)."""
+    from cascade_rl.swe.pipeline import harness_headline, load_instances
+
+    def read(path: Path) -> Any:
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise fail(f"{path}: {error}") from None
+        if not isinstance(report, dict) or not isinstance(report.get("resolved_ids"), list):
+            raise fail(f"{path}: not a SWE-bench harness report (no resolved_ids list)")
+        return report
+
+    ids: list[str] = []
+    if instances is not None:
+        if not instances.is_file():
+            raise fail(f"instances file {instances} does not exist")
+        rows, bad = load_instances(instances)
+        if bad:
+            raise fail(f"{bad[0][0]}: {bad[0][1]}")
+        ids = [str(row.get("instance_id")) for row in rows if isinstance(row, dict) and row.get("instance_id")]
+    try:
+        result = harness_headline([read(path) for path in runs], read(best) if best else None, ids)
+    except ValueError as error:
+        raise fail(error) from None
+    print_headline(result)
+    stdout.print_json(json.dumps(result))
 
 
 @app.command("build-data")
