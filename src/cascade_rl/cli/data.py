@@ -7,7 +7,8 @@ by file and line) is :mod:`cascade_rl.data.job`.
     cascade data dedup IN... -o OUT [--level L]         prompt dedup (white space and case ignored)
     cascade data decontaminate IN... -o OUT --benchmark NAME=PATH ...   9-gram decontamination
     cascade data constrain IN... -o OUT [--families ifeval,iftrain]   IF-RL rows from real texts
-    cascade data check-disjoint --sft A --rlhf B --rl C  prompts shared between stages
+    cascade data classify IN... -o OUT [--drop math,code]  each prompt's topic: math, code or other
+    cascade data check-disjoint --sft A --rlhf B --rl C  prompts shared between stages; math / code in RLHF
     cascade data difficulty IN -o OUT --model SPEC      pass-rate filters (math 16 samples, code 8/8 and 0/8)
     cascade data verify IN -o OUT                       drop responses that disagree with the ground truth
     cascade data offtopic IN -o OUT --strong SPEC --weak SPEC   off-topic RM pairs (appendix C.1)
@@ -259,6 +260,37 @@ def constrain(
     )
 
 
+@app.command()
+@option_groups(job=Job)
+def classify(
+    drop: str = typer.Option("", "--drop", help="Topics left out, comma-separated, e.g. math,code."),
+    text_field: str | None = typer.Option(
+        None, "--text-field", help="Field holding the text (dotted path) [default: the row's prompt / question]."
+    ),
+    explain: bool = typer.Option(False, "--explain", help="Add topic_evidence: the rules that matched."),
+    *,
+    job: Job,
+) -> None:
+    """Label each row's `topic`: math, code (competitive programming and programming exercises)
+    or other, by a documented rule (data/topics.py; precision and recall on real prompts in
+    docs/data-formats.md). `--drop math,code` keeps them out of RLHF prompts (SPEC 1, 6) and
+    counts them."""
+    from cascade_rl.data.commands import classify_files
+    from cascade_rl.data.topics import parse_topics
+
+    try:
+        dropped = parse_topics(drop, "--drop") if drop.strip() else []
+    except ValueError as error:
+        raise fail(error) from None
+    title = f"classify (dropping {', '.join(dropped)})" if dropped else "classify"
+    job.run(
+        title,
+        lambda: classify_files(
+            job.inputs, job.output, drop=dropped, text_field=text_field, explain=explain, **job.settings()
+        ),
+    )
+
+
 @app.command("check-disjoint")
 def check_disjoint(
     sft: list[Path] = typer.Option([], "--sft", help="SFT data files (repeatable)."),
@@ -269,13 +301,15 @@ def check_disjoint(
     ),
 ) -> None:
     """Prompts shared between the SFT, RLHF and RL sets (SPEC 1: SFT and RL prompts strictly
-    disjoint; math and code prompts kept out of RLHF). Exit code 1 when any are shared."""
+    disjoint), and math and code prompts in the RLHF set (kept out of RLHF; the topic rule of
+    `cascade data classify`). Exit code 1 when any are found; --write-dir writes copies without
+    them."""
     from cascade_rl.data.commands import check_disjoint as check
     from cascade_rl.data.rows import DataError
 
     groups = {name: paths for name, paths in (("sft", sft), ("rlhf", rlhf), ("rl", rl)) if paths}
-    if len(groups) < 2:
-        raise fail("give at least two of --sft, --rlhf, --rl")
+    if len(groups) < 2 and "rlhf" not in groups:
+        raise fail("give at least two of --sft, --rlhf, --rl (or --rlhf alone: its math and code prompts)")
     try:
         report = check(groups, write_dir)
     except DataError as error:
@@ -286,11 +320,18 @@ def check_disjoint(
     for row in report["pairs"]:
         table.add_row(row["sets"], str(row["shared"]), row["example"])
     stdout.print(table)
+    if report["rlhf_topics"]:
+        topics = Table(title="math and code prompts in the RLHF set")
+        for column in ("topic", "prompts", "example"):
+            topics.add_column(column)
+        for row in report["rlhf_topics"]:
+            topics.add_row(row["topic"], str(row["prompts"]), row["example"])
+        stdout.print(topics)
     for name, count in report["prompts"].items():
         say(f"{name}: {count} distinct prompts")
     if write_dir is not None:
         say(f"disjoint copies in {write_dir}")
-    if any(row["shared"] for row in report["pairs"]):
+    if any(row["shared"] for row in report["pairs"]) or any(row["prompts"] for row in report["rlhf_topics"]):
         raise typer.Exit(EXIT_PROBLEMS)
 
 
