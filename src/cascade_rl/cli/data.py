@@ -10,6 +10,7 @@ by file and line) is :mod:`cascade_rl.data.job`.
     cascade data classify IN... -o OUT [--drop math,code]  each prompt's topic: math, code or other
     cascade data check-disjoint --sft A --rlhf B --rl C  prompts shared between stages; math / code in RLHF
     cascade data difficulty IN -o OUT --model SPEC      pass-rate filters (math 16 samples, code 8/8 and 0/8)
+    cascade data code-filter IN... -o OUT               Code RL problems whose tests the reward can trust
     cascade data verify IN -o OUT                       drop responses that disagree with the ground truth
     cascade data offtopic IN -o OUT --strong SPEC --weak SPEC   off-topic RM pairs (appendix C.1)
 """
@@ -468,6 +469,46 @@ def difficulty(
         )
 
     job.run(f"difficulty ({preset})", work)
+
+
+@app.command("code-filter")
+@option_groups(job=Job)
+def code_filter(
+    solutions: int = typer.Option(3, "--solutions", min=0, help="Reference solutions tried per problem."),
+    mutants: int = typer.Option(10, "--mutants", min=0, help="Mutants of the passing solution run on the tests."),
+    max_survival: float = typer.Option(
+        0.2, "--max-survival", min=0.0, max=1.0, help="Drop a problem when more of its mutants than this pass."
+    ),
+    variants: int = typer.Option(
+        8, "--variants", min=0, help="New inputs telling a surviving mutant from an equivalent one (stdin tests)."
+    ),
+    time_limit: float = typer.Option(6.0, "--time-limit", min=0.1, help="Seconds per test of a reference solution."),
+    mutant_time_limit: float = typer.Option(
+        2.0, "--mutant-time-limit", min=0.1, help="Seconds per test of a mutant (slower counts as killed)."
+    ),
+    workers: int = typer.Option(4, "--workers", min=1, help="Sandboxes running programs in parallel."),
+    keep_solutions: bool = typer.Option(False, "--keep-solutions", help="Keep the solutions field in the output."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the mutation sites."),
+    *,
+    job: Job,
+) -> None:
+    """Code RL's data filter (SPEC 6): drop interactive and special-judge problems, problems whose
+    reference solutions fail their own tests (run in the sandbox), problems whose tests let
+    mutated solutions pass (weak tests), and later copies of a source URL; counts per reason."""
+    from cascade_rl.data.code_filter import FilterSettings, code_filter_files
+
+    settings = FilterSettings(
+        max_solutions=solutions,
+        mutants=mutants,
+        max_survival=max_survival,
+        variants=variants,
+        time_limit=time_limit,
+        mutant_time_limit=mutant_time_limit,
+        workers=workers,
+        keep_solutions=keep_solutions,
+        seed=seed,
+    )
+    job.run("code-filter", lambda: code_filter_files(job.inputs, job.output, settings=settings, **job.settings()))
 
 
 @app.command()
