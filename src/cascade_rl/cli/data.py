@@ -266,7 +266,7 @@ def constrain(
 def classify(
     drop: str = typer.Option("", "--drop", help="Topics left out, comma-separated, e.g. math,code."),
     text_field: str | None = typer.Option(
-        None, "--text-field", help="Field holding the text (dotted path) [default: the row's prompt / question]."
+        None, "--text-field", help="Field holding the text, a dotted path (default: the row's prompt / question)."
     ),
     explain: bool = typer.Option(False, "--explain", help="Add topic_evidence: the rules that matched."),
     *,

@@ -272,7 +272,7 @@ def headline(
     ),
     best: Path | None = typer.Option(None, "--best", help="The harness report of predictions.jsonl (best@k)."),
     instances: Path | None = typer.Option(
-        None, "--instances", "-i", help="The evaluated instances [default: the reports' submitted_ids]."
+        None, "--instances", "-i", help="The evaluated instances (default: the reports' submitted_ids together)."
     ),
 ) -> None:
     """The paper's SWE-bench headline from the official harness: pass@1 averaged over the k
@@ -320,7 +320,7 @@ def build_data(
         "written to context-<l>.jsonl (paper: 16K then 24K).",
     ),
     min_prompt_tokens: int | None = typer.Option(
-        None, min=0, help="RL prompts shorter than this are dropped [default: half the smallest limit; paper 8K]."
+        None, min=0, help="RL prompts shorter than this are dropped (default: half the smallest limit; paper 8K)."
     ),
     max_files: int = typer.Option(5, min=1, help="Files in a mixed-localisation RL prompt (gold files included)."),
     tokenizer: str | None = typer.Option(None, help="The policy's tokenizer (a local model directory)."),
