@@ -141,6 +141,52 @@ def test_check_disjoint_finds_shared_prompts_and_writes_disjoint_sets(tmp_path):
     assert clean.exit_code == 0, clean.output
 
 
+def test_classify_labels_topics_and_drops_math_and_code_with_counts(tmp_path):
+    rows = [
+        {"prompt": [{"role": "user", "content": "Write a haiku about autumn in all lowercase letters."}]},
+        {"prompt": "Tom has 12 apples and gives away 5. How many apples does he have left?"},
+        {"question": "Write a python function to reverse the words of a sentence."},
+        {"messages": [{"role": "user", "content": "Solve for x: 2x + 3 = 11"}, {"role": "assistant", "content": "4"}]},
+        {"prompt": "Plan a birthday party for 10 kids."},
+    ]
+    source = write(tmp_path / "rlhf.jsonl", rows)
+    labelled = run("classify", source, "-o", tmp_path / "labelled.jsonl", "-q", "--explain")
+    assert labelled.exit_code == 0, labelled.output
+    out = lines(tmp_path / "labelled.jsonl")
+    assert [row["topic"] for row in out] == ["other", "math", "code", "math", "other"]
+    assert "math: how many / how much" in out[1]["topic_evidence"]
+    kept = run("classify", source, "-o", tmp_path / "kept.jsonl", "-q", "--drop", "math,code")
+    assert kept.exit_code == 0, kept.output
+    assert [row["prompt"] for row in lines(tmp_path / "kept.jsonl")] == [rows[0]["prompt"], rows[4]["prompt"]]
+    summary = summary_of(tmp_path / "kept.jsonl")
+    assert summary["dropped"] == {"topic math": 2, "topic code": 1}
+    assert summary["extra"]["topics kept"] == [{"topic": "other", "rows": 2}]
+    assert "dropped: topic math" in kept.output
+    bad = run("classify", source, "-o", tmp_path / "bad.jsonl", "--drop", "maths")
+    assert bad.exit_code == 2 and "--drop: expected topics among math, code, other" in bad.output
+    empty = write(tmp_path / "empty.jsonl", [{"id": 1}])
+    no_text = run("classify", empty, "-o", tmp_path / "none.jsonl")
+    assert no_text.exit_code == 2 and "empty.jsonl:1: no prompt text found" in no_text.output
+
+
+def test_check_disjoint_finds_math_and_code_in_rlhf(tmp_path):
+    rlhf = write(
+        tmp_path / "rlhf.jsonl",
+        [
+            {"prompt": "Write a poem about rain."},
+            {"prompt": "Find the remainder when $2^{100}$ is divided by 7."},
+            {"prompt": "Given an integer array nums, return the number of pairs.\n\nInput\n\nOutput\n"},
+        ],
+    )
+    rl = write(tmp_path / "rl.jsonl", [{"prompt": "3*3?", "domain": "math", "answer": "9"}])
+    result = run("check-disjoint", "--rlhf", rlhf, "--rl", rl, "--write-dir", tmp_path / "clean")
+    assert result.exit_code == 1, result.output
+    assert "math and code prompts in the RLHF set" in result.output and "rlhf.jsonl:2" in result.output
+    assert lines(tmp_path / "clean" / "rlhf-rlhf.jsonl") == [{"prompt": "Write a poem about rain."}]
+    alone = run("check-disjoint", "--rlhf", tmp_path / "clean" / "rlhf-rlhf.jsonl")
+    assert alone.exit_code == 0, alone.output
+
+
 def test_a_killed_job_resumes_to_the_same_output(tmp_path):
     """kill -9 in the middle of a run, a half-written line at the end of the output: running the
     same command again gives exactly the output of an uninterrupted run."""

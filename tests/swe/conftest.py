@@ -155,3 +155,89 @@ def evaluated_run(fixture_checkouts, tmp_path_factory):
         "states_before": states,
         "output": output,
     }
+
+
+# ---- a repository of eight modules: room for more noise files than a mixed prompt takes ------
+
+SHAPES_MODULES = ("area", "perimeter", "scale", "rotate", "translate", "bounds", "colour", "export")
+SHAPES_ISSUE = (
+    "rectangle_area() returns the perimeter\n\n"
+    "`rectangle_area(2, 3)` returns 10 instead of 6: the area of a rectangle is width times height.\n"
+)
+SHAPES_BUG = "    return 2 * (width + height)\n"
+SHAPES_FIX_LINE = "    return width * height\n"
+SHAPES_FIX = repair_answer(edit("shapes/area.py", SHAPES_BUG, SHAPES_FIX_LINE))
+
+
+def _shapes_module(name: str) -> str:
+    """A module of a few small functions whose words differ from module to module."""
+    functions = "".join(
+        f"\n\ndef {name}_step_{i}(value, factor={i + 2}):\n"
+        f'    """Apply {name} step {i} to a value: multiply, then offset by the step."""\n'
+        f"    result = value * factor\n"
+        f"    return result + {i}\n"
+        for i in range(6)
+    )
+    return f'"""The {name} operations of the shapes package."""\n{functions}'
+
+
+def shapes_files() -> dict[str, str]:
+    files = {f"shapes/{name}.py": _shapes_module(name) for name in SHAPES_MODULES}
+    files["shapes/area.py"] += f'\n\ndef rectangle_area(width, height):\n    """Area of a rectangle."""\n{SHAPES_BUG}'
+    files["shapes/__init__.py"] = '"""Shapes."""\n'
+    files["tests/test_area.py"] = "from shapes.area import rectangle_area\n\n\ndef test_area():\n"
+    files["tests/test_area.py"] += "    assert rectangle_area(2, 3) == 6\n"
+    return files
+
+
+def make_repository(path: Path, files: dict[str, str]) -> str:
+    """A git checkout of ``files`` at ``path``; returns its commit."""
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "PATH": "/usr/bin:/bin",
+    }
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=True, env=env)
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "base")
+    return git("rev-parse", "HEAD").stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def shapes_run(tmp_path_factory):
+    """The shapes repository (8 modules), its instance, and a repair run whose samples make it an
+    RL instance (1 of 8 samples fixes it, the others are not edits)."""
+    from cascade_rl.rewards.swe_edits import unified_diff
+    from cascade_rl.swe.pipeline import PipelineConfig, run_pipeline
+
+    files = shapes_files()
+    checkout = tmp_path_factory.mktemp("shapes") / "repo"
+    commit = make_repository(checkout, files)
+    fixed = files["shapes/area.py"].replace(SHAPES_BUG, SHAPES_FIX_LINE)
+    patch = unified_diff({"shapes/area.py": files["shapes/area.py"]}, {"shapes/area.py": fixed})
+    instance = {
+        "instance_id": "shapes__shapes-1",
+        "repo": "shapes/shapes",
+        "base_commit": commit,
+        "problem_statement": SHAPES_ISSUE,
+        "patch": patch,
+    }
+    generator = ScriptedGenerator(
+        localization=["```\nshapes/area.py\nshapes/perimeter.py\n```"], repair=[SHAPES_FIX] + [GARBAGE] * 7
+    )
+    config = PipelineConfig(localization_rollouts=1, repair_samples=8)
+    output = tmp_path_factory.mktemp("shapes-run")
+    report = run_pipeline(
+        [instance], {"shapes/shapes": checkout}, output, generator=generator, config=config, stages="repair"
+    )
+    return {"traces": report.traces, "rows": [instance], "checkouts": {"shapes/shapes": checkout}, "output": output}

@@ -1,10 +1,13 @@
 """Ranking candidate patches: best@k, majority@k, pass@k and curves over k."""
 
+import statistics
+
 import pytest
 
 from cascade_rl.rewards.swe_edits import unified_diff
+from cascade_rl.swe.pipeline import harness_headline
 from cascade_rl.swe.rank import RankedCandidate as C
-from cascade_rl.swe.rank import curves, default_ks, select_best, select_majority
+from cascade_rl.swe.rank import curves, default_ks, headline, runs_of, select_best, select_majority
 
 ORIGINAL = {"m.py": "def f(x):\n    return x\n\n\ndef g(y):\n    return y\n"}
 
@@ -73,3 +76,45 @@ def test_default_ks():
     assert default_ks(1) == [1]
     assert default_ks(8) == [1, 2, 4, 8]
     assert default_ks(10) == [1, 2, 4, 8, 10]
+
+
+def test_headline_is_pass_at_1_over_runs_with_best_at_k_beside_it():
+    # 4 runs over 5 instances: 2, 2, 1, 3 resolved; best@4 resolves 4
+    runs = [
+        [True, True, False, False, False],
+        [True, False, True, False, False],
+        [True, False, False, False, False],
+        [True, True, True, False, False],
+    ]
+    result = headline(runs, [True, True, True, True, False])
+    assert result["per_run"] == [40.0, 40.0, 20.0, 60.0] and result["pass@1"] == pytest.approx(40.0)
+    assert result["pass@1_stderr"] == pytest.approx(statistics.stdev([40, 40, 20, 60]) / 2)
+    assert result["best@4"] == 80.0 and result["runs"] == 4 and result["instances"] == 5
+    assert headline([[True, False]])["pass@1_stderr"] == 0.0  # one run: no spread to measure
+    with pytest.raises(ValueError, match="same instances"):
+        headline([[True], [True, False]])
+    with pytest.raises(ValueError, match="at least one run"):
+        headline([])
+
+
+def test_runs_of_take_the_jth_sample_of_each_instance():
+    first = [C(0, "p", resolved=True), C(1, "", resolved=False)]
+    second = [C(1, "q", resolved=True), C(0, "r", resolved=False)]
+    assert runs_of([first, second]) == [[True, False], [False, True]]
+    assert runs_of([first, [C(0, "s", resolved=True)]]) == [[True, True], [False, False]]
+
+
+def test_headline_from_harness_reports():
+    runs = [
+        {"resolved_ids": ["a"], "submitted_ids": ["a", "b"]},
+        {"resolved_ids": ["a", "b"], "submitted_ids": ["a", "b", "c"]},
+    ]
+    result = harness_headline(runs, {"resolved_ids": ["b", "c"]})
+    assert result["instances"] == 3 and result["per_run"] == pytest.approx([100 / 3, 200 / 3])
+    assert result["best@2"] == pytest.approx(200 / 3)
+    # the evaluated instances named: unsubmitted ones count as unresolved
+    assert harness_headline(runs, instance_ids=["a", "b", "c", "d"])["pass@1"] == pytest.approx(100 * 3 / 8)
+    with pytest.raises(ValueError, match="no resolved_ids"):
+        harness_headline([{"resolved": 3}])
+    with pytest.raises(ValueError, match="name the evaluated instances"):
+        harness_headline([{"resolved_ids": []}])

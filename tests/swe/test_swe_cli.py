@@ -104,26 +104,68 @@ def test_evaluate_end_to_end_with_a_local_model(fixture_checkouts, tmp_path):
     assert git_state(path) == before
 
 
-def test_build_data_command(evaluated_run, tmp_path):
+def _build_data_arguments(evaluated_run, tmp_path, *extra):
     rows_file = tmp_path / "instances.jsonl"
     rows_file.write_text("".join(json.dumps(r) + "\n" for r in evaluated_run["rows"]))
     checkouts = [f"--checkout={repo}={path}" for repo, path in evaluated_run["checkouts"].items()]
-    result = runner.invoke(
-        app,
-        [
-            "build-data",
-            "--traces",
-            str(evaluated_run["output"] / "traces"),
-            "-i",
-            str(rows_file),
-            *checkouts,
-            "-o",
-            str(tmp_path / "data"),
-            "--min-prompt-tokens",
-            "100",
-        ],
-    )
+    traces = str(evaluated_run["output"] / "traces")
+    return ["build-data", "--traces", traces, "-i", str(rows_file), *checkouts, "-o", str(tmp_path / "data"), *extra]
+
+
+def test_build_data_command(evaluated_run, tmp_path):
+    arguments = _build_data_arguments(evaluated_run, tmp_path, "--approximate-tokens", "--context-limits", "2000,90000")
+    result = runner.invoke(app, [*arguments, "--min-prompt-tokens", "100"])
     assert result.exit_code == 0, result.output
-    assert "repair" in result.stdout and "rl_mixed" in result.stdout
+    assert "repair" in result.stdout and "context-2000.jsonl: mixed" in result.stdout
+    assert "estimates" in result.output
     assert len((tmp_path / "data" / "sft.jsonl").read_text().splitlines()) == 2 + 2 + 6 + 1 + 2
-    assert len((tmp_path / "data" / "rl.jsonl").read_text().splitlines()) == 2
+    assert len((tmp_path / "data" / "context-90000.jsonl").read_text().splitlines()) == 2
+    assert not (tmp_path / "data" / "rl.jsonl").exists()
+
+
+def test_build_data_counts_with_the_policy_tokenizer(evaluated_run, smollm2_tiny, tmp_path):
+    from cascade_rl.swe.data import load_tokenizer, prompt_counter
+
+    arguments = _build_data_arguments(evaluated_run, tmp_path, "--context-limits", "90000", "--min-prompt-tokens", "1")
+    result = runner.invoke(app, [*arguments, "--tokenizer", str(smollm2_tiny)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "data" / "context-90000.jsonl").read_text().splitlines()]
+    count = prompt_counter(load_tokenizer(smollm2_tiny))
+    assert rows and all(row["tokens"] == count(row["prompt"]) for row in rows)
+    # the recipe's model: the same tokenizer, the same counts
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"name: r\nmodel: {{path: {smollm2_tiny}}}\nstages: [{{kind: eval, name: eval}}]\n")
+    again = runner.invoke(app, [*arguments, "--recipe", str(recipe)])
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "data" / "context-90000.jsonl").read_text() == "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_build_data_errors(evaluated_run, tmp_path):
+    arguments = _build_data_arguments(evaluated_run, tmp_path)
+    no_count = runner.invoke(app, arguments)
+    assert no_count.exit_code == 2 and "give one of --tokenizer PATH, --recipe RECIPE" in no_count.output
+    bad = runner.invoke(app, [*arguments, "--approximate-tokens", "--context-limits", "16k"])
+    assert bad.exit_code == 2 and "--context-limits takes token counts" in bad.output
+    tight = runner.invoke(
+        app, [*arguments, "--approximate-tokens", "--context-limits", "100", "--min-prompt-tokens", "100"]
+    )
+    assert tight.exit_code == 2 and "no room under the smallest context limit 100" in tight.output
+    missing = runner.invoke(app, [*arguments, "--tokenizer", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "cannot load the tokenizer" in missing.output
+
+
+def test_headline_from_harness_reports(tmp_path):
+    reports = []
+    for j, resolved in enumerate((["a"], ["a", "b"], [])):
+        reports.append(tmp_path / f"run-{j}.json")
+        reports[-1].write_text(json.dumps({"resolved_ids": resolved, "submitted_ids": ["a", "b"]}))
+    (tmp_path / "best.json").write_text(json.dumps({"resolved_ids": ["a", "b"]}))
+    (tmp_path / "instances.jsonl").write_text("".join(json.dumps({"instance_id": i}) + "\n" for i in "abcd"))
+    result = runner.invoke(app, ["headline", *map(str, reports), "--best", str(tmp_path / "best.json")])
+    assert result.exit_code == 0, result.output
+    assert "pass@1 50.0 ± 28.9 (mean of 3 run(s)" in result.stdout and "best@3" in result.stdout
+    named = runner.invoke(app, ["headline", *map(str, reports), "-i", str(tmp_path / "instances.jsonl")])
+    assert named.exit_code == 0 and "pass@1 25.0" in named.stdout and "4 instances" in named.stdout
+    (tmp_path / "bad.json").write_text("{}")
+    bad = runner.invoke(app, ["headline", str(tmp_path / "bad.json")])
+    assert bad.exit_code == 2 and "not a SWE-bench harness report" in bad.output

@@ -1,6 +1,7 @@
 """The whole SWE pipeline: instances in, traces, predictions and report out (swe/pipeline.py)."""
 
 import json
+import statistics
 
 import pytest
 from conftest import git_state
@@ -83,6 +84,20 @@ def test_pipeline_traces_predictions_and_report(evaluated_run):
     assert summary["curves"]["best@k"]["8"] == pytest.approx(2 / 3)
     # pass@1: textkit 4 of 8 samples resolve it, intervals 2 of 8, inventory none
     assert summary["curves"]["pass@k"]["1"] == pytest.approx((4 / 8 + 2 / 8 + 0) / 3)
+    # the headline: run j submits each instance's j-th sample (textkit fixed by samples 0, 1,
+    # 3, 5; intervals by 1 and 5); best@8 beside it under its own name
+    headline = summary["headline"]
+    per_run = [100 * n / 3 for n in (1, 2, 0, 1, 0, 2, 0, 0)]
+    assert headline["per_run"] == pytest.approx(per_run) and headline["runs"] == 8 and headline["instances"] == 3
+    assert headline["pass@1"] == pytest.approx(25.0) == pytest.approx(100 * summary["curves"]["pass@k"]["1"])
+    assert headline["pass@1_stderr"] == pytest.approx(statistics.stdev(per_run) / 8**0.5)
+    assert headline["best@8"] == pytest.approx(200 / 3)
+    runs = sorted((output / "predictions").iterdir())
+    assert [path.name for path in runs] == [f"run-{j}.jsonl" for j in range(1, 9)]
+    second = [json.loads(line) for line in runs[1].read_text().splitlines()]
+    assert [bool(p["model_patch"]) for p in second] == [True, True, False]
+    assert "interval.start <= merged[-1].end" in second[1]["model_patch"]
+    assert [json.loads(line)["model_patch"] for line in runs[4].read_text().splitlines()] == ["", "", ""]
 
 
 def test_pipeline_never_touches_the_checkouts(evaluated_run, fixture_checkouts):

@@ -7,8 +7,10 @@ by file and line) is :mod:`cascade_rl.data.job`.
     cascade data dedup IN... -o OUT [--level L]         prompt dedup (white space and case ignored)
     cascade data decontaminate IN... -o OUT --benchmark NAME=PATH ...   9-gram decontamination
     cascade data constrain IN... -o OUT [--families ifeval,iftrain]   IF-RL rows from real texts
-    cascade data check-disjoint --sft A --rlhf B --rl C  prompts shared between stages
+    cascade data classify IN... -o OUT [--drop math,code]  each prompt's topic: math, code or other
+    cascade data check-disjoint --sft A --rlhf B --rl C  prompts shared between stages; math / code in RLHF
     cascade data difficulty IN -o OUT --model SPEC      pass-rate filters (math 16 samples, code 8/8 and 0/8)
+    cascade data code-filter IN... -o OUT               Code RL problems whose tests the reward can trust
     cascade data verify IN -o OUT                       drop responses that disagree with the ground truth
     cascade data offtopic IN -o OUT --strong SPEC --weak SPEC   off-topic RM pairs (appendix C.1)
     cascade data export IN... --to verl -o OUT.parquet   RL rows as verl's dataset (docs/integrations.md)
@@ -292,6 +294,37 @@ def constrain(
     )
 
 
+@app.command()
+@option_groups(job=Job)
+def classify(
+    drop: str = typer.Option("", "--drop", help="Topics left out, comma-separated, e.g. math,code."),
+    text_field: str | None = typer.Option(
+        None, "--text-field", help="Field holding the text, a dotted path (default: the row's prompt / question)."
+    ),
+    explain: bool = typer.Option(False, "--explain", help="Add topic_evidence: the rules that matched."),
+    *,
+    job: Job,
+) -> None:
+    """Label each row's `topic`: math, code (competitive programming and programming exercises)
+    or other, by a documented rule (data/topics.py; precision and recall on real prompts in
+    docs/data-formats.md). `--drop math,code` keeps them out of RLHF prompts (SPEC 1, 6) and
+    counts them."""
+    from cascade_rl.data.commands import classify_files
+    from cascade_rl.data.topics import parse_topics
+
+    try:
+        dropped = parse_topics(drop, "--drop") if drop.strip() else []
+    except ValueError as error:
+        raise fail(error) from None
+    title = f"classify (dropping {', '.join(dropped)})" if dropped else "classify"
+    job.run(
+        title,
+        lambda: classify_files(
+            job.inputs, job.output, drop=dropped, text_field=text_field, explain=explain, **job.settings()
+        ),
+    )
+
+
 @app.command("check-disjoint")
 def check_disjoint(
     sft: list[Path] = typer.Option([], "--sft", help="SFT data files (repeatable)."),
@@ -302,13 +335,15 @@ def check_disjoint(
     ),
 ) -> None:
     """Prompts shared between the SFT, RLHF and RL sets (SPEC 1: SFT and RL prompts strictly
-    disjoint; math and code prompts kept out of RLHF). Exit code 1 when any are shared."""
+    disjoint), and math and code prompts in the RLHF set (kept out of RLHF; the topic rule of
+    `cascade data classify`). Exit code 1 when any are found; --write-dir writes copies without
+    them."""
     from cascade_rl.data.commands import check_disjoint as check
     from cascade_rl.data.rows import DataError
 
     groups = {name: paths for name, paths in (("sft", sft), ("rlhf", rlhf), ("rl", rl)) if paths}
-    if len(groups) < 2:
-        raise fail("give at least two of --sft, --rlhf, --rl")
+    if len(groups) < 2 and "rlhf" not in groups:
+        raise fail("give at least two of --sft, --rlhf, --rl (or --rlhf alone: its math and code prompts)")
     try:
         report = check(groups, write_dir)
     except DataError as error:
@@ -319,11 +354,18 @@ def check_disjoint(
     for row in report["pairs"]:
         table.add_row(row["sets"], str(row["shared"]), row["example"])
     stdout.print(table)
+    if report["rlhf_topics"]:
+        topics = Table(title="math and code prompts in the RLHF set")
+        for column in ("topic", "prompts", "example"):
+            topics.add_column(column)
+        for row in report["rlhf_topics"]:
+            topics.add_row(row["topic"], str(row["prompts"]), row["example"])
+        stdout.print(topics)
     for name, count in report["prompts"].items():
         say(f"{name}: {count} distinct prompts")
     if write_dir is not None:
         say(f"disjoint copies in {write_dir}")
-    if any(row["shared"] for row in report["pairs"]):
+    if any(row["shared"] for row in report["pairs"]) or any(row["prompts"] for row in report["rlhf_topics"]):
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -460,6 +502,46 @@ def difficulty(
         )
 
     job.run(f"difficulty ({preset})", work)
+
+
+@app.command("code-filter")
+@option_groups(job=Job)
+def code_filter(
+    solutions: int = typer.Option(3, "--solutions", min=0, help="Reference solutions tried per problem."),
+    mutants: int = typer.Option(10, "--mutants", min=0, help="Mutants of the passing solution run on the tests."),
+    max_survival: float = typer.Option(
+        0.2, "--max-survival", min=0.0, max=1.0, help="Drop a problem when more of its mutants than this pass."
+    ),
+    variants: int = typer.Option(
+        8, "--variants", min=0, help="New inputs telling a surviving mutant from an equivalent one (stdin tests)."
+    ),
+    time_limit: float = typer.Option(6.0, "--time-limit", min=0.1, help="Seconds per test of a reference solution."),
+    mutant_time_limit: float = typer.Option(
+        2.0, "--mutant-time-limit", min=0.1, help="Seconds per test of a mutant (slower counts as killed)."
+    ),
+    workers: int = typer.Option(4, "--workers", min=1, help="Sandboxes running programs in parallel."),
+    keep_solutions: bool = typer.Option(False, "--keep-solutions", help="Keep the solutions field in the output."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the mutation sites."),
+    *,
+    job: Job,
+) -> None:
+    """Code RL's data filter (SPEC 6): drop interactive and special-judge problems, problems whose
+    reference solutions fail their own tests (run in the sandbox), problems whose tests let
+    mutated solutions pass (weak tests), and later copies of a source URL; counts per reason."""
+    from cascade_rl.data.code_filter import FilterSettings, code_filter_files
+
+    settings = FilterSettings(
+        max_solutions=solutions,
+        mutants=mutants,
+        max_survival=max_survival,
+        variants=variants,
+        time_limit=time_limit,
+        mutant_time_limit=mutant_time_limit,
+        workers=workers,
+        keep_solutions=keep_solutions,
+        seed=seed,
+    )
+    job.run("code-filter", lambda: code_filter_files(job.inputs, job.output, settings=settings, **job.settings()))
 
 
 @app.command()

@@ -3,7 +3,8 @@
     cascade swe localize   --instances I.jsonl --checkout owner/repo=PATH   recall@{1,3,5,10}
     cascade swe repair     ... --generator SPEC                              candidate patches
     cascade swe evaluate   ... --generator SPEC                              + validation, ranking
-    cascade swe build-data --traces RUN/traces --instances I.jsonl ...       SFT / RL data
+    cascade swe build-data --traces RUN/traces --instances I.jsonl ...       SFT data, RL set per context limit
+    cascade swe headline RUN1.json RUN2.json ... [--best BEST.json]          pass@1 over runs from harness reports
 
 ``--fixtures`` runs on the small repositories shipped with the package instead of
 ``--instances`` (their checkouts are created under the output directory).
@@ -234,8 +235,25 @@ def print_curves(summary: dict) -> None:
     for metric, values in curve.items():
         table.add_row(metric, *(f"{values[k]:.3f}" if k in values else "-" for k in ks))
     stdout.print(table)
-    if "resolved" in summary:
+    if "headline" in summary:
+        print_headline(summary["headline"])
+    elif "resolved" in summary:
         stdout.print(f"the best@k predictions resolve {summary['resolved']:.3f} of the instances")
+
+
+def print_headline(result: dict) -> None:
+    """The paper's SWE-bench headline, pass@1 averaged over runs, and best@k named beside it."""
+    runs = result["runs"]
+    stdout.print(
+        f"SWE-bench headline: pass@1 {result['pass@1']:.1f} ± {result['pass@1_stderr']:.1f} "
+        f"(mean of {runs} run(s), standard error over runs; {result['instances']} instances; "
+        f"per run: {', '.join(f'{rate:.1f}' for rate in result['per_run'])})"
+    )
+    if f"best@{runs}" in result:
+        stdout.print(
+            f"best@{runs} (one patch of {runs} chosen by validation: test-time scaling, not pass@1): "
+            f"{result[f'best@{runs}']:.1f}"
+        )
 
 
 def finish(report) -> None:
@@ -247,6 +265,46 @@ def finish(report) -> None:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
+@app.command()
+def headline(
+    runs: list[Path] = typer.Argument(
+        ..., help="The SWE-bench harness's report (JSON with resolved_ids) of each predictions/run-<j>.jsonl."
+    ),
+    best: Path | None = typer.Option(None, "--best", help="The harness report of predictions.jsonl (best@k)."),
+    instances: Path | None = typer.Option(
+        None, "--instances", "-i", help="The evaluated instances (default: the reports' submitted_ids together)."
+    ),
+) -> None:
+    """The paper's SWE-bench headline from the official harness: pass@1 averaged over the k
+    runs with its standard error, best@k beside it (`cascade swe evaluate` writes the runs'
+    predictions to predictions/run-<j>.jsonl and the best@k ones to predictions.jsonl)."""
+    from cascade_rl.swe.pipeline import harness_headline, load_instances
+
+    def read(path: Path) -> Any:
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise fail(f"{path}: {error}") from None
+        if not isinstance(report, dict) or not isinstance(report.get("resolved_ids"), list):
+            raise fail(f"{path}: not a SWE-bench harness report (no resolved_ids list)")
+        return report
+
+    ids: list[str] = []
+    if instances is not None:
+        if not instances.is_file():
+            raise fail(f"instances file {instances} does not exist")
+        rows, bad = load_instances(instances)
+        if bad:
+            raise fail(f"{bad[0][0]}: {bad[0][1]}")
+        ids = [str(row.get("instance_id")) for row in rows if isinstance(row, dict) and row.get("instance_id")]
+    try:
+        result = harness_headline([read(path) for path in runs], read(best) if best else None, ids)
+    except ValueError as error:
+        raise fail(error) from None
+    print_headline(result)
+    stdout.print_json(json.dumps(result))
+
+
 @app.command("build-data")
 @option_groups(inputs=Instances)
 def build_data(
@@ -255,39 +313,105 @@ def build_data(
     threshold: float = typer.Option(0.5, help="Similarity a repair sample must exceed."),
     sft_min_good: int = typer.Option(4, min=1, help="Samples above the threshold for SFT (of --samples)."),
     samples: int = typer.Option(8, min=1, help="Repair samples considered per instance."),
-    max_prompt_tokens: int = typer.Option(24_000, min=1, help="RL prompt limit l (16K -> 24K curriculum)."),
-    min_prompt_tokens: int = typer.Option(8_000, min=0, help="RL prompts shorter than this are dropped."),
-    max_files: int = typer.Option(5, min=1, help="Files in a mixed-localisation RL prompt."),
-    tokenizer: str | None = typer.Option(None, help="Local tokenizer for exact token counts."),
-    seed: int = typer.Option(0, help="Seed of the file shuffling."),
+    context_limits: str = typer.Option(
+        "16384,24576",
+        "--context-limits",
+        help="Input-context limits l of the SWE RL curriculum, comma-separated: one RL set per l, "
+        "written to context-<l>.jsonl (paper: 16K then 24K).",
+    ),
+    min_prompt_tokens: int | None = typer.Option(
+        None, min=0, help="RL prompts shorter than this are dropped (default: half the smallest limit; paper 8K)."
+    ),
+    max_files: int = typer.Option(5, min=1, help="Files in a mixed-localisation RL prompt (gold files included)."),
+    tokenizer: str | None = typer.Option(None, help="The policy's tokenizer (a local model directory)."),
+    recipe: Path | None = typer.Option(None, help="Count with the tokenizer of this recipe's model."),
+    approximate_tokens: bool = typer.Option(
+        False, "--approximate-tokens", help="Estimate lengths without a tokenizer (not the policy's count)."
+    ),
+    mode: str = typer.Option("think", help="Thinking mode the SWE stage trains in (think / no_think)."),
+    seed: int = typer.Option(0, help="Seed of the file order in each prompt."),
     *,
     inputs: Instances,
 ) -> None:
-    """Build SWE SFT data (localisation, repair, test generation) and RL prompts from traces."""
-    from cascade_rl.swe.data import DataConfig, tokenizer_counter
+    """Build SWE SFT data (localisation, repair, test generation) and, from the same traces, one
+    RL set per input-context limit (ground-truth and mixed-localisation prompts) for the SWE RL
+    curriculum."""
+    from cascade_rl.swe.data import DataConfig, prompt_counter, rl_file
     from cascade_rl.swe.data import build_data as build
-    from cascade_rl.swe.repair import approx_tokens
 
     if not traces.is_dir():
         raise fail(f"traces directory {traces} does not exist")
+    try:
+        config = DataConfig(
+            similarity_threshold=threshold,
+            sft_min_good=sft_min_good,
+            samples_per_prompt=samples,
+            context_limits=tuple(parse_limits(context_limits)),
+            min_prompt_tokens=min_prompt_tokens,
+            max_files=max_files,
+            seed=seed,
+        )
+    except ValueError as error:
+        raise fail(error) from None
+    if mode not in ("think", "no_think"):
+        raise fail(f"--mode must be think or no_think, got {mode!r}")
+    policy = policy_tokenizer(tokenizer, recipe, approximate_tokens)
     rows, checkouts, _ = inputs.load(output)
     loaded = [json.loads(path.read_text()) for path in sorted(traces.glob("*.json"))]
-    config = DataConfig(
-        similarity_threshold=threshold,
-        sft_min_good=sft_min_good,
-        samples_per_prompt=samples,
-        max_prompt_tokens=max_prompt_tokens,
-        min_prompt_tokens=min_prompt_tokens,
-        max_files=max_files,
-        seed=seed,
-    )
-    counter = tokenizer_counter(tokenizer) if tokenizer else approx_tokens
+    counter = prompt_counter(policy, mode) if policy is not None else None
     report = build(loaded, rows, checkouts, output, config=config, count_tokens=counter)
     table = Table(title=f"SWE data from {len(loaded)} trace(s) -> {output}")
     table.add_column("kind")
     table.add_column("rows", justify="right")
     for name, count in sorted(report.counts.items()):
         table.add_row(name, str(count))
+    for limit in config.context_limits:
+        for name, count in sorted(report.rl_counts.get(limit, {}).items()):
+            table.add_row(f"{rl_file(limit)}: {name}", str(count))
     stdout.print(table)
     for instance_id, reason in report.dropped.items():
         say(f"dropped {instance_id}: {reason}")
+
+
+def parse_limits(text: str) -> list[int]:
+    """``"16384,24576"`` -> ``[16384, 24576]``; anything else is a one-line error."""
+    try:
+        limits = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise fail(f"--context-limits takes token counts separated by commas, e.g. 16384,24576; got {text!r}") from None
+    if not limits or min(limits) < 1:
+        raise fail(f"--context-limits takes positive token counts, got {text!r}")
+    return limits
+
+
+def policy_tokenizer(path: str | None, recipe: Path | None, approximate: bool) -> Any:
+    """The tokenizer lengths are counted with: ``--tokenizer``, else the ``--recipe``'s model
+    (its chat template setting applied), else None with ``--approximate-tokens``."""
+    from cascade_rl.swe.data import load_tokenizer
+
+    if sum(bool(x) for x in (path, recipe, approximate)) != 1:
+        raise fail("give one of --tokenizer PATH, --recipe RECIPE (its model's tokenizer) or --approximate-tokens")
+    if approximate:
+        say("prompt lengths are estimates (--approximate-tokens), not the policy tokenizer's counts")
+        return None
+    cascade_template = True
+    if recipe is not None:
+        path, cascade_template = recipe_tokenizer(recipe)
+    try:
+        return load_tokenizer(path, cascade_template=cascade_template)
+    except (OSError, ValueError) as error:
+        raise fail(f"cannot load the tokenizer of {path}: {error}") from None
+
+
+def recipe_tokenizer(recipe: Path) -> tuple[str, bool]:
+    """The local model directory of a recipe's model and whether it installs the Cascade template."""
+    from cascade_rl.recipe import RecipeError, expand, load_recipe
+
+    try:
+        loaded = load_recipe(recipe)
+        path = expand(loaded.model.path) if loaded.model.path is not None else None
+    except (RecipeError, OSError) as error:
+        raise fail(error) from None
+    if path is None:
+        raise fail(f"{recipe}: model.tiny builds its tokenizer with the toy world; give --tokenizer instead")
+    return str(Path(path).expanduser()), loaded.model.chat_template == "cascade"

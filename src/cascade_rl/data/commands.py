@@ -1,6 +1,7 @@
 """The row-level data commands as library functions (SPEC section 3 data hygiene; section 1 stage
-disjointness): conversion, exact dedup, n-gram decontamination against named benchmarks, and
-the check that SFT, RLHF and RL prompt sets share no prompt. Each runs through
+disjointness): conversion, exact dedup, n-gram decontamination against named benchmarks, the
+topic of each prompt (math / code / other, for RLHF prompt hygiene), and the check that SFT,
+RLHF and RL prompt sets share no prompt and that RLHF holds no math or code prompt. Each runs through
 :func:`cascade_rl.data.job.run_job` (progress, resumable output, summary, malformed rows named
 by file and line); the commands are :mod:`cascade_rl.cli.data`.
 """
@@ -30,6 +31,7 @@ from cascade_rl.data.rows import (
     rename_fields,
     row_text,
 )
+from cascade_rl.data.topics import TOPICS, classify
 
 
 def convert_files(
@@ -238,13 +240,67 @@ def _field_text(data: Mapping[str, Any], field: str) -> str:
     return value
 
 
+def classify_files(
+    inputs: Sequence[Path],
+    output: Path,
+    *,
+    drop: Sequence[str] = (),
+    text_field: str | None = None,
+    explain: bool = False,
+    **job: Any,
+) -> Summary:
+    """Label each row's ``topic`` (:func:`cascade_rl.data.topics.classify` of its prompt text, or
+    of the field ``text_field``); rows whose topic is in ``drop`` are left out and counted.
+    ``explain`` adds ``topic_evidence`` (the rules that matched). The summary's ``extra`` counts
+    the rows kept of each topic (the dropped ones are its ``dropped`` reasons, ``topic math``)."""
+    unknown = sorted(set(drop) - set(TOPICS))
+    if unknown:
+        raise DataError(f"--drop: unknown topic {unknown[0]!r}; topics: {', '.join(TOPICS)}")
+    kept = {topic: 0 for topic in TOPICS if topic not in drop}
+    text_of = prompt_text if text_field is None else partial(_field_text, field=text_field)
+
+    def process(rows: Sequence[Row]) -> list:
+        outcomes: list = []
+        for row in rows:
+            try:
+                text = text_of(row.data)
+            except RowError as error:
+                outcomes.append(error)
+                continue
+            if not text.strip():
+                outcomes.append(RowError("no prompt text found (prompt, messages, question, ...); pass --text-field"))
+                continue
+            verdict = classify(text)
+            if verdict.topic in drop:
+                outcomes.append(Drop(f"topic {verdict.topic}"))
+                continue
+            kept[verdict.topic] += 1
+            labelled = {**row.data, "topic": verdict.topic}
+            if explain:
+                labelled["topic_evidence"] = list(verdict.evidence)
+            outcomes.append(Keep([labelled]))
+        return outcomes
+
+    def warm(data: dict) -> None:  # a resumed job counts the rows it kept before
+        kept[data["topic"]] += 1
+
+    def extra() -> dict:
+        return {"topics kept": [{"topic": topic, "rows": count} for topic, count in kept.items()]}
+
+    options = {"drop": sorted(drop), "text_field": text_field, "explain": explain}
+    return run_job("classify", inputs, output, process, options=options, warm=warm, extra=extra, **job)
+
+
 STAGE_ORDER = ("sft", "rlhf", "rl")
+#: topics kept out of RLHF prompts (SPEC sections 1 and 6)
+RLHF_EXCLUDED = ("math", "code")
 
 
 def check_disjoint(groups: Mapping[str, Sequence[Path]], write_dir: Path | None = None) -> dict:
-    """Prompts (case-folded, whitespace-collapsed user text) shared by each pair of stage sets;
+    """Prompts (case-folded, whitespace-collapsed user text) shared by each pair of stage sets,
+    and the math and code prompts of the RLHF set (:func:`cascade_rl.data.topics.classify`);
     with ``write_dir``, copies where each later stage (sft -> rlhf -> rl) drops the prompts of
-    the earlier ones."""
+    the earlier ones and the RLHF copy drops its math and code prompts."""
     prompts: dict[str, dict[str, str]] = {}
     for name, paths in groups.items():
         seen: dict[str, str] = {}
@@ -263,19 +319,51 @@ def check_disjoint(groups: Mapping[str, Sequence[Path]], write_dir: Path | None 
             example = next(iter(sorted(shared)), "")
             where = f"{prompts[first][example]} = {prompts[second][example]}" if example else ""
             pairs.append({"sets": f"{first} & {second}", "shared": len(shared), "example": where})
+    off_topic = _rlhf_off_topic(groups.get("rlhf", ()))
     if write_dir is not None:
-        _write_disjoint(groups, names, prompts, Path(write_dir))
-    return {"pairs": pairs, "prompts": {name: len(prompts[name]) for name in names}}
+        _write_disjoint(groups, names, prompts, Path(write_dir), {where for where, _ in off_topic})
+    topics = [
+        {
+            "topic": topic,
+            "prompts": sum(t == topic for _, t in off_topic),
+            "example": next((w for w, t in off_topic if t == topic), ""),
+        }
+        for topic in RLHF_EXCLUDED
+    ]
+    return {
+        "pairs": pairs,
+        "prompts": {name: len(prompts[name]) for name in names},
+        "rlhf_topics": topics if "rlhf" in groups else [],
+    }
+
+
+def _rlhf_off_topic(paths: Sequence[Path]) -> list[tuple[str, str]]:
+    """(where, topic) of every RLHF row whose prompt is math or code."""
+    found = []
+    for path in paths:
+        for row in iter_rows(check_input(Path(path))):
+            topic = classify(prompt_text(row.data)).topic
+            if topic in RLHF_EXCLUDED:
+                found.append((row.where, topic))
+    return found
 
 
 def _write_disjoint(
-    groups: Mapping[str, Sequence[Path]], names: list[str], prompts: dict[str, dict[str, str]], write_dir: Path
+    groups: Mapping[str, Sequence[Path]],
+    names: list[str],
+    prompts: dict[str, dict[str, str]],
+    write_dir: Path,
+    off_topic: set[str],
 ) -> None:
     write_dir.mkdir(parents=True, exist_ok=True)
     earlier: set[str] = set()
     for name in names:
         for path in groups[name]:
-            kept = [row.data for row in iter_rows(Path(path)) if normal_text(prompt_text(row.data)) not in earlier]
+            kept = [
+                row.data
+                for row in iter_rows(Path(path))
+                if normal_text(prompt_text(row.data)) not in earlier and row.where not in off_topic
+            ]
             target = write_dir / f"{name}-{Path(path).stem}.jsonl"
             target.write_text("".join(json.dumps(data, ensure_ascii=False) + "\n" for data in kept))
         earlier |= prompts[name].keys()

@@ -21,10 +21,13 @@ Formats (the fields read are listed in docs/data-formats.md):
   with the number as the answer and the worked solution kept for SFT;
 * ``ifeval`` (alias ``ifbench``): ``key``, ``prompt``, ``instruction_id_list``, ``kwargs``;
 * ``livecodebench``: public tests and private tests (JSON, or base64 + zlib + pickle decoded
-  as plain data only), ``metadata.func_name``, ``contest_date`` -> code RL rows;
-* ``taco`` (alias ``apps``): ``question``, ``input_output``, ``starter_code`` -> code RL rows;
+  as plain data only), ``metadata.func_name``, ``contest_date`` -> code RL rows (``metadata``
+  and the problem's identity kept for ``cascade data code-filter``);
+* ``taco`` (alias ``apps``): ``question``, ``input_output``, ``starter_code`` -> code RL rows,
+  with the first :data:`KEPT_SOLUTIONS` reference ``solutions``, the ``url`` and ``source``
+  (``cascade data code-filter`` runs the solutions and deduplicates by URL);
 * ``mbpp``: ``text``, ``test_list`` (+ ``challenge_test_list``), ``test_setup_code`` -> code RL
-  rows with assert-style tests, ``split`` by task_id;
+  rows with assert-style tests, ``split`` by task_id, the reference ``code`` as ``solutions``;
 * ``gsm8k-sft``, ``mbpp-sft``: the same rows as SFT rows whose response is the reference
   (GSM8K's worked solution ending in ``\\boxed{}``, MBPP's ``code`` in a python block), with the
   reward fields kept for ``cascade data verify``;
@@ -76,6 +79,8 @@ HUMANEVAL_TASK = (
     "Complete the following Python function:\n```python\n{prompt}\n```\n"
     "Give the complete function, with its signature, as one Python program in a ```python code block."
 )
+#: reference solutions a TACO / APPS row keeps (TACO has up to hundreds per problem)
+KEPT_SOLUTIONS = 10
 #: MBPP's standard split by task_id (Austin et al. 2021; the google-research release)
 MBPP_SPLITS = {
     "prompt": range(1, 11),
@@ -420,6 +425,8 @@ def livecodebench(row: Mapping[str, Any], suffix: str = "", tests: str = "all") 
     for name in ("question_id", "contest_date", "platform", "difficulty", "question_title", "contest_id"):
         if row.get(name) not in (None, ""):
             out[name] = row[name]
+    if isinstance(metadata, Mapping) and metadata:
+        out["metadata"] = dict(metadata)
     if "question_id" in out:
         out["id"] = str(out["question_id"])
     return out
@@ -441,6 +448,14 @@ def taco(row: Mapping[str, Any], suffix: str = "") -> dict | Drop:
         "domain": "code",
         "tests": _check_tests(suite, "input_output"),
     }
+    solutions = _json_field(row.get("solutions") or [], "solutions")
+    if not isinstance(solutions, list) or not all(isinstance(v, str) for v in solutions):
+        raise RowError("solutions is not a list of programs")
+    if solutions:
+        out["solutions"] = solutions[:KEPT_SOLUTIONS]
+    for name in ("url", "source"):
+        if isinstance(row.get(name), str) and row[name].strip():
+            out[name] = row[name].strip()
     identifier = _row_id(row, "id", "problem_id", "name")
     return {**out, "id": identifier} if identifier else out
 
@@ -483,6 +498,9 @@ def mbpp(row: Mapping[str, Any], suffix: str = "", split: str = "all") -> dict |
         "tests": _check_tests(tests, "tests"),
         "id": str(task_id),
     }
+    code = row.get("code")
+    if isinstance(code, str) and code.strip():
+        out["solutions"] = [code.replace("\r\n", "\n")]
     return out
 
 

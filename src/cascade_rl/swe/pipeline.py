@@ -9,8 +9,11 @@ reproduction tests -> validate every candidate (regression, reproduction, gold t
   timings and errors;
 * ``predictions.jsonl`` -- ``instance_id``, ``model_name_or_path``, ``model_patch`` (the best@k
   patch, "" when there is none), the input of ``python -m swebench.harness.run_evaluation``;
+* ``predictions/run-<j>.jsonl`` -- the same for run j: each instance's j-th repair sample,
+  unselected (the runs whose mean resolution rate is the paper's pass@1 headline);
 * ``report.json`` -- recall@{1,3,5,10} per localisation method, candidate status counts,
-  resolution rates and the best@k / majority@k / pass@k curves over k.
+  the headline (pass@1 averaged over the k runs with its standard error, best@k beside it:
+  :func:`cascade_rl.swe.rank.headline`) and the best@k / majority@k / pass@k curves over k.
 
 Instances follow SWE-bench's schema (``instance_id``, ``repo``, ``base_commit``,
 ``problem_statement``, ``patch``, ``test_patch``, ``FAIL_TO_PASS``, ``PASS_TO_PASS``; the test
@@ -32,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from cascade_rl.rewards.swe_edits import PatchApplyError, parse_patch, patched_path
 from cascade_rl.swe.localize import RECALL_KS, IndexCache, Localization, localize, recall_at_k, recall_table
 from cascade_rl.swe.prompts import reproduction_test_messages
-from cascade_rl.swe.rank import RankedCandidate, curves, select_best, select_majority
+from cascade_rl.swe.rank import RankedCandidate, curves, headline, runs_of, select_best, select_majority
 from cascade_rl.swe.repair import RepairResult, approx_tokens, repair
 from cascade_rl.swe.repo import Repository, RepositoryError
 
@@ -224,6 +227,7 @@ def run_pipeline(
             pool.close()
     if stages != "localize":
         write_predictions(report.traces, output_dir / "predictions.jsonl", model_name)
+        write_run_predictions(report.traces, output_dir / "predictions", model_name)
     report.summary = summarize(report.traces, report.bad_instances)
     (output_dir / "report.json").write_text(json.dumps(report.summary, indent=1) + "\n")
     return report
@@ -422,17 +426,49 @@ def ranked_candidates(candidates: Sequence[dict], gold: bool = False) -> list[Ra
     return ranked
 
 
+def _prediction(instance_id: str, model_name: str, patch: str) -> str:
+    return json.dumps({"instance_id": instance_id, "model_name_or_path": model_name, "model_patch": patch}) + "\n"
+
+
 def write_predictions(traces: Sequence[dict], path: Path, model_name: str) -> None:
     """SWE-bench predictions: one line per instance with its best@k patch."""
     with open(path, "w") as handle:
         for trace in traces:
             patch = (trace.get("selection") or {}).get("patch") or ""
-            handle.write(
-                json.dumps(
-                    {"instance_id": trace["instance_id"], "model_name_or_path": model_name, "model_patch": patch}
-                )
-                + "\n"
-            )
+            handle.write(_prediction(trace["instance_id"], model_name, patch))
+
+
+def write_run_predictions(traces: Sequence[dict], directory: Path, model_name: str) -> None:
+    """SWE-bench predictions of each run j (``run-<j>.jsonl``, j from 1): every instance's j-th
+    sample as it was generated ("" when it has no patch), for the harness's pass@1 per run."""
+    runs = max((len(trace.get("candidates", [])) for trace in traces), default=0)
+    directory.mkdir(parents=True, exist_ok=True)
+    for j in range(runs):
+        with open(directory / f"run-{j + 1}.jsonl", "w") as handle:
+            for trace in traces:
+                candidates = {c["index"]: c for c in trace.get("candidates", [])}
+                sample = candidates.get(j) or {}
+                patch = (sample.get("patch") or "") if sample.get("status") == "ok" else ""
+                handle.write(_prediction(trace["instance_id"], model_name, patch))
+
+
+def harness_headline(
+    runs: Sequence[Mapping[str, Any]], best: Mapping[str, Any] | None = None, instance_ids: Sequence[str] = ()
+) -> dict:
+    """The headline (:func:`cascade_rl.swe.rank.headline`) from the official SWE-bench harness's
+    reports (``resolved_ids``) of the runs' predictions and, optionally, of the best@k ones.
+    The instances are ``instance_ids``, else every report's ``submitted_ids`` together: an
+    instance a run did not submit or resolve counts as unresolved in that run."""
+    reports = [*runs, *([best] if best is not None else [])]
+    for number, report in enumerate(reports, 1):
+        if not isinstance(report, Mapping) or not isinstance(report.get("resolved_ids"), list):
+            raise ValueError(f"report {number} is not a SWE-bench harness report: no resolved_ids list")
+    ids = list(dict.fromkeys(instance_ids)) or sorted({i for r in reports for i in r.get("submitted_ids") or []})
+    if not ids:
+        raise ValueError("the reports list no submitted_ids: name the evaluated instances")
+    resolved = [set(report["resolved_ids"]) for report in runs]
+    table = [[instance in done for instance in ids] for done in resolved]
+    return headline(table, [i in set(best["resolved_ids"]) for i in ids] if best is not None else None)
 
 
 def summarize(traces: Sequence[dict], bad: Sequence[tuple[str, str]]) -> dict:
@@ -463,4 +499,14 @@ def summarize(traces: Sequence[dict], bad: Sequence[tuple[str, str]]) -> dict:
         ]
         if resolved:
             summary["resolved"] = sum(resolved) / len(resolved)
+        summary.update(_headline(traces))
     return summary
+
+
+def _headline(traces: Sequence[dict]) -> dict:
+    """``{"headline": ...}`` over the instances whose samples all have gold results, or nothing."""
+    gold = [t for t in traces if t.get("candidates") and t.get("gold_evaluated")]
+    runs = runs_of([ranked_candidates(t["candidates"], True) for t in gold])
+    if not runs:
+        return {}
+    return {"headline": headline(runs, [bool((t.get("selection") or {}).get("resolved")) for t in gold])}

@@ -15,6 +15,15 @@ patch take part:
   gold tests (FAIL_TO_PASS and PASS_TO_PASS); only where gold results exist.
 
 A "resolved" flag per candidate comes from the gold tests when the instance has them.
+
+**The headline** (:func:`headline`; the paper's SWE-bench Verified numbers, 37.2 for the 8B and
+43.1 for the 14B model, seed sections 5 and 7.2): pass@1 *averaged over k independent runs* --
+run j submits the j-th sample of every instance, unselected; its resolution rate is the share
+of instances that sample resolves; the headline is the mean over the k runs with its standard
+error over runs (sample standard deviation of the k rates / sqrt(k)), the paper's "average of
+four runs at temperature 0.6". best@k -- one patch per instance chosen from the k samples by
+validation, i.e. test-time scaling -- is reported beside it under its own name, never as the
+headline.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from cascade_rl.metrics import majority_vote, pass_at_k_estimate
+from cascade_rl.metrics import majority_vote, pass_at_k_estimate, standard_error
 from cascade_rl.rewards.swe import patch_key
 
 
@@ -106,3 +115,39 @@ def _resolved(candidate: RankedCandidate | None) -> float:
 def _mean(values: Iterable[float]) -> float:
     values = list(values)
     return sum(values) / len(values) if values else 0.0
+
+
+def headline(runs: Sequence[Sequence[bool]], best: Sequence[bool] | None = None) -> dict:
+    """pass@1 averaged over runs (module docstring): ``runs[j][i]`` says whether run j resolved
+    instance i (every run over the same instances); ``best[i]``: whether the best@k patch of
+    instance i resolved it. Percent values, as the paper prints them."""
+    if not runs or not runs[0]:
+        raise ValueError("the headline needs at least one run over at least one instance")
+    if len({len(run) for run in runs}) != 1 or (best is not None and len(best) != len(runs[0])):
+        raise ValueError("every run (and best@k) must cover the same instances")
+    rates = [100.0 * sum(map(bool, run)) / len(run) for run in runs]
+    per_instance = [sum(bool(run[i]) for run in runs) / len(runs) for i in range(len(runs[0]))]
+    result = {
+        "pass@1": sum(rates) / len(rates),
+        "pass@1_stderr": standard_error(rates),
+        "runs": len(runs),
+        "per_run": rates,
+        "instances": len(runs[0]),
+        "pass@1_stderr_instances": 100.0 * standard_error(per_instance),
+    }
+    if best is not None:
+        result[f"best@{len(runs)}"] = 100.0 * sum(map(bool, best)) / len(best)
+    return result
+
+
+def runs_of(instances: Sequence[Sequence[RankedCandidate]]) -> list[list[bool]]:
+    """The k runs of instances with gold results: run j is each instance's j-th sample (k: the
+    most samples of an instance; a missing sample, or one without a patch, resolves nothing)."""
+    if not instances:
+        return []
+    k = max(len(candidates) for candidates in instances)
+    by_index = [{c.index: c for c in candidates} for candidates in instances]
+    return [
+        [bool(sample.patch and sample.resolved) if (sample := samples.get(j)) else False for samples in by_index]
+        for j in range(k)
+    ]
