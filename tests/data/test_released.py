@@ -548,3 +548,27 @@ def test_decontamination_and_stage_disjointness_run_on_the_releases(tmp_path, mo
     assert result.exit_code == 1, result.output
     assert "train.jsonl:4" in result.output and "general.jsonl:1" in result.output
     assert "sft: 6 distinct prompts" in result.output and "rl: 11 distinct prompts" in result.output
+
+
+def test_released_rows_with_an_instruction_the_verifier_lacks_are_dropped_not_stopped(tmp_path):
+    """A benchmark row whose instruction has no checker is malformed (tests/data/test_convert.py);
+    a released training set with one is converted with that row counted and dropped."""
+    prompt = [{"role": "user", "content": "Write a line."}]
+    rows = [
+        {"prompt": prompt, "instruction_id_list": ["words:made_up"], "kwargs": [{}]},
+        {"prompt": prompt, "instruction_id_list": ["change_case:english_lowercase"], "kwargs": [None]},
+    ]
+    for fmt, data in (
+        ("nemotron-cascade-rl-if", rows),
+        ("nemotron-cascade-2-rl", [{**row, "responses_create_params": {"input": prompt}} for row in rows]),
+    ):
+        source = tmp_path / f"{fmt}.jsonl"
+        write_jsonl(source, data)
+        output = tmp_path / f"{fmt}.out.jsonl"
+        result = CliRunner().invoke(app, ["data", "convert", str(source), "-f", fmt, "-o", str(output), "-q"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(output.with_name(output.name + ".summary.json").read_text())["summary"]
+        assert summary["kept"] == 1, fmt
+        assert summary["dropped"] == {
+            "unknown instruction id 'words:made_up' (no checker in cascade_rl.rewards.ifeval)": 1
+        }

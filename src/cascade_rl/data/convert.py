@@ -38,7 +38,7 @@ Formats (the fields read are listed in docs/data-formats.md):
   with their tools, several acceptable values per argument;
 * ``swebench``: SWE-bench instances, test lists decoded -> instances for ``cascade swe``.
 
-**Why one file of about 750 lines** (DESIGN.md: files over ~500 lines say why): one
+**Why one file of about 780 lines** (DESIGN.md: files over ~500 lines say why): one
 converter function per public format listed above, each independent of the others, with the
 field helpers they share; one file is one table of public formats to read and to extend.
 """
@@ -168,6 +168,11 @@ def openai_tools(tools: Any) -> list[dict]:
         function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
         out.append({"type": "function", "function": function})
     return out
+
+
+class UnknownInstruction(RowError):
+    """An instruction id the ifeval reward has no checker for: every response would score 0 with
+    an error. Malformed for the benchmark formats; the released datasets' formats drop the row."""
 
 
 class NoReference(RowError):
@@ -408,7 +413,7 @@ def instruction_fields(ids: Any, kwargs: Any) -> dict:
 
     unknown = [i for i in ids if i not in INSTRUCTIONS]
     if unknown:  # no checker: every response would score 0 with an error, lowering the accuracy
-        raise RowError(f"unknown instruction id {unknown[0]!r} (no checker in cascade_rl.rewards.ifeval)")
+        raise UnknownInstruction(f"unknown instruction id {unknown[0]!r} (no checker in cascade_rl.rewards.ifeval)")
     return {"instruction_id_list": list(ids), "kwargs": entries}
 
 

@@ -37,6 +37,7 @@ from cascade_rl.chat import MODES, THINK_CLOSE, THINK_OPEN, split_thinking
 from cascade_rl.data.convert import (
     MATH_SUFFIX,
     NoReference,
+    UnknownInstruction,
     helpsteer,
     instruction_fields,
     json_field,
@@ -237,12 +238,16 @@ def _prompt_messages(value: Any, what: str = "prompt") -> list[dict]:
 
 def nemotron_cascade_rl_if(row: Mapping[str, Any], suffix: str = "", taxonomy: str = "all") -> dict | Drop:
     """An RL-Instruction-Following row as an ifeval row (``kwargs`` decoded whatever their
-    encoding: :func:`cascade_rl.data.convert.instruction_fields`). ``taxonomy``: ``ifeval`` keeps
+    encoding: :func:`cascade_rl.data.convert.instruction_fields`; an instruction the ifeval reward
+    has no checker for drops the row, by id). ``taxonomy``: ``ifeval`` keeps
     rows whose instructions are all IFEval's (the paper's first IF-RL sub-stage), ``iftrain``
     the others (IFBench's training taxonomy, the second), ``all`` both."""
     if taxonomy not in ("all", "ifeval", "iftrain"):
         raise RowError(f"taxonomy must be all, ifeval or iftrain, got {taxonomy!r}")
-    fields = instruction_fields(need(row, "instruction_id_list"), row.get("kwargs"))
+    try:
+        fields = instruction_fields(need(row, "instruction_id_list"), row.get("kwargs"))
+    except UnknownInstruction as error:
+        return Drop(str(error))
     from cascade_rl.rewards.ifeval import IFEVAL_IDS
 
     ifeval_only = all(i in IFEVAL_IDS for i in fields["instruction_id_list"])
@@ -413,11 +418,14 @@ def nemotron_cascade_rm(row: Mapping[str, Any], suffix: str = "") -> dict | Drop
 def nemotron_cascade_2_rl(row: Mapping[str, Any], suffix: str = "", domain: str | None = None) -> dict | Drop:
     """A Nemotron-Cascade-2-RL-data row (IF-RL, multi-domain-RL, MOPD, SWE-RL): the ``nemo-gym``
     conversion, whose routing sends it to its domain (ifeval, mcqa, workplace, structured_output,
-    math, code; SWE rows become instances). A row with no reference is dropped by reason."""
+    math, code; SWE rows become instances). A row with no reference, or an instruction the ifeval
+    reward has no checker for, is dropped by reason."""
     try:
         return nemo_gym(row, suffix, domain)
     except NoReference as error:
         return Drop(f"no reference: {error}")
+    except UnknownInstruction as error:
+        return Drop(str(error))
 
 
 def _loss_mask(row: Mapping[str, Any], messages: list[dict]) -> list[bool]:
