@@ -572,3 +572,15 @@ def test_released_rows_with_an_instruction_the_verifier_lacks_are_dropped_not_st
         assert summary["dropped"] == {
             "unknown instruction id 'words:made_up' (no checker in cascade_rl.rewards.ifeval)": 1
         }
+
+
+def test_if_and_rlhf_prompts_may_be_text_or_message_lists():
+    from cascade_rl.data.released import nemotron_cascade_rl_if, nemotron_cascade_rl_rlhf
+
+    turn = [{"role": "user", "content": "List two metals in lowercase."}]
+    fields = {"instruction_id_list": ["change_case:english_lowercase"], "kwargs": None}
+    for prompt in (turn[0]["content"], turn, json.dumps(turn)):
+        assert nemotron_cascade_rl_if({"prompt": prompt, **fields})["prompt"] == turn
+        assert nemotron_cascade_rl_rlhf({"prompt": prompt})["prompt"] == turn
+    with pytest.raises(RowError, match="prompt does not end with a user turn"):
+        nemotron_cascade_rl_rlhf({"prompt": [{"role": "system", "content": "Be brief."}]})
