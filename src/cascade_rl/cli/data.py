@@ -46,7 +46,7 @@ class Job:
     """The files of a data job and how it runs: resumed unless told, malformed rows stop it
     unless counted (:mod:`cascade_rl.data.job`)."""
 
-    inputs: list[Path] = typer.Argument(..., help="Input JSONL / Parquet files (read in order).")
+    inputs: list[Path] = typer.Argument(..., help="Input JSONL / JSON / Parquet files (read in order).")
     output: Path = typer.Option(
         ..., "-o", "--output", help="Output JSONL; OUTPUT.summary.json records progress and counts."
     )
