@@ -48,7 +48,7 @@ SETTINGS = [
 
 def if_rows(folder: Path, count: int) -> Path:
     """IF-RL rows as the real recipe builds them: GSM8K training questions + constraints."""
-    from cascade_rl.data.convert import FORMATS
+    from cascade_rl.data.formats import FORMATS
 
     rows = []
     with open(DATA / "gsm8k" / "train.jsonl") as handle:

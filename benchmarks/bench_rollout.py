@@ -155,7 +155,7 @@ def _until_stop(tokens: list[int], stops: list[int]) -> int:
 
 
 def measure_grpo(engine: str, steps: int, tokens: int) -> dict:
-    from cascade_rl.data.convert import FORMATS
+    from cascade_rl.data.formats import FORMATS
     from cascade_rl.recipe import parse_recipe
     from cascade_rl.train.grpo import run_grpo_stage
 

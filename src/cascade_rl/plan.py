@@ -14,6 +14,8 @@ from typing import Any
 
 from rich.table import Table
 
+from cascade_rl.data.rows import count_rows as file_rows
+from cascade_rl.data.rows import data_files
 from cascade_rl.recipe import (
     DataSource,
     DistillStage,
@@ -32,7 +34,8 @@ SECTIONS = ("model", "world", "runtime", "eval", "start_from")
 
 
 def count_rows(sources: list[DataSource], variables: dict[str, str]) -> str:
-    """Rows across ``sources`` after upsampling, or why they cannot be counted yet."""
+    """Rows across ``sources`` (every file a path names: a file, a directory, a glob) after
+    ``limit`` and upsampling, or why they cannot be counted yet."""
     total = 0
     for source in sources:
         if "${world}" in source.path:
@@ -41,15 +44,10 @@ def count_rows(sources: list[DataSource], variables: dict[str, str]) -> str:
             path = Path(expand(source.path, variables))
         except ValueError as error:
             return str(error)
-        if not path.exists():
+        files = data_files(path)
+        if not files or not files[0].exists():
             return f"missing: {path}"
-        if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            rows = pq.ParquetFile(path).metadata.num_rows
-        else:
-            with open(path, "rb") as handle:
-                rows = sum(1 for line in handle if line.strip())
+        rows = sum(file_rows(file) for file in files)
         rows = min(rows, source.limit or rows)
         total += math.floor(rows * source.upsample)
     return str(total)

@@ -195,7 +195,9 @@ class RejectionSampling(Strict):
 
 class DataSource(Strict):
     path: str = Field(
-        ..., description="Local JSONL / Parquet file (see docs/data-formats.md); ${VAR} and ${world} expand."
+        ...,
+        description="Local JSONL / JSON / Parquet file, a directory of them (a downloaded dataset's folder) or a "
+        "glob pattern (see docs/data-formats.md); ${VAR} and ${world} expand.",
     )
     upsample: float = Field(
         1.0, gt=0, description="Repeat factor (2.0 = every row twice; 1.5 = all rows + a seeded half)."
@@ -661,12 +663,26 @@ class WorldSpec(Strict):
 
 class StartFrom(Strict):
     """Take a recipe's first stages from another run instead of training them (e.g. a joint RL
-    baseline starting from the cascade's own SFT and reward-model checkpoints)."""
+    baseline starting from the cascade's own SFT and reward-model checkpoints), or from a released
+    checkpoint (e.g. the RLHF stage of nvidia/Nemotron-Cascade-8B-Intermediate-ckpts)."""
 
-    run: str = Field(..., description="Directory of the run whose stages are taken over (${VAR} expand).")
-    through: str = Field(
-        ..., description="The last stage taken over: this recipe's stages up to it must be that run's, unchanged."
+    run: str | None = Field(None, description="Directory of the run whose stages are taken over (${VAR} expand).")
+    checkpoint: str | None = Field(
+        None,
+        description="A checkpoint directory (config.json, weights, tokenizer; ${VAR} expand), e.g. a released "
+        "intermediate stage: the stages up to `through` count as done and the next one starts from it.",
     )
+    through: str = Field(
+        ...,
+        description="The last stage taken over: with `run`, this recipe's stages up to it must be that run's, "
+        "unchanged; with `checkpoint`, the stage the checkpoint finished.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> StartFrom:
+        if (self.run is None) == (self.checkpoint is None):
+            raise ValueError("give exactly one of run (a run directory) and checkpoint (a checkpoint directory)")
+        return self
 
 
 class Recipe(Strict):
@@ -701,6 +717,9 @@ class Recipe(Strict):
                 f"start_from.through: {self.start_from.through!r} is not a stage of this recipe; stages: "
                 f"{', '.join(names)}"
             )
+        released = []  # stages a released checkpoint stands for: none of them left a reward model
+        if self.start_from is not None and self.start_from.checkpoint is not None:
+            released = names[: names.index(self.start_from.through) + 1]
         benchmarks = {b.name for b in self.eval.benchmarks}
         rm_stages: list[str] = []
         for index, stage in enumerate(self.stages):
@@ -714,13 +733,7 @@ class Recipe(Strict):
                 rm_stages.append(stage.name)
             if isinstance(stage, GRPOStage):
                 _default_reward_model(stage, index, rm_stages)
-                for domain, options in stage.reward_options.items():
-                    for key, ref in options.items():
-                        if isinstance(ref, str) and ref.startswith("@") and ref[1:] not in rm_stages:
-                            raise ValueError(
-                                f"stages[{index}] ({stage.name}).reward_options.{domain}.{key}: {ref!r} names no "
-                                f"earlier reward_model stage; earlier ones: {rm_stages or 'none'}"
-                            )
+                _check_reward_model_stages(stage, index, rm_stages, [] if stage.name in released else released)
             if isinstance(stage, DistillStage):
                 _check_teacher_stages(stage, index, self.stages)
         return self
@@ -728,6 +741,25 @@ class Recipe(Strict):
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir or f"runs/{self.name}")
+
+
+def _check_reward_model_stages(stage: GRPOStage, index: int, rm_stages: list[str], released: list[str]) -> None:
+    """A ``'@name'`` reward model names an earlier reward_model stage that trained here (not one
+    a released checkpoint stands for: it left no reward model)."""
+    for domain, options in stage.reward_options.items():
+        for key, ref in options.items():
+            if not (isinstance(ref, str) and ref.startswith("@")):
+                continue
+            where = f"stages[{index}] ({stage.name}).reward_options.{domain}.{key}"
+            if ref[1:] not in rm_stages:
+                raise ValueError(
+                    f"{where}: {ref!r} names no earlier reward_model stage; earlier ones: {rm_stages or 'none'}"
+                )
+            if ref[1:] in released:
+                raise ValueError(
+                    f"{where}: {ref!r} is taken over from start_from.checkpoint, which holds no reward model; "
+                    "name a reward-model checkpoint or server"
+                )
 
 
 def _check_teacher_stages(stage: DistillStage, index: int, stages: list[Any]) -> None:

@@ -146,3 +146,45 @@ def test_field_mapping_reads_nested_fields_of_nemo_gym_rows(tmp_path):
     assert report.kept == 1, report.summary()
     assert rows[0]["prompt"] == [{"role": "user", "content": "Print 2."}]
     assert rows[0]["reference"]["tests"] == {"inputs": ["\n"], "outputs": ["2\n"]}
+
+
+def test_a_source_path_may_name_a_directory_a_glob_or_a_json_list(tmp_path):
+    """Released datasets are downloaded as folders of shards (math/math_1.jsonl, ...), JSON lists
+    (math.json) or Parquet files: a data source reads them as they are."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cascade_rl.data.rows import count_rows, data_files
+
+    shards = tmp_path / "data" / "math"
+    shards.mkdir(parents=True)
+    write(shards / "math_2.jsonl", [{"prompt": "2+2?", "domain": "math", "answer": "4"}])
+    write(shards / "math_1.jsonl", [{"prompt": "1+1?", "domain": "math", "answer": "2"}])
+    (shards / ".cache").mkdir()
+    write(shards / ".cache" / "stale.jsonl", [{"prompt": "no", "domain": "math", "answer": "0"}])
+    (shards / "README.md").write_text("not data\n")
+    listed = tmp_path / "data" / "math.json"
+    listed.write_text(json.dumps([{"prompt": "3+3?", "domain": "math", "answer": "6"}, "not a row"], indent=1))
+    pq.write_table(
+        pa.Table.from_pylist([{"prompt": "4+4?", "domain": "math", "answer": "8"}]), tmp_path / "data" / "m.parquet"
+    )
+
+    assert data_files(shards) == [
+        shards / "math_1.jsonl",
+        shards / "math_2.jsonl",
+    ]  # sorted, hidden and non-data skipped
+    assert [p.name for p in data_files(tmp_path / "data" / "math*")] == ["math_1.jsonl", "math_2.jsonl", "math.json"]
+    assert data_files(tmp_path / "data" / "none*") == []
+    assert count_rows(listed) == 2
+    answers = {}
+    for path in (shards, tmp_path / "data" / "math*", tmp_path / "data" / "*.parquet", listed):
+        rows, report = load_sources([DataSource(path=str(path))], rl_normaliser(None))
+        answers[str(path)] = [r["reference"]["answer"] for r in rows]
+        if path == listed:
+            assert (
+                report.skipped == {"row is not a JSON object": 1}
+                and report.examples["row is not a JSON object"] == "math.json:2"
+            )
+    assert list(answers.values()) == [["2", "4"], ["2", "4", "6"], ["8"], ["6"]]
+    with pytest.raises(FileNotFoundError, match="data file not found"):
+        load_sources([DataSource(path=str(tmp_path / "data" / "none*"))], rl_normaliser(None))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cascade_rl.data.convert import FORMATS
+from cascade_rl.data.formats import FORMATS
 from cascade_rl.data.loading import rl_normaliser
 from cascade_rl.data.rejection import rejection_sample
 from cascade_rl.rewards.registry import score_samples

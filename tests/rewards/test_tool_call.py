@@ -255,7 +255,8 @@ def test_converted_bfcl_rows_are_scored_with_their_schema():
     import json
     from pathlib import Path
 
-    from cascade_rl.data.convert import bfcl, load_answers
+    from cascade_rl.data.convert import bfcl
+    from cascade_rl.data.formats import load_answers
 
     samples = Path(__file__).parents[1] / "data" / "samples"
     answers = load_answers(samples / "bfcl_simple_answers.jsonl")

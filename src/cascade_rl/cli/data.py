@@ -50,7 +50,7 @@ class Job:
     """The files of a data job and how it runs: resumed unless told, malformed rows stop it
     unless counted (:mod:`cascade_rl.data.job`)."""
 
-    inputs: list[Path] = typer.Argument(..., help="Input JSONL / Parquet files (read in order).")
+    inputs: list[Path] = typer.Argument(..., help="Input JSONL / JSON / Parquet files (read in order).")
     output: Path = typer.Option(
         ..., "-o", "--output", help="Output JSONL; OUTPUT.summary.json records progress and counts."
     )
@@ -117,20 +117,38 @@ def convert(
     split: str | None = typer.Option(
         None, "--split", help="mbpp: train, test, validation, prompt or all (MBPP's split by task_id) [default: all]."
     ),
+    option: list[str] = typer.Option(
+        [],
+        "--option",
+        help="A converter option KEY=VALUE, as a recipe's format_options (e.g. taxonomy=ifeval, modes=think); "
+        "repeatable.",
+    ),
     *,
     job: Job,
 ) -> None:
     """Convert public formats (NeMo Gym RL rows, OpenAI messages, HelpSteer, AIME, IFEval /
     IFBench, GSM8K, LiveCodeBench, TACO / APPS, MBPP, HumanEval, MMLU / MMLU-Pro / GPQA, BFCL,
-    SWE-bench) to the project's schemas (docs/data-formats.md)."""
+    SWE-bench) and the paper's released Nemotron-Cascade and Cascade 2 datasets to the project's
+    schemas (docs/data-formats.md)."""
     from cascade_rl.data.commands import convert_files
 
     fields = parse_pairs(rename, "OURS=THEIRS", "--rename")
+    extra = {key: _option_value(value) for key, value in parse_pairs(option, "KEY=VALUE", "--option").items()}
     options = {"suffix": suffix, "domain": domain, "tests": tests, "answers": answers, "split": split}
     job.run(
         f"convert --format {fmt}",
-        lambda: convert_files(job.inputs, job.output, fmt, rename=fields, **options, **job.settings()),
+        lambda: convert_files(job.inputs, job.output, fmt, rename=fields, **options, options=extra, **job.settings()),
     )
+
+
+def _option_value(text: str) -> Any:
+    """A converter option's value: JSON when it parses as JSON (numbers, lists), else the text."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 @app.command()
@@ -167,7 +185,7 @@ def export(
 @app.command()
 def formats() -> None:
     """List the input formats of `cascade data convert`."""
-    from cascade_rl.data.convert import FORMATS
+    from cascade_rl.data.formats import FORMATS
 
     table = Table(title="cascade data convert --format")
     table.add_column("format")
@@ -327,9 +345,9 @@ def classify(
 
 @app.command("check-disjoint")
 def check_disjoint(
-    sft: list[Path] = typer.Option([], "--sft", help="SFT data files (repeatable)."),
-    rlhf: list[Path] = typer.Option([], "--rlhf", help="RLHF / reward-model data files (repeatable)."),
-    rl: list[Path] = typer.Option([], "--rl", help="Other RL stage data files (repeatable)."),
+    sft: list[Path] = typer.Option([], "--sft", help="SFT data files, directories or glob patterns (repeatable)."),
+    rlhf: list[Path] = typer.Option([], "--rlhf", help="RLHF / reward-model data (files, directories; repeatable)."),
+    rl: list[Path] = typer.Option([], "--rl", help="Other RL stage data (files, directories; repeatable)."),
     write_dir: Path | None = typer.Option(
         None, "--write-dir", help="Write disjoint copies here: a later stage loses the prompts an earlier one has."
     ),

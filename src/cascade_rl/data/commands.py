@@ -14,7 +14,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.data.convert import FORMATS, MBPP_SPLITS, load_answers
+from cascade_rl.data.convert import MBPP_SPLITS
+from cascade_rl.data.formats import FORMATS, format_options, load_answers
 from cascade_rl.data.hygiene import DEFAULT_DEDUP_LEVEL, NgramIndex, check_dedup_level, dedup_text
 from cascade_rl.data.job import Drop, Keep, Summary, run_job
 from cascade_rl.data.rows import (
@@ -22,6 +23,7 @@ from cascade_rl.data.rows import (
     Row,
     RowError,
     check_input,
+    data_files,
     iter_rows,
     normal_text,
     pluck,
@@ -45,16 +47,18 @@ def convert_files(
     tests: str = "all",
     answers: Path | None = None,
     split: str | None = None,
+    options: Mapping[str, Any] | None = None,
     **job: Any,
 ) -> Summary:
-    """Convert ``inputs`` from format ``fmt`` (:data:`cascade_rl.data.convert.FORMATS`)."""
+    """Convert ``inputs`` from format ``fmt`` (:data:`cascade_rl.data.formats.FORMATS`);
+    ``options`` are the converter's own (``format_options`` of a recipe), checked against it."""
     if fmt not in FORMATS:
         raise DataError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     if tests not in ("all", "public"):
         raise DataError(f"--tests must be 'all' or 'public', got {tests!r}")
     spec = FORMATS[fmt]
     extra: dict[str, Any] = {"suffix": spec.suffix if suffix is None else suffix}
-    if spec.name == "nemo-gym":
+    if domain is not None or spec.name == "nemo-gym":
         extra["domain"] = domain
     if spec.name == "livecodebench":
         extra["tests"] = tests
@@ -66,6 +70,10 @@ def convert_files(
         if split != "all" and split not in MBPP_SPLITS:
             raise DataError(f"--split must be all or one of {', '.join(MBPP_SPLITS)}, got {split!r}")
         extra["split"] = split
+    try:
+        extra = format_options(spec, {**extra, **(options or {})}, f"format {spec.name}")
+    except ValueError as error:
+        raise DataError(str(error)) from None
     renames = dict(rename or {})
 
     def process(rows: Sequence[Row]) -> list:
@@ -79,10 +87,10 @@ def convert_files(
             outcomes.append(result if isinstance(result, Drop) else Keep([result]))
         return outcomes
 
-    options = {"format": spec.name, "rename": renames, **{k: v for k, v in extra.items() if k != "answers"}}
+    settings = {"format": spec.name, "rename": renames, **{k: v for k, v in extra.items() if k != "answers"}}
     if answers is not None:
-        options["answers"] = str(answers)
-    return run_job("convert", inputs, output, process, options=options, **job)
+        settings["answers"] = str(answers)
+    return run_job("convert", inputs, output, process, options=settings, **job)
 
 
 def dedup_files(
@@ -296,11 +304,21 @@ STAGE_ORDER = ("sft", "rlhf", "rl")
 RLHF_EXCLUDED = ("math", "code")
 
 
+def _named_files(path: Path | str) -> list[Path]:
+    files = data_files(path)
+    if not files or not files[0].exists():
+        raise DataError(f"{path}: no such file, directory or matching data files")
+    return files
+
+
 def check_disjoint(groups: Mapping[str, Sequence[Path]], write_dir: Path | None = None) -> dict:
     """Prompts (case-folded, whitespace-collapsed user text) shared by each pair of stage sets,
     and the math and code prompts of the RLHF set (:func:`cascade_rl.data.topics.classify`);
     with ``write_dir``, copies where each later stage (sft -> rlhf -> rl) drops the prompts of
-    the earlier ones and the RLHF copy drops its math and code prompts."""
+    the earlier ones and the RLHF copy drops its math and code prompts. A path may name a
+    directory of data files or a glob pattern (a released dataset as downloaded:
+    :func:`cascade_rl.data.rows.data_files`)."""
+    groups = {name: [file for path in paths for file in _named_files(path)] for name, paths in groups.items()}
     prompts: dict[str, dict[str, str]] = {}
     for name, paths in groups.items():
         seen: dict[str, str] = {}

@@ -4,16 +4,19 @@ benchmarks to the project's schemas (docs/data-formats.md; SPEC sections 3, 4, 6
 Each format is a function ``row -> dict`` (or :class:`~cascade_rl.data.job.Drop` for a row the
 format itself excludes, such as a HelpSteer tie) that raises
 :class:`~cascade_rl.data.rows.RowError` naming the field when a row does not have the format's
-shape. Samples of every format, written in the public schema, are in
-``tests/data/samples/`` (docs/data-formats.md lists the fields read).
+shape; :mod:`cascade_rl.data.formats` registers them under their names (with the paper's own
+released datasets, :mod:`cascade_rl.data.released`). Samples of every format, written in the
+public schema, are in ``tests/data/samples/`` (docs/data-formats.md lists the fields read).
 
 Formats (the fields read are listed in docs/data-formats.md):
 
 * ``nemo-gym``: NVIDIA's RL data in the NeMo Gym layout (``responses_create_params.input``
-  and ``tools``; ``expected_answer`` (math_with_code: ``expected_result``),
-  ``verifier_metadata.unit_tests``, ``instruction_id_list``
-  / ``kwargs``, ``verifier_metadata.instance_dict``) -> math / code / ifeval RL rows, tools
-  kept; SWE rows -> instances;
+  and ``tools``), routed by ``agent_ref.name`` or, without one, by the verifier fields it carries
+  (:func:`gym_domain`): ``expected_answer`` (math_with_code: ``expected_result``),
+  ``verifier_metadata.unit_tests``, ``instruction_id_list`` / ``kwargs``, MCQA's ``options`` /
+  ``expected_answer``, the workplace assistant's ``ground_truth``, structured outputs'
+  ``schema_str`` -> math / code / ifeval / mcqa / workplace / structured_output RL rows, tools
+  kept; SWE rows (``instance_dict``) -> instances;
 * ``messages``: OpenAI-style chat rows (``messages``, ``tools``, ``reasoning_content``) -> SFT;
 * ``helpsteer``: HelpSteer3 and HelpSteer2 preference pairs -> RM pairs, ties dropped;
 * ``aime``: problem / answer rows -> math RL rows;
@@ -38,9 +41,9 @@ Formats (the fields read are listed in docs/data-formats.md):
   with their tools, several acceptable values per argument;
 * ``swebench``: SWE-bench instances, test lists decoded -> instances for ``cascade swe``.
 
-**Why one file of about 670 lines** (DESIGN.md: files over ~500 lines say why): one
-converter function per public format listed above (plus :data:`FORMATS`, their registry), each
-independent of the others; one file is one table of formats to read and to extend.
+**Why one file of about 780 lines** (DESIGN.md: files over ~500 lines say why): one
+converter function per public format listed above, each independent of the others, with the
+field helpers they share; one file is one table of public formats to read and to extend.
 """
 
 from __future__ import annotations
@@ -55,10 +58,8 @@ import re
 import string
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from cascade_rl.data.constrain.files import constrain
 from cascade_rl.data.job import Drop
 from cascade_rl.data.rows import RowError, message_text, pluck
 from cascade_rl.data.shapes import as_messages, normalise_preference, normalise_sft
@@ -110,14 +111,6 @@ BFCL_TYPES = {
 }
 
 
-@dataclass(frozen=True)
-class Format:
-    name: str
-    convert: Callable[..., dict | Drop]
-    writes: str
-    suffix: str = ""
-
-
 # ----------------------------------------------------------------------------- helpers
 def need(row: Mapping[str, Any], *names: str) -> Any:
     """The first of ``names`` (dotted paths allowed) present in ``row``, or RowError."""
@@ -132,7 +125,7 @@ def with_suffix(text: str, suffix: str) -> str:
     return f"{text.rstrip()}\n\n{suffix}" if suffix else text
 
 
-def _json_field(value: Any, what: str) -> Any:
+def json_field(value: Any, what: str) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -141,7 +134,7 @@ def _json_field(value: Any, what: str) -> Any:
     return value
 
 
-def _row_id(row: Mapping[str, Any], *names: str) -> str | None:
+def row_id(row: Mapping[str, Any], *names: str) -> str | None:
     for name in names:
         value = pluck(row, name)
         if value is not None and value != "":
@@ -149,7 +142,7 @@ def _row_id(row: Mapping[str, Any], *names: str) -> str | None:
     return None
 
 
-def _check_tests(tests: dict, what: str) -> dict:
+def check_tests(tests: dict, what: str) -> dict:
     from cascade_rl.rewards.code import parse_tests
 
     try:
@@ -182,6 +175,79 @@ def openai_tools(tools: Any) -> list[dict]:
     return out
 
 
+class UnknownInstruction(RowError):
+    """An instruction id the ifeval reward has no checker for: every response would score 0 with
+    an error. Malformed for the benchmark formats; the released datasets' formats drop the row."""
+
+
+class NoReference(RowError):
+    """A NeMo Gym row with nothing to verify an answer against (no expected answer, ground
+    truth, constraints, schema or instance for its domain): NVIDIA's released RL data holds some.
+    ``nemo-gym`` reports it as malformed; ``nemotron-cascade-2-rl`` counts and drops it."""
+
+
+#: NeMo Gym agents (``agent_ref.name``, by prefix) -> the project's reward domain
+GYM_AGENTS = (
+    ("instruction_following", "ifeval"),
+    ("ifbench", "ifeval"),
+    ("mcqa", "mcqa"),
+    ("workplace_assistant", "workplace"),
+    ("structured_outputs", "structured_output"),
+    ("math", "math"),
+    ("code_gen", "code"),
+    ("competitive_coding", "code"),
+    ("swe", "swe"),
+)
+#: where NeMo Gym rows keep a math answer; ``expected_result`` is the math_with_code resources
+#: server's name for it (at the top level, as that server reads it, or in verifier_metadata)
+GYM_ANSWER_FIELDS = (
+    "expected_answer",
+    "verifier_metadata.expected_answer",
+    "expected_result",
+    "verifier_metadata.expected_result",
+)
+#: the fields each domain is verified with, in the order rows without an agent are routed by them
+GYM_REFERENCE_FIELDS = {
+    "swe": (
+        "verifier_metadata.instance_dict",
+        "responses_create_params.metadata.instance_dict",
+        "problem_statement",
+        "responses_create_params.metadata.problem_statement",
+    ),
+    "code": ("verifier_metadata.unit_tests", "unit_tests"),
+    "ifeval": ("verifier_metadata.instruction_id_list", "instruction_id_list"),
+    "workplace": ("ground_truth", "verifier_metadata.ground_truth"),
+    "structured_output": ("schema_str", "verifier_metadata.schema_str"),
+    "mcqa": ("options", "verifier_metadata.options"),
+    "math": GYM_ANSWER_FIELDS,
+}
+#: what NeMo Gym's structured_outputs resources server reads besides ``schema_str``, kept verbatim
+STRUCTURED_OUTPUT_FIELDS = (
+    "schema_type",
+    "problem_type",
+    "schema_repr",
+    "source_format",
+    "num_turns",
+    "source_record_id",
+    "response_mode",
+    "tool_name",
+    "tool_schema_mode",
+    "tool_payload_key",
+    "tool_choice",
+    "parallel_tool_calls",
+    "source_schema_type",
+    "num_tools",
+    "num_distractors",
+    "has_distractors",
+    "instruction_layout",
+    "instruction_detail_level",
+    "system_instruction_style",
+    "tool_name_style",
+    "distractor_style",
+    "tool_union_mode",
+)
+
+
 def _gym_messages(row: Mapping[str, Any]) -> list[dict]:
     raw = need(row, "responses_create_params.input")
     if isinstance(raw, str):
@@ -197,56 +263,132 @@ def _gym_messages(row: Mapping[str, Any]) -> list[dict]:
     return messages
 
 
-def _gym_domain(row: Mapping[str, Any]) -> str:
-    if pluck(row, "verifier_metadata.instance_dict") is not None or "problem_statement" in row:
-        return "swe"
-    if pluck(row, "verifier_metadata.unit_tests") is not None or "unit_tests" in row:
-        return "code"
-    if pluck(row, "verifier_metadata.instruction_id_list") is not None or "instruction_id_list" in row:
-        return "ifeval"
-    if any(pluck(row, name) is not None for name in GYM_ANSWER_FIELDS):
-        return "math"
-    raise RowError(
-        "no verifier fields: expected_answer (or expected_result), verifier_metadata.unit_tests, "
-        "instruction_id_list or verifier_metadata.instance_dict"
+def _present(row: Mapping[str, Any], names: tuple[str, ...]) -> Any:
+    """The first of ``names`` that holds a value: None (what a Parquet or JSON loader fills into
+    another domain's columns of a mixed file), an empty string, list or object do not."""
+    for name in names:
+        value = pluck(row, name)
+        if value is not None and not (isinstance(value, (str, list, dict)) and not value):
+            return value
+    return None
+
+
+def gym_domain(row: Mapping[str, Any]) -> str:
+    """The reward domain of a NeMo Gym row: its agent's (``agent_ref.name``, :data:`GYM_AGENTS`),
+    else the first domain whose verifier fields it carries (:data:`GYM_REFERENCE_FIELDS`). Raises
+    :class:`NoReference` when neither names one."""
+    agent = pluck(row, "agent_ref.name")
+    if isinstance(agent, str) and agent:
+        for prefix, domain in GYM_AGENTS:
+            if agent.startswith(prefix):
+                return domain
+    for domain, names in GYM_REFERENCE_FIELDS.items():
+        if _present(row, names) is not None:
+            return domain
+    agent_text = f"agent {agent!r}: " if agent else ""
+    raise NoReference(
+        f"{agent_text}no verifier fields: expected_answer (or expected_result), verifier_metadata.unit_tests, "
+        "instruction_id_list, options, ground_truth, schema_str or verifier_metadata.instance_dict"
     )
 
 
-#: where NeMo Gym rows keep a math answer; ``expected_result`` is the math_with_code resources
-#: server's name for it (at the top level, as that server reads it, or in verifier_metadata)
-GYM_ANSWER_FIELDS = (
-    "expected_answer",
-    "verifier_metadata.expected_answer",
-    "expected_result",
-    "verifier_metadata.expected_result",
-)
+def _reference(row: Mapping[str, Any], domain: str, what: str | None = None) -> Any:
+    value = _present(row, GYM_REFERENCE_FIELDS[domain] if what is None else (what, f"verifier_metadata.{what}"))
+    if value is None:
+        names = " / ".join(GYM_REFERENCE_FIELDS[domain] if what is None else (what,))
+        raise NoReference(f"{domain} row without its reference ({names})")
+    return value
+
+
+def _verbatim(row: Mapping[str, Any], names: tuple[str, ...]) -> dict:
+    """The fields ``names`` the row carries (at the top level or in verifier_metadata), as they are."""
+    out = {}
+    for name in names:
+        value = _present(row, (name, f"verifier_metadata.{name}"))
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _gym_math(row: Mapping[str, Any]) -> dict:
+    return {"answer": str(_reference(row, "math"))}
+
+
+def _gym_code(row: Mapping[str, Any]) -> dict:
+    tests = json_field(_reference(row, "code"), "unit_tests")
+    if not isinstance(tests, Mapping):
+        raise RowError("unit_tests is not an object with inputs and outputs")
+    return {"tests": check_tests(dict(tests), "unit_tests")}
+
+
+def _gym_ifeval(row: Mapping[str, Any]) -> dict:
+    kwargs = pluck(row, "verifier_metadata.kwargs", pluck(row, "kwargs"))
+    return instruction_fields(_reference(row, "ifeval"), kwargs)
+
+
+def _gym_mcqa(row: Mapping[str, Any]) -> dict:
+    """NeMo Gym's mcqa fields, verbatim: the scorer reads them as that resources server does."""
+    out = {"expected_answer": _reference(row, "mcqa", "expected_answer")}
+    return {**_verbatim(row, ("options", "grading_mode", "template_metadata")), **out}
+
+
+def _gym_workplace(row: Mapping[str, Any]) -> dict:
+    """The reference calls (``[{name, arguments}]``, arguments as JSON text), verbatim; none at all
+    is no reference (doing nothing would be right)."""
+    return {"ground_truth": _reference(row, "workplace"), **_verbatim(row, ("category", "environment_name"))}
+
+
+def _gym_structured_output(row: Mapping[str, Any]) -> dict:
+    """``schema_str`` and the other fields NeMo Gym's structured_outputs server reads, verbatim
+    (a schema with an invalid ``"required": false`` included: the scorer makes it strict)."""
+    return {"schema_str": _reference(row, "structured_output"), **_verbatim(row, STRUCTURED_OUTPUT_FIELDS)}
+
+
+GYM_REFERENCES: dict[str, Callable[[Mapping[str, Any]], dict]] = {
+    "math": _gym_math,
+    "code": _gym_code,
+    "ifeval": _gym_ifeval,
+    "mcqa": _gym_mcqa,
+    "workplace": _gym_workplace,
+    "structured_output": _gym_structured_output,
+}
+
+
+def _gym_instance(row: Mapping[str, Any]) -> dict:
+    """The SWE-bench instance of a NeMo Gym SWE row: ``verifier_metadata.instance_dict``, the
+    agent's ``responses_create_params.metadata`` (its ``instance_dict`` may be JSON text), or the
+    row itself."""
+    metadata = pluck(row, "responses_create_params.metadata")
+    for candidate in (
+        pluck(row, "verifier_metadata.instance_dict"),
+        metadata.get("instance_dict") if isinstance(metadata, Mapping) else None,
+        metadata if isinstance(metadata, Mapping) and "problem_statement" in metadata else None,
+    ):
+        if candidate is not None and candidate != "":
+            instance = json_field(candidate, "instance_dict")
+            if isinstance(instance, Mapping):
+                return instance
+    if "problem_statement" in row:
+        return row
+    raise NoReference("swe row without its instance (instance_dict or problem_statement)")
 
 
 def nemo_gym(row: Mapping[str, Any], suffix: str = "", domain: str | None = None) -> dict:
-    """One NeMo Gym row (NVIDIA's released RL data) as an RL row, or a SWE instance."""
-    domain = domain or _gym_domain(row)
+    """One NeMo Gym row (NVIDIA's released RL data) as an RL row of its domain
+    (:func:`gym_domain`), or a SWE instance."""
+    domain = domain or gym_domain(row)
     if domain == "swe":
-        instance = pluck(row, "verifier_metadata.instance_dict") or row
-        return swebench(instance if isinstance(instance, Mapping) else row)
+        return swebench(_gym_instance(row))
+    if domain not in GYM_REFERENCES:
+        raise RowError(f"no NeMo Gym reference fields for domain {domain!r}; known: {', '.join(GYM_REFERENCES)}")
     messages = _gym_messages(row)
     if suffix:
         messages[-1] = {**messages[-1], "content": with_suffix(messages[-1]["content"], suffix)}
-    out: dict[str, Any] = {"prompt": messages, "domain": domain}
-    if domain == "math":
-        out["answer"] = str(need(row, *GYM_ANSWER_FIELDS))
-    elif domain == "code":
-        tests = _json_field(need(row, "verifier_metadata.unit_tests", "unit_tests"), "unit_tests")
-        if not isinstance(tests, Mapping):
-            raise RowError("unit_tests is not an object with inputs and outputs")
-        out["tests"] = _check_tests(dict(tests), "unit_tests")
-    elif domain == "ifeval":
-        ids = need(row, "verifier_metadata.instruction_id_list", "instruction_id_list")
-        kwargs = pluck(row, "verifier_metadata.kwargs", pluck(row, "kwargs"))
-        out.update(_instructions(ids, kwargs))
+    out: dict[str, Any] = {"prompt": messages, "domain": domain, **GYM_REFERENCES[domain](row)}
     tools = openai_tools(pluck(row, "responses_create_params.tools"))
     if tools:
         out["tools"] = tools
-    identifier = _row_id(row, "id", "hash_id", "verifier_metadata.problem_id", "problem_id")
+    identifier = row_id(row, "id", "hash_id", "uuid", "verifier_metadata.problem_id", "problem_id")
     if identifier is not None:
         out["id"] = identifier
     for name in ("source", "dataset"):
@@ -255,24 +397,37 @@ def nemo_gym(row: Mapping[str, Any], suffix: str = "", domain: str | None = None
     return out
 
 
-def _instructions(ids: Any, kwargs: Any) -> dict:
+def instruction_fields(ids: Any, kwargs: Any) -> dict:
+    """IFEval-style ``instruction_id_list`` and ``kwargs`` as the ifeval reward reads them:
+    either given as JSON text; ``kwargs`` absent or empty (no arguments), one entry per
+    instruction (an entry null, a dict or JSON text of one; keys whose value is null dropped, as
+    Parquet struct columns fill absent keys with nulls), or padded past the instructions with
+    empty entries, which are cut. Unknown ids are malformed rows (they have no checker)."""
+    ids = json_field(ids, "instruction_id_list")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not ids:
         raise RowError("instruction_id_list is not a non-empty list of instruction ids")
-    kwargs = _json_field(kwargs, "kwargs") if kwargs is not None else [{}] * len(ids)
-    if not isinstance(kwargs, list) or len(kwargs) != len(ids):
+    kwargs = json_field(kwargs, "kwargs") if kwargs is not None else []
+    if not isinstance(kwargs, list):
         raise RowError("kwargs is not a list with one entry per instruction")
+    entries = [_kwargs_entry(entry) for entry in kwargs] or [{} for _ in ids]
+    if len(entries) > len(ids) and not any(entries[len(ids) :]):
+        entries = entries[: len(ids)]
+    if len(entries) != len(ids):
+        raise RowError(f"kwargs has {len(kwargs)} entries for {len(ids)} instructions")
     from cascade_rl.rewards.ifeval import INSTRUCTIONS
 
     unknown = [i for i in ids if i not in INSTRUCTIONS]
     if unknown:  # no checker: every response would score 0 with an error, lowering the accuracy
-        raise RowError(f"unknown instruction id {unknown[0]!r} (no checker in cascade_rl.rewards.ifeval)")
-    cleaned = []
-    for entry in kwargs:
-        entry = _json_field(entry, "kwargs entry") if entry is not None else {}
-        if not isinstance(entry, Mapping):
-            raise RowError("kwargs has an entry that is not an object")
-        cleaned.append({k: v for k, v in entry.items() if v is not None})
-    return {"instruction_id_list": list(ids), "kwargs": cleaned}
+        raise UnknownInstruction(f"unknown instruction id {unknown[0]!r} (no checker in cascade_rl.rewards.ifeval)")
+    return {"instruction_id_list": list(ids), "kwargs": entries}
+
+
+def _kwargs_entry(entry: Any) -> dict:
+    entry = json_field(entry, "kwargs entry") if entry is not None else {}
+    entry = {} if entry is None else entry
+    if not isinstance(entry, Mapping):
+        raise RowError("kwargs has an entry that is not an object")
+    return {k: v for k, v in entry.items() if v is not None}
 
 
 # ----------------------------------------------------------------------------- SFT and RM data
@@ -315,7 +470,7 @@ def aime(row: Mapping[str, Any], suffix: str = MATH_SUFFIX) -> dict:
     problem = need(row, "problem", "Problem", "question", "Question")
     answer = need(row, "answer", "Answer", "expected_answer")
     out = {"prompt": with_suffix(str(problem), suffix), "domain": "math", "answer": str(answer)}
-    identifier = _row_id(row, "id", "ID", "problem_id", "url")
+    identifier = row_id(row, "id", "ID", "problem_id", "url")
     return {**out, "id": identifier} if identifier else out
 
 
@@ -336,7 +491,7 @@ def gsm8k(row: Mapping[str, Any], suffix: str = MATH_SUFFIX) -> dict:
         "answer": answer,
         "solution": GSM8K_CALCULATOR.sub("", worked).strip(),
     }
-    identifier = _row_id(row, "id", "ID")
+    identifier = row_id(row, "id", "ID")
     return {**out, "id": identifier} if identifier else out
 
 
@@ -360,8 +515,8 @@ def ifeval(row: Mapping[str, Any], suffix: str = "") -> dict:
     if not isinstance(prompt, str):
         raise RowError("prompt is not a string")
     out = {"prompt": with_suffix(prompt, suffix), "domain": "ifeval"}
-    out.update(_instructions(need(row, "instruction_id_list"), row.get("kwargs")))
-    identifier = _row_id(row, "key", "id")
+    out.update(instruction_fields(need(row, "instruction_id_list"), row.get("kwargs")))
+    identifier = row_id(row, "key", "id")
     return {**out, "id": identifier} if identifier else out
 
 
@@ -389,7 +544,7 @@ def decode_private_tests(value: Any) -> list:
             raise RowError(f"private_test_cases: {error}") from None
         except (ValueError, zlib.error, EOFError) as error:
             raise RowError(f"private_test_cases is neither JSON nor base64+zlib+pickle ({error})") from None
-    decoded = _json_field(text, "private_test_cases") if isinstance(text, str) else text
+    decoded = json_field(text, "private_test_cases") if isinstance(text, str) else text
     if not isinstance(decoded, list):
         raise RowError("private_test_cases does not hold a list of tests")
     return decoded
@@ -398,8 +553,8 @@ def decode_private_tests(value: Any) -> list:
 def livecodebench(row: Mapping[str, Any], suffix: str = "", tests: str = "all") -> dict:
     """A LiveCodeBench problem with its public and private tests as one test suite."""
     question = need(row, "question_content")
-    metadata = _json_field(row.get("metadata") or {}, "metadata")
-    cases = list(_json_field(row.get("public_test_cases") or [], "public_test_cases"))
+    metadata = json_field(row.get("metadata") or {}, "metadata")
+    cases = list(json_field(row.get("public_test_cases") or [], "public_test_cases"))
     if tests == "all":
         cases += decode_private_tests(row["private_test_cases"]) if row.get("private_test_cases") else []
     if not cases:
@@ -420,7 +575,7 @@ def livecodebench(row: Mapping[str, Any], suffix: str = "", tests: str = "all") 
     out = {
         "prompt": with_suffix(with_suffix(str(question), instruction), suffix),
         "domain": "code",
-        "tests": _check_tests(suite, "tests"),
+        "tests": check_tests(suite, "tests"),
     }
     for name in ("question_id", "contest_date", "platform", "difficulty", "question_title", "contest_id"):
         if row.get(name) not in (None, ""):
@@ -435,7 +590,7 @@ def livecodebench(row: Mapping[str, Any], suffix: str = "", tests: str = "all") 
 def taco(row: Mapping[str, Any], suffix: str = "") -> dict | Drop:
     """A TACO / APPS problem: ``input_output`` JSON with inputs, outputs and maybe fn_name."""
     question = need(row, "question")
-    suite = _json_field(need(row, "input_output"), "input_output")
+    suite = json_field(need(row, "input_output"), "input_output")
     if not isinstance(suite, Mapping):
         raise RowError("input_output is not an object with inputs and outputs")
     if not suite.get("inputs"):
@@ -446,9 +601,9 @@ def taco(row: Mapping[str, Any], suffix: str = "") -> dict | Drop:
     out = {
         "prompt": with_suffix(with_suffix(str(question), instruction), suffix),
         "domain": "code",
-        "tests": _check_tests(suite, "input_output"),
+        "tests": check_tests(suite, "input_output"),
     }
-    solutions = _json_field(row.get("solutions") or [], "solutions")
+    solutions = json_field(row.get("solutions") or [], "solutions")
     if not isinstance(solutions, list) or not all(isinstance(v, str) for v in solutions):
         raise RowError("solutions is not a list of programs")
     if solutions:
@@ -456,12 +611,12 @@ def taco(row: Mapping[str, Any], suffix: str = "") -> dict | Drop:
     for name in ("url", "source"):
         if isinstance(row.get(name), str) and row[name].strip():
             out[name] = row[name].strip()
-    identifier = _row_id(row, "id", "problem_id", "name")
+    identifier = row_id(row, "id", "problem_id", "name")
     return {**out, "id": identifier} if identifier else out
 
 
 def _statements(value: Any, what: str) -> list[str]:
-    value = _json_field(value, what) if isinstance(value, str) and value.lstrip().startswith("[") else value
+    value = json_field(value, what) if isinstance(value, str) and value.lstrip().startswith("[") else value
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
         raise RowError(f"{what} is not a list of Python statements")
     return list(value)
@@ -495,7 +650,7 @@ def mbpp(row: Mapping[str, Any], suffix: str = "", split: str = "all") -> dict |
     out = {
         "prompt": with_suffix(with_suffix(f"{str(text).strip()}\n{shown}", CODE_FUNCTION), suffix),
         "domain": "code",
-        "tests": _check_tests(tests, "tests"),
+        "tests": check_tests(tests, "tests"),
         "id": str(task_id),
     }
     code = row.get("code")
@@ -532,9 +687,9 @@ def humaneval(row: Mapping[str, Any], suffix: str = "") -> dict:
     out = {
         "prompt": with_suffix(HUMANEVAL_TASK.format(prompt=prompt.strip("\n")), suffix),
         "domain": "code",
-        "tests": _check_tests(tests, "tests"),
+        "tests": check_tests(tests, "tests"),
     }
-    identifier = _row_id(row, "task_id", "id")
+    identifier = row_id(row, "task_id", "id")
     return {**out, "id": identifier} if identifier else out
 
 
@@ -546,7 +701,7 @@ def mcq(row: Mapping[str, Any], suffix: str = CHOICE_SUFFIX) -> dict:
         options = [correct] + [
             str(row[f"Incorrect Answer {i}"]).strip() for i in (1, 2, 3) if row.get(f"Incorrect Answer {i}")
         ]
-        seed = _row_id(row, "Record ID", "id") or str(question)
+        seed = row_id(row, "Record ID", "id") or str(question)
         random.Random(hashlib.sha256(seed.encode()).hexdigest()).shuffle(options)
         gold = options.index(correct)
     else:
@@ -566,7 +721,7 @@ def mcq(row: Mapping[str, Any], suffix: str = CHOICE_SUFFIX) -> dict:
     for name in ("subject", "category", "src"):
         if isinstance(row.get(name), str):
             out[name] = row[name]
-    identifier = _row_id(row, "question_id", "Record ID", "id")
+    identifier = row_id(row, "question_id", "Record ID", "id")
     return {**out, "id": identifier} if identifier else out
 
 
@@ -611,7 +766,7 @@ def bfcl(row: Mapping[str, Any], suffix: str = "", answers: Mapping[str, Any] | 
     functions = need(row, "function")
     functions = functions if isinstance(functions, list) else [functions]
     tools = openai_tools([bfcl_schema(f) for f in functions])
-    identifier = _row_id(row, "id")
+    identifier = row_id(row, "id")
     truth = row.get("ground_truth")
     if truth is None and answers is not None and identifier in answers:
         truth = answers[identifier]
@@ -650,75 +805,3 @@ def swebench(row: Mapping[str, Any], suffix: str = "") -> dict:
         if row.get(name) not in (None, ""):
             out[name] = row[name]
     return out
-
-
-FORMATS: dict[str, Format] = {
-    f.name: f
-    for f in (
-        Format("nemo-gym", nemo_gym, "RL rows (math, code, ifeval; tools kept) or SWE instances"),
-        Format("messages", messages_row, "SFT rows"),
-        Format("helpsteer", helpsteer, "reward-model pairs (ties dropped)"),
-        Format("aime", aime, "math RL rows", MATH_SUFFIX),
-        Format("gsm8k", gsm8k, "math RL rows, worked solution kept (GSM8K)", MATH_SUFFIX),
-        Format("ifeval", ifeval, "ifeval RL rows (IFEval and IFBench)"),
-        Format("livecodebench", livecodebench, "code RL rows (public + private tests)"),
-        Format("taco", taco, "code RL rows (TACO / APPS)"),
-        Format("mbpp", mbpp, "code RL rows with assert tests (MBPP; --split)"),
-        Format("gsm8k-sft", gsm8k_sft, "SFT rows: GSM8K worked solutions ending in \\boxed{answer}", MATH_SUFFIX),
-        Format("mbpp-sft", mbpp_sft, "SFT rows: MBPP reference solutions in a python block (--split, train)"),
-        Format("humaneval", humaneval, "code RL rows with assert tests (HumanEval)"),
-        Format("mcq", mcq, "multiple_choice RL rows (MMLU, MMLU-Pro, GPQA)", CHOICE_SUFFIX),
-        Format("bfcl", bfcl, "tool_call RL rows with their tools"),
-        Format("swebench", swebench, "SWE instances for cascade swe"),
-        Format("constrain", constrain, "ifeval RL rows: the text plus drawn constraints (cascade data constrain)"),
-    )
-}
-FORMATS["ifbench"] = FORMATS["ifeval"]
-FORMATS["apps"] = FORMATS["taco"]
-
-
-def converted(
-    name: str | None,
-    options: Mapping[str, Any],
-    normalise: Callable[[dict], dict],
-    *,
-    where: str,
-    resolve: Callable[[str], Any] = str,
-) -> Callable[[dict], dict]:
-    """``normalise`` applied to each row after the public format ``name``'s converter (the
-    converters of ``cascade data convert``; ``None``: no conversion), for a recipe's data source
-    or benchmark named ``where``. A row the converter drops or finds malformed raises ValueError
-    with the converter's reason (the loaders count and skip it). Unknown formats and options
-    fail at once, naming ``where``; ``answers`` (BFCL) is read through ``resolve``."""
-    if name is None:
-        return normalise
-    import inspect
-
-    if name not in FORMATS:
-        raise ValueError(f"{where}: unknown format {name!r}; known: {', '.join(FORMATS)}")
-    spec = FORMATS[name]
-    options = {"suffix": spec.suffix, **options}
-    accepted = set(inspect.signature(spec.convert).parameters) - {"row"}
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        raise ValueError(f"{where}: format {spec.name} takes no option {unknown[0]!r}; options: {sorted(accepted)}")
-    if "answers" in options:
-        path = resolve(str(options["answers"]))
-        if not path.is_file():
-            raise FileNotFoundError(f"{where}: answers file not found: {path}")
-        options["answers"] = load_answers(path)
-
-    def normalise_converted(row: dict) -> dict:
-        result = spec.convert(row, **options)  # a RowError is a ValueError: the row is skipped
-        if isinstance(result, Drop):
-            raise ValueError(result.reason)
-        return normalise(result)
-
-    return normalise_converted
-
-
-def load_answers(path: Any) -> dict[str, Any]:
-    """BFCL possible answers (``{"id", "ground_truth"}`` per line), by id."""
-    from cascade_rl.data.rows import iter_rows
-
-    return {str(row.data["id"]): row.data.get("ground_truth") for row in iter_rows(path) if "id" in row.data}

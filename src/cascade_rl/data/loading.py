@@ -1,4 +1,5 @@
-"""Reading stage data: local JSONL / Parquet rows, validated per stage kind (SPEC 3-6).
+"""Reading stage data: local JSONL / JSON / Parquet rows (a file, a directory of them or a glob
+pattern), validated per stage kind (SPEC 3-6).
 
 Malformed rows never crash a stage: each is counted with its reason and skipped, and the
 stage prints a summary (:class:`LoadReport`). Upsampling factors of the recipe are applied
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import with_tools
-from cascade_rl.data.convert import converted
-from cascade_rl.data.rows import rename_fields
+from cascade_rl.data.formats import converted
+from cascade_rl.data.rows import data_files, json_list, rename_fields
 from cascade_rl.data.shapes import ROLES, as_messages, normalise_preference, normalise_sft
 from cascade_rl.recipe import DataSource, expand
 from cascade_rl.rewards.registry import check_row, get_domain
@@ -87,13 +88,27 @@ def resolve_path(path: str, variables: dict[str, str] | None = None) -> Path:
 
 
 def read_rows(path: Path, report: LoadReport) -> Iterator[tuple[str, Any]]:
-    """Yield ``(where, row)`` from a JSONL or Parquet file; invalid JSON lines are reported."""
-    if not path.exists():
+    """Yield ``(where, row)`` from the JSONL / JSON / Parquet files ``path`` names (a file, a
+    directory of them or a glob pattern: :func:`cascade_rl.data.rows.data_files`); invalid JSON
+    lines are reported."""
+    files = data_files(path)
+    if not files or not files[0].exists():
         raise FileNotFoundError(f"data file not found: {path}")
+    for file in files:
+        yield from _file_rows(file, report)
+
+
+def _file_rows(path: Path, report: LoadReport) -> Iterator[tuple[str, Any]]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         for index, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            report.read += 1
+            yield f"{path.name}:{index}", row
+        return
+    listed = json_list(path)
+    if listed is not None:
+        for index, row in enumerate(listed, start=1):
             report.read += 1
             yield f"{path.name}:{index}", row
         return

@@ -1,10 +1,14 @@
-"""Rows of the ``cascade data`` commands (SPEC sections 3-6): reading JSONL / Parquet files row by
-row with each row's location, and finding the prompt of a row in any layout the project reads.
+"""Rows of the ``cascade data`` commands (SPEC sections 3-6): reading JSONL / JSON / Parquet files
+row by row with each row's location, and finding the prompt of a row in any layout the project reads.
 
 * :func:`iter_rows` yields :class:`Row` (``where`` = ``path:line`` for JSONL, ``path:row N`` for
-  Parquet). A line that is not JSON, or not a JSON object, raises :class:`DataError` naming the
-  file and line, unless the caller asked to skip malformed rows (then it is yielded with
-  ``error`` set, for the caller to count).
+  Parquet and for a ``.json`` file holding one JSON list, as NVIDIA's RL-Math set is released; a
+  ``.json`` file that is not a list is read as JSON Lines). A line that is not JSON, or not a JSON
+  object, raises :class:`DataError` naming the file and line, unless the caller asked to skip
+  malformed rows (then it is yielded with ``error`` set, for the caller to count).
+* :func:`data_files` lists the files a data path names: the file, every data file under a
+  directory (a downloaded dataset's folder, e.g. ``math/`` of ``math_1.jsonl``, ``math_2.jsonl``),
+  or the matches of a glob pattern.
 * :func:`prompt_messages` finds the prompt of a row: the project's RL / preference ``prompt``,
   the turns of an SFT ``messages`` list before its last assistant reply, HelpSteer's
   ``context``, NeMo Gym's ``responses_create_params.input``, or the question field of a public
@@ -16,6 +20,7 @@ row with each row's location, and finding the prompt of a row in any layout the 
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,16 +54,61 @@ def check_input(path: Path) -> Path:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     if path.suffix not in SUFFIXES:
-        raise DataError(f"{path}: expected a .jsonl or .parquet file")
+        raise DataError(f"{path}: expected a .jsonl, .json or .parquet file")
     return path
 
 
+def data_files(path: Path | str) -> list[Path]:
+    """The data files (``.jsonl``, ``.json``, ``.parquet``) a path names, in a fixed order: a
+    file itself (whatever it exists); every data file under a directory, sorted, hidden entries
+    (``.cache/`` of a download) skipped; or the matches of a glob pattern (``*``, ``?``, ``[``),
+    sorted, each directory among them expanded the same way. Empty when nothing matches."""
+    text = str(path)
+    if any(char in text for char in "*?["):
+        found: list[Path] = []
+        for match in sorted(glob.glob(text, recursive=True)):
+            found += _under(Path(match)) if Path(match).is_dir() else [Path(match)]
+        return [p for p in found if p.suffix in SUFFIXES]
+    path = Path(path)
+    return _under(path) if path.is_dir() else [path]
+
+
+def _under(directory: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in directory.rglob("*")
+        if p.is_file()
+        and p.suffix in SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+    )
+
+
+def json_list(path: Path) -> list | None:
+    """The rows of a ``.json`` file that holds one JSON list (a dataset released as one JSON
+    document), or None for any other file (JSON Lines under any name)."""
+    if path.suffix != ".json":
+        return None
+    with open(path, encoding="utf-8") as handle:
+        head = handle.read(4096).lstrip()
+        if not head.startswith("["):
+            return None
+        handle.seek(0)
+        try:
+            rows = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}: not a JSON list ({error.msg} at line {error.lineno})") from None
+    return rows
+
+
 def count_rows(path: Path) -> int:
-    """Rows in a file without parsing them (non-empty lines; Parquet metadata)."""
+    """Rows in a file without parsing them (non-empty lines; Parquet metadata; a JSON list's length)."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(path).metadata.num_rows
+    rows = json_list(path)
+    if rows is not None:
+        return len(rows)
     count = 0
     with open(path, "rb") as handle:
         for line in handle:
@@ -67,7 +117,7 @@ def count_rows(path: Path) -> int:
 
 
 def iter_rows(path: Path, *, skip_malformed: bool = False) -> Iterator[Row]:
-    """Every row of one JSONL / Parquet file, in order (module docstring)."""
+    """Every row of one JSONL / JSON / Parquet file, in order (module docstring)."""
     path = check_input(path)
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -77,6 +127,14 @@ def iter_rows(path: Path, *, skip_malformed: bool = False) -> Iterator[Row]:
             for data in batch.to_pylist():
                 number += 1
                 yield Row(f"{path}:row {number}", data)
+        return
+    listed = json_list(path)
+    if listed is not None:
+        for number, data in enumerate(listed, start=1):
+            problem = None if isinstance(data, dict) else f"a row must be a JSON object, got {type(data).__name__}"
+            if problem and not skip_malformed:
+                raise DataError(f"{path}:row {number}: {problem}")
+            yield Row(f"{path}:row {number}", data if isinstance(data, dict) else {}, problem)
         return
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):

@@ -82,7 +82,7 @@ def _after(first, then):
 
 def _converted(bench: Benchmark, normalise, variables: dict[str, str]):
     """``normalise`` after the benchmark's public ``format`` converter (none without one)."""
-    from cascade_rl.data.convert import converted
+    from cascade_rl.data.formats import converted
 
     return converted(
         bench.format,

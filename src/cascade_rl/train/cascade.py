@@ -139,8 +139,11 @@ class Cascade:
     def _evaluates_base(self, only: str | None, start_from: str | None) -> bool:
         """``eval.before_first_stage``: the base model is evaluated once, as an evaluation stage
         ``00-base`` before the first (the report's base-model row); not again on --resume,
-        --only or --from, and not when the recipe starts with an evaluation stage of its own."""
-        if not self.recipe.eval.before_first_stage or only or start_from:
+        --only or --from, and not when the recipe starts with an evaluation stage of its own or
+        from a checkpoint (start_from.checkpoint: there is no base model of the run)."""
+        from cascade_rl.train.reuse import start_checkpoint
+
+        if not self.recipe.eval.before_first_stage or only or start_from or start_checkpoint(self.recipe):
             return False
         if isinstance(self.recipe.stages[0], EvalStage):
             return False
@@ -203,9 +206,12 @@ class Cascade:
         marker.write_text("done")
 
     def _base_model(self) -> Path:
+        from cascade_rl.train.reuse import start_checkpoint
+
         spec = self.recipe.model
-        if spec.path is not None:
-            path = Path(expand(spec.path)).expanduser()
+        start = start_checkpoint(self.recipe)  # start_from.checkpoint: the run starts from that stage
+        if start is not None or spec.path is not None:
+            path = start or Path(expand(spec.path)).expanduser()
             if not path.exists():
                 raise RecipeError(f"model.path: {path} does not exist (models are loaded from local disk)")
             if spec.chat_template == "cascade":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cascade_rl.data.rows import data_files
 from cascade_rl.recipe import Recipe, RecipeError, expand
 
 
@@ -28,22 +29,30 @@ def check_chat_template(path: Path) -> None:
 
 
 def check_inputs(recipe: Recipe, variables: dict[str, str]) -> None:
-    """Every data file the recipe reads (stage data, benchmarks, converter answer files) exists,
-    before any stage runs: a missing one is a one-line error naming the field and the file.
-    Files of the toy world (``${world}``) are built by then; other run outputs are not checked."""
+    """Every data file the recipe reads (stage data, benchmarks, converter answer files) exists
+    (a directory or glob pattern names at least one) before any stage runs: a missing one is a
+    one-line error naming the field and the file. Files of the toy world (``${world}``) are built
+    by then; other run outputs are not checked."""
     for field, text in input_paths(recipe):
         try:
             path = Path(expand(text, variables)).expanduser()
         except RecipeError as error:
             raise RecipeError(f"{field}: {error}") from None
-        if not path.exists():
+        files = data_files(path)
+        if not files or not files[0].exists():
             raise RecipeError(f"{field}: data file not found: {path}")
 
 
 def input_paths(recipe: Recipe) -> list[tuple[str, str]]:
-    """(field path, file) of every input file a recipe names."""
+    """(field path, file) of every input file a recipe names, but the data of stages taken over
+    from another run or a checkpoint (``start_from``: they do not train here)."""
+    from cascade_rl.train.reuse import reused_names
+
     found: list[tuple[str, str]] = []
+    taken = set(reused_names(recipe))
     for index, stage in enumerate(recipe.stages):
+        if stage.name in taken:
+            continue
         sources = [(f"stages[{index}] ({stage.name}).data[{i}]", s) for i, s in enumerate(getattr(stage, "data", []))]
         for sub_index, sub in enumerate(getattr(stage, "substages", [])):
             sources += [

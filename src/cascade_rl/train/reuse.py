@@ -16,6 +16,15 @@ world, and each of them must have finished there. Then, in this run:
   so every benchmark is scored exactly as in the source run.
 
 ``--from`` / ``--only`` naming a taken-over stage is refused: it is not trained here.
+
+``start_from: {checkpoint: DIR, through: rlhf}`` starts from a checkpoint directory instead (a
+released intermediate stage, e.g. ``Nemotron-Cascade-8B-RLHF`` of
+``nvidia/Nemotron-Cascade-8B-Intermediate-ckpts``): it must hold a ``config.json``; the stages
+up to ``through`` are marked done in this run (``stage.json`` with ``reused_from``, nothing
+linked: the checkpoint stands for them all) and the checkpoint is the run's starting model
+(``00-base/model``, with the recipe's chat template), so the first later stage trains from it.
+Nothing of the earlier stages exists here: a later stage that names one of their reward models
+(``'@rm'``) is refused when the recipe is read.
 """
 
 from __future__ import annotations
@@ -33,7 +42,17 @@ _POLICY_KINDS = ("sft", "grpo", "distill")
 
 
 def source_run(recipe: Recipe) -> Path | None:
-    return Path(expand(recipe.start_from.run)).expanduser() if recipe.start_from else None
+    """The run directory the stages are taken from (None without ``start_from.run``)."""
+    if recipe.start_from is None or recipe.start_from.run is None:
+        return None
+    return Path(expand(recipe.start_from.run)).expanduser()
+
+
+def start_checkpoint(recipe: Recipe) -> Path | None:
+    """The checkpoint directory the run starts from (None without ``start_from.checkpoint``)."""
+    if recipe.start_from is None or recipe.start_from.checkpoint is None:
+        return None
+    return Path(expand(recipe.start_from.checkpoint)).expanduser()
 
 
 def reused_names(recipe: Recipe) -> list[str]:
@@ -49,14 +68,21 @@ def check_flags(recipe: Recipe, flags: Mapping[str, str | None]) -> None:
     for flag, name in flags.items():
         if name is not None and name in reused_names(recipe):
             raise RecipeError(
-                f"{flag} {name}: stage {name!r} is taken from {source_run(recipe)} (start_from), "
+                f"{flag} {name}: stage {name!r} is taken from {source_run(recipe) or start_checkpoint(recipe)} "
+                "(start_from), "
                 "not trained in this run"
             )
 
 
 def check_source(recipe: Recipe) -> Path | None:
     """The source run directory, after checking that its stages up to ``through`` are this
-    recipe's and have finished there (one-line RecipeError otherwise)."""
+    recipe's and have finished there, or the start checkpoint, after checking that it is one
+    (one-line RecipeError otherwise)."""
+    checkpoint = start_checkpoint(recipe)
+    if checkpoint is not None:
+        if not (checkpoint / "config.json").is_file():
+            raise RecipeError(f"start_from.checkpoint: {checkpoint}: not a checkpoint directory (no config.json there)")
+        return checkpoint
     source = source_run(recipe)
     if source is None:
         return None
@@ -125,6 +151,9 @@ def link_stages(recipe: Recipe, run_dir: Path) -> None:
     source = check_source(recipe)
     if source is None:
         return
+    if start_checkpoint(recipe) is not None:
+        _mark_released(recipe, run_dir, source.resolve())
+        return
     source = source.resolve()
     for shared in ("world", "00-base"):
         if (source / shared).exists() and not (run_dir / shared).exists():
@@ -153,3 +182,14 @@ def link_stages(recipe: Recipe, run_dir: Path) -> None:
         if policy is not None:  # the checkpoint the next stage starts from, through this run's links
             status["policy"] = policy
         (target / "stage.json").write_text(json.dumps(status, indent=1))
+
+
+def _mark_released(recipe: Recipe, run_dir: Path, checkpoint: Path) -> None:
+    """The stages a start checkpoint stands for, marked done (their policy is the run's base)."""
+    for position, stage in enumerate(recipe.stages[: len(reused_names(recipe))]):
+        target = run_dir / _dirname(position, stage.name)
+        if _status(target).get("status") == "done":
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        status = {"index": position + 1, "name": stage.name, "kind": stage.kind, "status": "done"}
+        (target / "stage.json").write_text(json.dumps({**status, "reused_from": str(checkpoint)}, indent=1))
