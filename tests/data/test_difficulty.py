@@ -92,7 +92,7 @@ def test_code_preset_uses_a_small_and_a_strong_model(tmp_path):
     assert read(output) == [{**rows[1], "pass_rate": 0.5, "strong_pass_rate": 0.5}]
     assert summary.dropped == {
         "too easy: model pass rate >= 1 of 2": 1,
-        "too hard: strong model pass rate <= 0 of 2": 1,
+        "hopeless: strong model pass rate <= 0 of 2": 1,
     }
     assert [text.split(":")[0] for text, _ in strong.calls] == ["fine", "hopeless"]  # not the dropped one
 
@@ -167,3 +167,17 @@ def test_verify_drops_responses_that_disagree_with_the_ground_truth(tmp_path):
     summary = json.loads((tmp_path / "out.jsonl.summary.json").read_text())["summary"]
     assert summary["dropped"] == {"response disagrees with the ground truth": 1}
     assert summary["extra"]["unchecked"] == [{"rows": "no ground truth (kept)", "count": 1}]
+
+
+def test_one_pass_rate_rule_serves_the_difficulty_command_and_the_prompt_filter():
+    """``cascade data difficulty`` (a pass reaches the threshold) and a stage's prompt filter (a
+    sample solves above it) are the same rule with their own boundaries (issue 43)."""
+    from cascade_rl.data.difficulty import DifficultyRule, Passing
+    from cascade_rl.recipe import PromptFilter
+    from cascade_rl.train.prompt_filter import difficulty_rule
+
+    command = DifficultyRule(Passing(1.0), too_easy_at=0.75, hopeless_at=0.0)
+    assert [command.verdict(r) for r in ([1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0])] == ["too easy", "keep", "hopeless"]
+    swe = difficulty_rule(PromptFilter())  # the paper's SWE filter: 4 of 8 above 0.5, none above 0
+    assert swe.verdict([0.5] * 8) == "keep" and Passing(0.5).rate([0.5]) == 1.0  # at the threshold: not above it
+    assert swe.verdict([0.6] * 4 + [0.1] * 4) == "too easy" and swe.verdict([0.0] * 8) == "hopeless"

@@ -5,7 +5,9 @@ and 6): ``cascade data difficulty`` and ``cascade data verify``.
 OpenAI-compatible server, :func:`cascade_rl.llm.load_generator`) are scored with the row's own
 reward (the registry, as in evaluation: :func:`cascade_rl.rewards.registry.score_samples`); a
 response passes when its reward reaches ``pass_threshold`` (1). The pass rate is written into
-the row (``pass_rate``; ``strong_pass_rate`` for the second model) and drives two filters:
+the row (``pass_rate``; ``strong_pass_rate`` for the second model) and drops a prompt by
+:class:`DifficultyRule`, the one rule a GRPO stage's ``prompt_filter`` uses too
+(``train/prompt_filter.py``):
 
 * *too easy* -- ``drop_at_or_above``: Math RL drops the problems a reference model solves in
   at least 75% of 16 samples; Code RL drops the problems an 8B-class model solves 8 of 8;
@@ -25,17 +27,54 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cascade_rl.chat import with_mode
 from cascade_rl.data.job import Drop, Keep, Summary, prevalidate, run_job
 from cascade_rl.data.loading import rl_normaliser
 from cascade_rl.data.rows import Row, RowError
 
+Verdict = Literal["keep", "too easy", "hopeless"]
+
+
+@dataclass(frozen=True)
+class Passing:
+    """When one sample passes: its reward reaches ``threshold`` (``strict``: exceeds it)."""
+
+    threshold: float
+    strict: bool = False
+
+    def passes(self, reward: float) -> bool:
+        return reward > self.threshold if self.strict else reward >= self.threshold
+
+    def rate(self, rewards: Sequence[float]) -> float:
+        """The share of ``rewards`` that pass (0 for no samples)."""
+        return sum(self.passes(reward) for reward in rewards) / max(len(rewards), 1)
+
+
+@dataclass(frozen=True)
+class DifficultyRule:
+    """The one "k samples, pass rate, drop too easy / hopeless" rule (SPEC 6) of ``cascade data
+    difficulty`` and of a GRPO stage's ``prompt_filter``: a prompt is **too easy** when the pass
+    rate of its samples under ``easy`` reaches ``too_easy_at``, **hopeless** when their pass rate
+    under ``hard`` is at most ``hopeless_at`` (None: that side never drops)."""
+
+    easy: Passing
+    too_easy_at: float | None = None
+    hard: Passing | None = None
+    hopeless_at: float | None = None
+
+    def verdict(self, rewards: Sequence[float]) -> Verdict:
+        if self.too_easy_at is not None and self.easy.rate(rewards) >= self.too_easy_at:
+            return "too easy"
+        if self.hopeless_at is not None and (self.hard or self.easy).rate(rewards) <= self.hopeless_at:
+            return "hopeless"
+        return "keep"
+
 
 @dataclass(frozen=True)
 class PassRateFilter:
-    """One model's pass rate and the rule that drops a prompt by it."""
+    """One model's samples and the :class:`DifficultyRule` that drops a prompt by their pass rate."""
 
     generator: Any
     k: int
@@ -45,11 +84,15 @@ class PassRateFilter:
     name: str = "model"
     spec: str = ""  # how the generator was named (identifies the job for resuming)
 
-    def verdict(self, rate: float) -> str | None:
-        if self.drop_at_or_above is not None and rate >= self.drop_at_or_above:
+    def rule(self, pass_threshold: float) -> DifficultyRule:
+        return DifficultyRule(Passing(pass_threshold), self.drop_at_or_above, None, self.drop_at_or_below)
+
+    def reason(self, verdict: Verdict) -> str | None:
+        """Why a prompt is dropped, as the job's summary counts it (None: kept)."""
+        if verdict == "too easy":
             return f"too easy: {self.name} pass rate >= {self.drop_at_or_above:g} of {self.k}"
-        if self.drop_at_or_below is not None and rate <= self.drop_at_or_below:
-            return f"too hard: {self.name} pass rate <= {self.drop_at_or_below:g} of {self.k}"
+        if verdict == "hopeless":
+            return f"hopeless: {self.name} pass rate <= {self.drop_at_or_below:g} of {self.k}"
         return None
 
 
@@ -84,18 +127,16 @@ def check_rl_inputs(inputs: Sequence[Path], domain: str | None, *, skip_malforme
     return prevalidate(inputs, check, skip_malformed=skip_malformed)
 
 
-def pass_rates(
+def sample_rewards(
     generator: Any,
     rows: Sequence[dict],
     *,
     k: int,
     mode: str = "think",
-    pass_threshold: float = 1.0,
     sampling: dict[str, Any] | None = None,
     workers: int = 4,
-) -> list[float]:
-    """The share of ``k`` sampled responses per normalised RL row whose reward reaches
-    ``pass_threshold``."""
+) -> list[list[float]]:
+    """The rewards of ``k`` sampled responses per normalised RL row, scored by the row's own reward."""
     from cascade_rl.llm import generate_many
     from cascade_rl.rewards.registry import score_samples
 
@@ -103,7 +144,7 @@ def pass_rates(
     samples = generate_many(generator, prompts, n=k, **(sampling or {}))
     options = {row["domain"]: {} for row in rows}
     scores = score_samples(rows, samples, options, workers=workers)
-    return [sum(s.reward >= pass_threshold for s in group) / max(len(group), 1) for group in scores]
+    return [[float(s.reward) for s in group] for group in scores]
 
 
 def filter_difficulty(
@@ -135,18 +176,18 @@ def filter_difficulty(
         for rule in filters:  # a later model only samples the prompts the earlier ones kept
             if not alive:
                 break
-            measured = pass_rates(
+            measured = sample_rewards(
                 rule.generator,
                 [normalised[i] for i in alive],
                 k=rule.k,
                 mode=mode,
-                pass_threshold=pass_threshold,
                 sampling=sampling,
                 workers=workers,
             )
-            for i, rate in zip(alive, measured):
-                rates[i][rule.column] = rate
-                reason = rule.verdict(rate)
+            difficulty = rule.rule(pass_threshold)
+            for i, rewards in zip(alive, measured):
+                rates[i][rule.column] = difficulty.easy.rate(rewards)
+                reason = rule.reason(difficulty.verdict(rewards))
                 if reason:
                     verdicts[i] = reason
             alive = [i for i in alive if i not in verdicts]

@@ -8,7 +8,9 @@ response budget and each prompt's thinking mode; ``half`` samples in ``/think``)
 the stage's rewards, and drops a prompt
 
 * **too easy**: at least ``drop_solved_at_or_above`` of its samples score above ``solved_above``;
-* **hopeless** (``drop_hopeless``): none of its samples scores above ``hopeless_at_or_below`` (0).
+* **hopeless** (``drop_hopeless``): none of its samples scores above ``hopeless_at_or_below`` (0);
+
+the one pass-rate rule of ``cascade data difficulty`` (:class:`~cascade_rl.data.difficulty.DifficultyRule`).
 
 With ``domains``, only the prompts of those reward domains are sampled and judged; the others
 are kept as they are (a joint stage over several domains filters the ones its cascade stages did).
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import with_mode
+from cascade_rl.data.difficulty import DifficultyRule, Passing
 from cascade_rl.recipe import GRPOStage, PromptFilter, RecipeError
 from cascade_rl.train import distributed
 
@@ -37,14 +40,20 @@ RESULT_FILE = "prompt_filter.json"
 PROGRESS_FILE = "prompt_filter.progress.jsonl"
 
 
+def difficulty_rule(rule: PromptFilter) -> DifficultyRule:
+    """The recipe's ``prompt_filter`` as the one pass-rate rule of ``cascade data difficulty``: a
+    sample solves its prompt above ``solved_above``; hopeless means no sample above ``hopeless_at_or_below``."""
+    return DifficultyRule(
+        easy=Passing(rule.solved_above, strict=True),
+        too_easy_at=rule.drop_solved_at_or_above,
+        hard=Passing(rule.hopeless_at_or_below, strict=True),
+        hopeless_at=0.0 if rule.drop_hopeless else None,
+    )
+
+
 def verdict(rewards: Sequence[float], rule: PromptFilter) -> str:
     """``keep``, ``too easy`` or ``hopeless`` for one prompt's sample rewards."""
-    solved = sum(reward > rule.solved_above for reward in rewards) / max(len(rewards), 1)
-    if solved >= rule.drop_solved_at_or_above:
-        return "too easy"
-    if rule.drop_hopeless and not any(reward > rule.hopeless_at_or_below for reward in rewards):
-        return "hopeless"
-    return "keep"
+    return difficulty_rule(rule).verdict(rewards)
 
 
 def kept_prompts(
