@@ -42,7 +42,8 @@ from trl import GRPOTrainer  # noqa: E402
 from cascade_rl.chat import render, with_mode  # noqa: E402
 from cascade_rl.recipe import parse_recipe  # noqa: E402
 from cascade_rl.rewards.math import score as math_score  # noqa: E402
-from cascade_rl.train import distributed, grpo  # noqa: E402
+from cascade_rl.train import distributed, trl_backend  # noqa: E402
+from cascade_rl.train.context import StageContext  # noqa: E402
 from cascade_rl.train.grpo import grpo_config, run_grpo_stage  # noqa: E402
 from cascade_rl.world.model import build_tiny_model  # noqa: E402
 from cascade_rl.world.tokenizer import build_tokenizer  # noqa: E402
@@ -177,19 +178,19 @@ def cascade(model: Path, data: Path, steps: int, out: Path) -> dict[str, list[fl
     """The cascade stage, with the same step timer added to its trainer (measurement only)."""
     recipe = stage_recipe(data, steps)
     timer = StepEnds()
-    engine = grpo.CascadeGRPOTrainer
+    engine = trl_backend.OnPolicyTrainer
 
     class TimedTrainer(engine):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.add_callback(timer)
 
-    grpo.CascadeGRPOTrainer = TimedTrainer
+    trl_backend.OnPolicyTrainer = TimedTrainer
     try:
         stage = recipe.stages[0]
-        run_grpo_stage(stage, model_in=model, stage_dir=out, runtime=recipe.runtime, seed=0, reward_options={})
+        run_grpo_stage(stage, StageContext.settle(policy=model, stage_dir=out, runtime=recipe.runtime, seed=0))
     finally:
-        grpo.CascadeGRPOTrainer = engine
+        trl_backend.OnPolicyTrainer = engine
     return timer.steps()
 
 

@@ -8,7 +8,7 @@ as the cascade builds it: Qwen3, hidden 256, 2 layers, vocabulary 2,048; random 
   end after ~50 tokens on average, geometrically, as evaluation responses spread from a few
   tokens to the budget. Both engines get the same stop tokens; the tokens they generate are
   counted (the same distribution, different draws).
-* **Training step** (``train/lm_head.py``; SFT, GRPO, distillation): forward and backward of 8
+* **Training step** (the dense head of ``train/trl_backend.py``; SFT, GRPO, distillation): forward and backward of 8
   sequences with the first half of each unscored (the prompt), TRL's fused head vs the dense
   head, alternating, medians of ``--rounds``.
 
@@ -93,7 +93,7 @@ def sampling(model, batches, stops: list[int], engine: str) -> tuple[float, int]
 def training_steps(rounds: int) -> dict[str, list[float]]:
     from trl.trainer.utils import add_fused_lm_head
 
-    from cascade_rl.train.lm_head import install_lm_head
+    from cascade_rl.train.trl_backend import install_lm_head
 
     outputs = ("log_probs", "entropy", "is_top1")  # what TRL's SFT trainer asks for
     heads = {}

@@ -29,6 +29,7 @@ torch.set_num_threads(1)
 
 from cascade_rl.recipe import parse_recipe  # noqa: E402
 from cascade_rl.train.common import read_metrics  # noqa: E402
+from cascade_rl.train.context import StageContext  # noqa: E402
 from cascade_rl.train.distill import run_distill_stage  # noqa: E402
 from cascade_rl.train.grpo import run_grpo_stage  # noqa: E402
 from cascade_rl.train.teachers import TeacherSpec  # noqa: E402
@@ -85,7 +86,7 @@ def grpo(models: dict[str, Path], data: Path, steps: int, out: Path) -> list[dic
     }
     recipe = parse_recipe({"name": "b", "model": {"path": "x"}, "runtime": {"reward_workers": 1}, "stages": [stage]})
     run_grpo_stage(
-        recipe.stages[0], model_in=models["student"], stage_dir=out, runtime=recipe.runtime, seed=0, reward_options={}
+        recipe.stages[0], StageContext.settle(policy=models["student"], stage_dir=out, runtime=recipe.runtime, seed=0)
     )
     return read_metrics(out / "metrics.jsonl")
 
@@ -107,7 +108,9 @@ def mopd(models: dict[str, Path], data: Path, steps: int, out: Path, teachers: d
     recipe = parse_recipe({"name": "b", "model": {"path": "x"}, "stages": [stage]})
     specs = {domain: TeacherSpec(domain, source, source) for domain, source in teachers.items()}
     run_distill_stage(
-        recipe.stages[0], model_in=models["student"], stage_dir=out, runtime=recipe.runtime, seed=0, teachers=specs
+        recipe.stages[0],
+        StageContext.settle(policy=models["student"], stage_dir=out, runtime=recipe.runtime, seed=0),
+        specs,
     )
     return read_metrics(out / "metrics.jsonl")
 

@@ -65,6 +65,7 @@ def if_rows(folder: Path, count: int) -> Path:
 
 def grpo_step_seconds(label, dtype, bf16, lora, threads, args, data: Path) -> dict:
     from cascade_rl.recipe import parse_recipe
+    from cascade_rl.train.context import StageContext
     from cascade_rl.train.grpo import run_grpo_stage
 
     torch.set_num_threads(threads)
@@ -95,12 +96,7 @@ def grpo_step_seconds(label, dtype, bf16, lora, threads, args, data: Path) -> di
         stage_dir = Path(folder) / "01-ifrl"
         run_grpo_stage(
             recipe.stages[0],
-            model_in=MODEL,
-            stage_dir=stage_dir,
-            runtime=recipe.runtime,
-            seed=0,
-            reward_options={},
-            model_dtype=dtype,
+            StageContext.settle(policy=MODEL, stage_dir=stage_dir, runtime=recipe.runtime, seed=0, dtype=dtype),
         )
         metrics = [json.loads(line) for line in (stage_dir / "metrics.jsonl").read_text().splitlines()]
     later = metrics[1:] or metrics

@@ -157,6 +157,7 @@ def _until_stop(tokens: list[int], stops: list[int]) -> int:
 def measure_grpo(engine: str, steps: int, tokens: int) -> dict:
     from cascade_rl.data.formats import FORMATS
     from cascade_rl.recipe import parse_recipe
+    from cascade_rl.train.context import StageContext
     from cascade_rl.train.grpo import run_grpo_stage
 
     with tempfile.TemporaryDirectory() as folder:
@@ -183,8 +184,10 @@ def measure_grpo(engine: str, steps: int, tokens: int) -> dict:
             }
         )  # fmt: skip
         stage_dir = Path(folder) / "01-ifrl"
-        run_grpo_stage(recipe.stages[0], model_in=MODEL, stage_dir=stage_dir, runtime=recipe.runtime, seed=0,
-                       reward_options={}, model_dtype="float32")  # fmt: skip
+        run_grpo_stage(
+            recipe.stages[0],
+            StageContext.settle(policy=MODEL, stage_dir=stage_dir, runtime=recipe.runtime, seed=0, dtype="float32"),
+        )
         metrics = [json.loads(line) for line in (stage_dir / "metrics.jsonl").read_text().splitlines()]
     later = metrics[1:] or metrics
 

@@ -13,7 +13,8 @@ import pytest
 from cascade_rl.recipe import GRPOStage, RecipeError, RewardModelStage, SFTStage, load_recipe
 from cascade_rl.train import distributed
 from cascade_rl.train.cascade import check_process_layout
-from cascade_rl.train.grpo import cascade_serves_rollouts, grpo_config
+from cascade_rl.train.grpo import grpo_config
+from cascade_rl.train.on_policy import cascade_serves_rollouts
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 1e9

@@ -122,7 +122,7 @@ def test_training_log_probs_compute_the_vocabulary_for_scored_tokens_only(smollm
     logits are 16 x 49,152, not 1,016 x 49,152 (200 MB in float32)."""
     import torch.nn.functional as F
 
-    from cascade_rl.train.lm_head import dense_log_probs
+    from cascade_rl.train.trl_backend import dense_log_probs
 
     model = AutoModelForCausalLM.from_pretrained(smollm2_tiny).eval()
     ids = torch.randint(3, 49152, (2, 508))

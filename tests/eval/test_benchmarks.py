@@ -12,7 +12,7 @@ import pytest
 from conftest import ANSWER_C
 from llm_helpers import ProxyServer
 
-from cascade_rl.eval.benchmarks import evaluate, in_window, load_benchmark, parse_date
+from cascade_rl.eval.benchmarks import EvalSettings, evaluate, in_window, load_benchmark, parse_date
 from cascade_rl.llm.base import GenerationError
 from cascade_rl.recipe import Benchmark
 
@@ -51,7 +51,9 @@ def test_served_and_local_evaluation_agree_within_the_concurrency_limit(answer_c
     mmlu = bench("mmlu", "mmlu.jsonl", k=2)  # gold C, B, B, C: a model that always answers C scores 50
     local = evaluate(answer_c_model, [mmlu], tmp_path / "local")
     with ProxyServer(transformers_server, delay=0.2) as proxy:
-        served = evaluate(f"{proxy.base_url}#{answer_c_model}", [mmlu], tmp_path / "served", max_concurrency=2)
+        served = evaluate(
+            f"{proxy.base_url}#{answer_c_model}", [mmlu], tmp_path / "served", settings=EvalSettings(max_concurrency=2)
+        )
         assert proxy.max_in_flight == 2  # 8 samples requested at once, never more than 2 in flight
         assert len(proxy.bodies) >= 8 and all(body["max_tokens"] == 64 for body in proxy.bodies)
     assert local["mmlu"]["value"] == served["mmlu"]["value"] == 50.0
@@ -67,14 +69,14 @@ def test_an_interrupted_evaluation_resumes_with_only_the_missing_prompts(tmp_pat
     mmlu = bench("mmlu", "mmlu.jsonl", k=2)
     failing = Scripted(lambda messages, i: "Answer: C", fail_on="7 * 8")  # the third prompt
     with pytest.raises(GenerationError, match="server went away"):
-        evaluate(failing, [mmlu], tmp_path, batch_size=2)  # one prompt per call
+        evaluate(failing, [mmlu], tmp_path, settings=EvalSettings(batch_size=2))  # one prompt per call
     assert len(failing.calls) == 2 and not (tmp_path / "eval.json").exists()
     resumed = Scripted(lambda messages, i: "Answer: C")
-    result = evaluate(resumed, [mmlu], tmp_path, batch_size=2)
+    result = evaluate(resumed, [mmlu], tmp_path, settings=EvalSettings(batch_size=2))
     assert len(resumed.calls) == 2 and "7 * 8" in resumed.calls[0]  # prompts 3 and 4 only
     assert result["mmlu"]["value"] == 50.0 and len(samples_of(tmp_path, "mmlu")) == 8
     other_settings = Scripted(lambda messages, i: "Answer: C")
-    evaluate(other_settings, [bench("mmlu", "mmlu.jsonl", k=1)], tmp_path, batch_size=2)
+    evaluate(other_settings, [bench("mmlu", "mmlu.jsonl", k=1)], tmp_path, settings=EvalSettings(batch_size=2))
     assert len(other_settings.calls) == 4  # k changed: nothing reused
 
 

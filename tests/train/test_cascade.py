@@ -327,7 +327,7 @@ def test_sample_dtype_loads_evaluation_weights_apart_from_training(recipe_file, 
 
     monkeypatch.syspath_prepend(str(TESTS))
     asked: list[str | None] = []
-    monkeypatch.setattr(benchmarks, "evaluate", lambda *args, **kwargs: asked.append(kwargs["dtype"]))
+    monkeypatch.setattr(benchmarks, "evaluate", lambda *args, **kwargs: asked.append(kwargs["settings"].dtype))
     recipe = yaml.safe_load(recipe_file.read_text())
     recipe["model"].update(dtype="float32", sample_dtype="bfloat16")
     recipe["eval"]["before_first_stage"] = True

@@ -14,15 +14,10 @@ from tiny_assets import build_checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cascade_rl.recipe import RecipeError, parse_recipe
-from cascade_rl.train.cascade import Cascade, resolve_teachers
-from cascade_rl.train.distill import (
-    DistillTrainer,
-    DomainModeSchedule,
-    RolloutRecorder,
-    build_distill_data,
-    distill_config,
-)
-from cascade_rl.train.teachers import TeacherSpec, check_teachers
+from cascade_rl.train.cascade import Cascade
+from cascade_rl.train.distill import DomainModeSchedule, TeacherAdvantages, build_distill_data, distill_config
+from cascade_rl.train.teachers import TeacherSpec, check_teachers, resolve_teachers
+from cascade_rl.train.trl_backend import OnPolicyTrainer
 
 ROWS = [{"prompt": f"what is {a} plus {a + 1}?", "domain": "alpha" if a % 2 else "beta"} for a in range(8)]
 
@@ -61,25 +56,21 @@ def distill_stage(data, teachers, **overrides):
     return {**stage, **overrides}
 
 
-def make_trainer(student, stage_dict, tmp_path, teachers, trainer_class=DistillTrainer, **runtime):
+def make_trainer(student, stage_dict, tmp_path, teachers, trainer_class=OnPolicyTrainer, **runtime):
     recipe = parse_recipe({"name": "t", "model": {"path": str(student)}, "runtime": runtime, "stages": [stage_dict]})
     stage = recipe.stages[0]
     data = build_distill_data(stage, seed=0)
     tokenizer = AutoTokenizer.from_pretrained(student)
-    recorder = RolloutRecorder(tokenizer)
-    trainer = trainer_class(
+    return trainer_class(
         model=str(student),
-        reward_funcs=[recorder],
         args=distill_config(stage, recipe.runtime, tmp_path / "trainer", 0),
         train_dataset=Dataset.from_list(data.rows),
         processing_class=tokenizer,
         schedule=DomainModeSchedule(data.modes, prompts_per_batch=stage.prompts_per_batch, seed=0),
         row_of=lambda prompt, mode: prompt,
         steps=stage.max_steps,
-        teachers=teachers,
+        objective=TeacherAdvantages(teachers),
     )
-    recorder.on_scored = trainer.record_scored
-    return trainer
 
 
 def local(domain, path):
@@ -200,7 +191,7 @@ def test_served_teacher_scores_only_its_domain_and_agrees_with_the_local_checkpo
 RATIOS = (0.3, 0.55, 1.0, 1.9, 2.6)  # pi_train / pi_inference per token, cycled; the band is [0.5, 2]
 
 
-class InferenceEngineRollouts(DistillTrainer):
+class InferenceEngineRollouts(OnPolicyTrainer):
     """Rollouts as vLLM would return them: the tokens plus the engine's log-probabilities, here the
     trainer's own divided by a known ratio per token."""
 
@@ -299,7 +290,7 @@ def test_a_teacher_named_by_stage_is_that_stages_checkpoint(tiny_checkpoint, tea
 def test_a_teacher_stage_that_has_not_run_is_named(tiny_checkpoint, teacher_b, data_file, tmp_path):
     recipe = two_stage_recipe(tiny_checkpoint, tmp_path, data_file, teacher_b)
     with pytest.raises(RecipeError, match=r"teachers\.alpha: stage 'toy' has not run in .*01-toy/stage.json"):
-        resolve_teachers(recipe.stages[1], recipe, tmp_path / "empty-run")
+        resolve_teachers(recipe.stages[1], Cascade(recipe, tmp_path / "empty-run").stage_dirs)
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,13 @@ from trl import GRPOTrainer
 
 from cascade_rl.recipe import parse_recipe
 from cascade_rl.train.common import read_metrics
-from cascade_rl.train.grpo import CascadeGRPOTrainer, cascade_serves_rollouts, grpo_config, run_grpo_stage
-from cascade_rl.train.reward_adapter import CascadeReward
+from cascade_rl.train.context import StageContext
+from cascade_rl.train.grpo import grpo_config, run_grpo_stage
+from cascade_rl.train.on_policy import cascade_serves_rollouts
+from cascade_rl.train.rewards import RolloutScorer
 from cascade_rl.train.rl_data import build_rl_data
 from cascade_rl.train.schedule import PromptSchedule
+from cascade_rl.train.trl_backend import OnPolicyTrainer
 
 SCORER = "tiny_assets:contains_answer"
 
@@ -41,7 +44,7 @@ def rl_file(tmp_path):
     return path
 
 
-def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=CascadeGRPOTrainer, scored=None):
+def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=OnPolicyTrainer):
     from transformers import AutoTokenizer
 
     stage = recipe.stages[0]
@@ -54,15 +57,9 @@ def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=CascadeGRPOTra
         thinking=stage.thinking,
         dynamic_filter=stage.dynamic_filter,
     )
-    reward = CascadeReward(
-        tokenizer,
-        overlong_filter=step.overlong_filter,
-        workers=1,
-        group_size=stage.rollouts_per_prompt,
-        on_scored=scored.append if scored is not None else None,
-    )
+    reward = RolloutScorer(tokenizer, overlong_filter=step.overlong_filter, workers=1)
     rows = data.row_index()
-    trainer = trainer_class(
+    return trainer_class(
         model=str(tiny_checkpoint),
         reward_funcs=[reward],
         args=grpo_config(stage, step, recipe.runtime, tmp_path / "trainer", 0),
@@ -72,9 +69,6 @@ def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=CascadeGRPOTra
         row_of=lambda prompt, mode: rows[(prompt, mode)],
         steps=step.max_steps,
     )
-    if scored is None:
-        reward.on_scored = trainer.record_scored
-    return trainer
 
 
 def test_config_is_strictly_on_policy_without_kl_or_entropy(rl_file, tmp_path):
@@ -91,7 +85,7 @@ def test_config_is_strictly_on_policy_without_kl_or_entropy(rl_file, tmp_path):
 def test_importance_ratio_is_exactly_one_and_one_update_per_rollout_batch(tiny_checkpoint, rl_file, tmp_path):
     seen = {"loss_inputs": [], "generations": 0}
 
-    class Spy(CascadeGRPOTrainer):
+    class Spy(OnPolicyTrainer):
         def _compute_loss(self, model, inputs):
             seen["loss_inputs"].append(set(inputs))
             return super()._compute_loss(model, inputs)
@@ -118,10 +112,10 @@ def test_rollouts_come_from_the_local_decoder_and_log_probs_from_the_dense_head(
 ):
     """Without vLLM or a GPU: rollouts from llm/decode.py, log-probabilities from the dense head."""
     import cascade_rl.llm.decode as decoding
-    from cascade_rl.train import lm_head
+    from cascade_rl.train import trl_backend
 
     calls = {"decode": 0, "dense": 0}
-    real_decode, real_dense = decoding.decode, lm_head.dense_log_probs
+    real_decode, real_dense = decoding.decode, trl_backend.dense_log_probs
 
     def counting_decode(*args, **kwargs):
         calls["decode"] += 1
@@ -132,7 +126,7 @@ def test_rollouts_come_from_the_local_decoder_and_log_probs_from_the_dense_head(
         return real_dense(*args, **kwargs)
 
     monkeypatch.setattr(decoding, "decode", counting_decode)
-    monkeypatch.setattr(lm_head, "dense_log_probs", counting_dense)
+    monkeypatch.setattr(trl_backend, "dense_log_probs", counting_dense)
     trainer = make_trainer(tiny_checkpoint, recipe_stage(rl_file), tmp_path)
     trainer.train()
     assert calls["decode"] == trainer.state.global_step == 2
@@ -216,7 +210,7 @@ def test_idle_rollouts_left_out_of_the_update_give_the_same_gradient(tiny_checkp
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
 
 
-class FixedCompletions(CascadeGRPOTrainer):
+class FixedCompletions(OnPolicyTrainer):
     """Generation replaced by fixed token ids so the reward path can be checked exactly."""
 
     completion_texts: list = []
@@ -244,7 +238,7 @@ def score_fixed(trainer, texts, truncate):
 
 def test_truncated_rollout_is_out_of_group_statistics_and_loss(tiny_checkpoint, rl_file, tmp_path):
     recipe = recipe_stage(rl_file)
-    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions, scored=[])
+    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions)
     trainer.model.train()
     wrong_truncated = score_fixed(trainer, ["3", "5", "3", "9 9 9"], truncate={3})
     right_truncated = score_fixed(trainer, ["3", "5", "3", "3 3 3"], truncate={3})
@@ -260,10 +254,9 @@ def test_truncated_rollout_is_out_of_group_statistics_and_loss(tiny_checkpoint, 
 
 def test_without_overlong_filtering_a_truncated_rollout_is_scored(tiny_checkpoint, rl_file, tmp_path):
     recipe = recipe_stage(rl_file, curriculum=[{"max_response_length": 6, "overlong_filter": False, "max_steps": 1}])
-    scored = []
-    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions, scored=scored)
+    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions)
     out = score_fixed(trainer, ["3", "5", "3", "3 3 3"], truncate={3})
-    assert scored[-1].rewards == [1.0, 0.0, 1.0, 1.0]
+    assert trainer.scored.rewards == [1.0, 0.0, 1.0, 1.0]
     assert out["completion_mask"][3].sum().item() > 0
 
 
@@ -291,11 +284,7 @@ def test_stage_runs_curriculum_writes_metrics_and_changes_parameters(tiny_checkp
     stage_dir = tmp_path / "stage"
     model_dir = run_grpo_stage(
         recipe.stages[0],
-        model_in=tiny_checkpoint,
-        stage_dir=stage_dir,
-        runtime=recipe.runtime,
-        seed=0,
-        reward_options={},
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
     )
     metrics = read_metrics(stage_dir / "metrics.jsonl")
     assert [m["substage"] for m in metrics] == ["1", "1", "2"]  # sub-stage 2 stopped at its first step
@@ -333,11 +322,7 @@ def run_stage(tiny_checkpoint, data_path, stage_dir, **overrides):
     recipe = recipe_stage(data_path, **overrides)
     run_grpo_stage(
         recipe.stages[0],
-        model_in=tiny_checkpoint,
-        stage_dir=stage_dir,
-        runtime=recipe.runtime,
-        seed=0,
-        reward_options={},
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
     )
     return [json.loads(line) for line in (stage_dir / "substage-1" / "draws.jsonl").read_text().splitlines()]
 
@@ -386,22 +371,22 @@ def test_a_stage_killed_mid_way_resumes_from_its_checkpoint_to_the_same_weights(
     )
     recipe = recipe_stage(many_prompts, **settings)
     recipe.runtime.save_steps = 2
-    common = dict(model_in=tiny_checkpoint, runtime=recipe.runtime, seed=0, reward_options={})
-    run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "whole", **common)
+    common = dict(policy=tiny_checkpoint, runtime=recipe.runtime, seed=0)
+    run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=tmp_path / "whole", **common))
 
-    original = CascadeGRPOTrainer.training_step
+    original = OnPolicyTrainer.training_step
 
     def crash_after_step_three(self, *args, **kwargs):
         if self.state.global_step == 3:
             raise KeyboardInterrupt("killed")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(CascadeGRPOTrainer, "training_step", crash_after_step_three)
+    monkeypatch.setattr(OnPolicyTrainer, "training_step", crash_after_step_three)
     with pytest.raises(KeyboardInterrupt):
-        run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "resumed", **common)
+        run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=tmp_path / "resumed", **common))
     assert (tmp_path / "resumed" / "substage-1" / "trainer" / "checkpoint-2" / "cascade.json").exists()
-    monkeypatch.setattr(CascadeGRPOTrainer, "training_step", original)
-    run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "resumed", **common)
+    monkeypatch.setattr(OnPolicyTrainer, "training_step", original)
+    run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=tmp_path / "resumed", **common))
 
     done = json.loads((tmp_path / "resumed" / "substage-1" / "done").read_text())
     assert done["resumed_from_step"] == 2 and done["steps"] == 5
@@ -462,11 +447,7 @@ def test_report_to_tensorboard_logs_every_step_with_the_projects_metrics(tiny_ch
     stage_dir = tmp_path / "run" / "03-toy"
     run_grpo_stage(
         recipe.stages[0],
-        model_in=tiny_checkpoint,
-        stage_dir=stage_dir,
-        runtime=recipe.runtime,
-        seed=0,
-        reward_options={},
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
     )
     logs = list((tmp_path / "run" / "tensorboard").rglob("events.out.tfevents.*"))
     assert logs and logs[0].is_relative_to(tmp_path / "run" / "tensorboard" / "toy" / "substage-1")

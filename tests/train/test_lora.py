@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM
 
 from cascade_rl.recipe import parse_recipe
 from cascade_rl.train.common import merged_adapters, peft_config
+from cascade_rl.train.context import StageContext
 from cascade_rl.train.grpo import run_grpo_stage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,11 +75,7 @@ def test_grpo_stage_with_lora_hands_over_a_plain_merged_checkpoint(tiny_checkpoi
     stage = recipe.stages[0]
     model = run_grpo_stage(
         stage,
-        model_in=tiny_checkpoint,
-        stage_dir=tmp_path / "01-toy",
-        runtime=recipe.runtime,
-        seed=0,
-        reward_options={},
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=tmp_path / "01-toy", runtime=recipe.runtime, seed=0),
     )
     check_merged(tiny_checkpoint, model)
     metrics = [json.loads(line) for line in (tmp_path / "01-toy" / "metrics.jsonl").read_text().splitlines()]
@@ -129,7 +126,8 @@ def test_sft_stage_with_lora_trains_and_merges(tiny_checkpoint, tmp_path):
     }
     recipe = parse_recipe({"name": "s", "model": {"path": str(tiny_checkpoint)}, "stages": [stage]})
     model = run_sft_stage(
-        recipe.stages[0], model_in=tiny_checkpoint, stage_dir=tmp_path / "01-sft", runtime=recipe.runtime, seed=0
+        recipe.stages[0],
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=tmp_path / "01-sft", runtime=recipe.runtime, seed=0),
     )
     check_merged(tiny_checkpoint, model)
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from cascade_rl.recipe import PromptFilter, RecipeError
+from cascade_rl.train.context import StageContext
 from cascade_rl.train.prompt_filter import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,11 +118,7 @@ def test_a_filter_that_keeps_nothing_stops_before_training_and_names_the_field(t
     with pytest.raises(RecipeError, match=r"stages \(toy\).prompt_filter dropped every one of the 3 prompts"):
         run_grpo_stage(
             recipe.stages[0],
-            model_in=tiny_checkpoint,
-            stage_dir=stage_dir,
-            runtime=recipe.runtime,
-            seed=0,
-            reward_options={},
+            StageContext.settle(policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
         )
     assert json.loads((stage_dir / "prompt_filter.json").read_text())["too easy"] == 3
     assert not (stage_dir / "substage-1").exists()  # nothing trained
@@ -167,9 +164,9 @@ def test_a_filter_limited_to_some_domains_keeps_the_other_prompts_unsampled(tiny
     recipe = load_recipe(recipe_file)
     stage_dir = tmp_path / "stage"
     run_grpo_stage(
-        recipe.stages[0], model_in=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0,
-        reward_options={},
-    )  # fmt: skip
+        recipe.stages[0],
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
+    )
     report = json.loads((stage_dir / "prompt_filter.json").read_text())
     assert report["verdicts"] == [*EXPECTED, "keep", "keep"]  # the two prompts of the other domain stay
     assert report["measured"] == 9 and report["rewards"][9:] == [None, None]

@@ -7,6 +7,7 @@ import pytest
 from cascade_rl.recipe import parse_recipe
 from cascade_rl.rewards.combine import combine, group_z_scores
 from cascade_rl.rewards.preference import score_batch
+from cascade_rl.train.context import StageContext
 from cascade_rl.train.reward_model import pairwise_accuracy, run_reward_model_stage
 
 
@@ -47,7 +48,8 @@ def reward_model(tiny_checkpoint, tmp_path_factory):
         }
     )
     return run_reward_model_stage(
-        recipe.stages[0], policy=tiny_checkpoint, stage_dir=tmp / "stage", runtime=recipe.runtime, seed=0
+        recipe.stages[0],
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=tmp / "stage", runtime=recipe.runtime, seed=0),
     )
 
 

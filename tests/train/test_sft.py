@@ -6,6 +6,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cascade_rl.recipe import parse_recipe
+from cascade_rl.train.context import StageContext
 from cascade_rl.train.sft import run_sft_stage
 
 
@@ -81,7 +82,8 @@ def test_two_substages_train_from_each_other_and_drop_overlong_samples(tiny_chec
     )
     stage_dir = tmp_path / "stage"
     model_dir = run_sft_stage(
-        recipe.stages[0], model_in=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0
+        recipe.stages[0],
+        StageContext.settle(policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
     )
     report = json.loads((stage_dir / "data_report.json").read_text())
     assert report["substage-1"]["rows"] == 49 and report["substage-2"]["rows"] == 98
@@ -134,7 +136,8 @@ def test_dense_and_fused_lm_heads_train_the_same_model(tiny_checkpoint, tmp_path
             }
         )
         model = run_sft_stage(
-            recipe.stages[0], model_in=tiny_checkpoint, stage_dir=tmp_path / head, runtime=recipe.runtime, seed=0
+            recipe.stages[0],
+            StageContext.settle(policy=tiny_checkpoint, stage_dir=tmp_path / head, runtime=recipe.runtime, seed=0),
         )
         weights[head] = list(AutoModelForCausalLM.from_pretrained(model).parameters())
     gaps = [(a - b).abs().max().item() for a, b in zip(weights["fused"], weights["dense"])]
@@ -168,7 +171,10 @@ def test_a_template_without_generation_markers_trains_on_the_answer_only(smollm2
         {"name": "t", "model": {"path": str(smollm2_tiny), "chat_template": "keep"},
          "stages": [{"kind": "sft", "substages": [sub]}]}
     )  # fmt: skip
-    run_sft_stage(recipe.stages[0], model_in=smollm2_tiny, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0)
+    run_sft_stage(
+        recipe.stages[0],
+        StageContext.settle(policy=smollm2_tiny, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0),
+    )
     tokenizer = AutoTokenizer.from_pretrained(smollm2_tiny)
     ids, labels = seen[0]
     assert tokenizer.decode(ids[0][labels[0] != -100]) == "4, of course.<|im_end|>\n"
@@ -203,7 +209,9 @@ def test_a_rejection_sampled_source_trains_on_the_answers_its_verifier_accepts(t
     sub = {"name": "s1", "data": [source], "max_length": 256, "batch_size": 1, "per_device_batch_size": 1,
            "learning_rate": 1e-3, "max_steps": 1}  # fmt: skip
     recipe = parse_recipe({"name": "t", "model": {"path": str(model)}, "stages": [{"kind": "sft", "substages": [sub]}]})
-    run_sft_stage(recipe.stages[0], model_in=model, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0)
+    run_sft_stage(
+        recipe.stages[0], StageContext.settle(policy=model, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0)
+    )
     kept = [json.loads(line) for line in (tmp_path / "sft" / "substage-1" / "rejection-1.jsonl").open()]
     assert [row["messages"][0]["content"] for row in kept] == ["Write a short reply."]  # < 10 words: accepted
     assert kept[0]["messages"][-1]["content"] == "Sure, here it is" and kept[0]["reward"] == 1.0
@@ -242,7 +250,9 @@ def test_rejection_sampling_draws_with_the_source_s_top_k(tmp_path):
             {"name": "t", "model": {"path": str(model)}, "stages": [{"kind": "sft", "substages": [sub]}]}
         )
         stage_dir = tmp_path / f"sft-{top_k}"
-        run_sft_stage(recipe.stages[0], model_in=model, stage_dir=stage_dir, runtime=recipe.runtime, seed=0)
+        run_sft_stage(
+            recipe.stages[0], StageContext.settle(policy=model, stage_dir=stage_dir, runtime=recipe.runtime, seed=0)
+        )
         kept = [json.loads(line) for line in (stage_dir / "substage-1" / "rejection-1.jsonl").open()]
         return [row["messages"][0]["content"] for row in kept]
 

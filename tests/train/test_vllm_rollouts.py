@@ -13,7 +13,9 @@ from transformers import AutoModelForCausalLM
 from cascade_rl.llm.vllm_engine import import_problem
 from cascade_rl.train import rollouts
 from cascade_rl.train.common import read_metrics
-from cascade_rl.train.grpo import CascadeGRPOTrainer, run_grpo_stage
+from cascade_rl.train.context import StageContext
+from cascade_rl.train.grpo import run_grpo_stage
+from cascade_rl.train.trl_backend import OnPolicyTrainer
 
 pytestmark = pytest.mark.skipif(import_problem() is not None, reason=f"vLLM: {import_problem()}")
 
@@ -45,7 +47,7 @@ def vllm_recipe(data, **overrides):
     return recipe
 
 
-class Checked(CascadeGRPOTrainer):
+class Checked(OnPolicyTrainer):
     """Measures, at every generation, how far vLLM's log-probabilities of the rollouts it just
     sampled are from the trainer model's own at that moment."""
 
@@ -70,14 +72,10 @@ class Checked(CascadeGRPOTrainer):
 
 def run_checked(recipe, vllm_checkpoint, stage_dir, monkeypatch):
     Checked.gaps, Checked.weights = [], []
-    monkeypatch.setattr("cascade_rl.train.grpo.CascadeGRPOTrainer", Checked)
+    monkeypatch.setattr("cascade_rl.train.trl_backend.OnPolicyTrainer", Checked)
     run_grpo_stage(
         recipe.stages[0],
-        model_in=vllm_checkpoint,
-        stage_dir=stage_dir,
-        runtime=recipe.runtime,
-        seed=0,
-        reward_options={},
+        StageContext.settle(policy=vllm_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
     )
     return Checked.gaps, Checked.weights
 
@@ -106,11 +104,7 @@ def test_the_ratio_shows_what_nucleus_sampling_leaves_out(vllm_checkpoint, promp
     recipe = vllm_recipe(prompts, top_p=0.9, curriculum=[{"max_response_length": 4, "max_steps": 1}])
     run_grpo_stage(
         recipe.stages[0],
-        model_in=vllm_checkpoint,
-        stage_dir=tmp_path,
-        runtime=recipe.runtime,
-        seed=0,
-        reward_options={},
+        StageContext.settle(policy=vllm_checkpoint, stage_dir=tmp_path, runtime=recipe.runtime, seed=0),
     )
     [record] = read_metrics(tmp_path / "metrics.jsonl")
     assert 0.85 < record["rollout/importance_ratio/min"] <= record["rollout/importance_ratio/max"] <= 1.0001
@@ -125,21 +119,21 @@ def test_a_stage_killed_mid_way_resumes_to_the_same_draws_and_weights(vllm_check
         curriculum=[{"max_response_length": 6, "overlong_filter": False, "max_steps": 5}],
     )
     recipe.runtime.save_steps = 2
-    common = dict(model_in=vllm_checkpoint, runtime=recipe.runtime, seed=0, reward_options={})
-    run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "whole", **common)
+    common = dict(policy=vllm_checkpoint, runtime=recipe.runtime, seed=0)
+    run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=tmp_path / "whole", **common))
 
-    original = CascadeGRPOTrainer.training_step
+    original = OnPolicyTrainer.training_step
 
     def crash_after_step_three(self, *args, **kwargs):
         if self.state.global_step == 3:
             raise KeyboardInterrupt("killed")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(CascadeGRPOTrainer, "training_step", crash_after_step_three)
+    monkeypatch.setattr(OnPolicyTrainer, "training_step", crash_after_step_three)
     with pytest.raises(KeyboardInterrupt):
-        run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "resumed", **common)
-    monkeypatch.setattr(CascadeGRPOTrainer, "training_step", original)
-    run_grpo_stage(recipe.stages[0], stage_dir=tmp_path / "resumed", **common)
+        run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=tmp_path / "resumed", **common))
+    monkeypatch.setattr(OnPolicyTrainer, "training_step", original)
+    run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=tmp_path / "resumed", **common))
 
     whole, resumed = tmp_path / "whole" / "substage-1", tmp_path / "resumed" / "substage-1"
     assert json.loads((resumed / "done").read_text())["resumed_from_step"] == 2
@@ -210,9 +204,10 @@ def test_mopd_samples_the_student_with_vllm_and_its_mismatch_band_sees_vllms_log
     )
     teachers = {d: TeacherSpec(d, str(teacher), str(teacher)) for d in ("alpha", "beta")}
     model = run_distill_stage(
-        recipe.stages[0], model_in=vllm_checkpoint, stage_dir=tmp_path / "stage", runtime=recipe.runtime, seed=0,
-        teachers=teachers,
-    )  # fmt: skip
+        recipe.stages[0],
+        StageContext.settle(policy=vllm_checkpoint, stage_dir=tmp_path / "stage", runtime=recipe.runtime, seed=0),
+        teachers,
+    )
     metrics = read_metrics(tmp_path / "stage" / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [1, 2]
     for record in metrics:  # TRL's mismatch correction fed with vLLM's log-probabilities: 1 in float32

@@ -50,6 +50,7 @@ def evaluate(
     """
     import logging
 
+    from cascade_rl.eval.benchmarks import EvalSettings
     from cascade_rl.eval.benchmarks import evaluate as run_benchmarks
     from cascade_rl.llm.base import GenerationError
     from cascade_rl.recipe import run_variables
@@ -59,20 +60,20 @@ def evaluate(
     chosen = _benchmarks(parsed, benchmark)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     parsed, engine = _settled(parsed, model)
-    settings = {
-        "batch_size": parsed.eval.batch_size,
-        "max_concurrency": concurrency or parsed.eval.max_concurrency,
-        "timeout": timeout,
-        "workers": parsed.runtime.reward_workers,
-        "seed": parsed.seed,
-        "dtype": parsed.model.sampling_dtype,
-        "engine": engine,
-    }
+    settings = EvalSettings(
+        batch_size=parsed.eval.batch_size,
+        max_concurrency=concurrency or parsed.eval.max_concurrency,
+        timeout=timeout,
+        workers=parsed.runtime.reward_workers,
+        seed=parsed.seed,
+        dtype=parsed.model.sampling_dtype,
+        engine=engine,
+    )
     variables = run_variables(run or parsed.run_dir)
     earlier = _earlier_results(out / "eval.json") if benchmark else {}
     try:
         results = run_benchmarks(
-            target, chosen, out, variables=variables, reward_model=reward_model, judge=judge, **settings
+            target, chosen, out, variables=variables, reward_model=reward_model, judge=judge, settings=settings
         )
     except (ValueError, FileNotFoundError) as error:
         raise fail(error) from None

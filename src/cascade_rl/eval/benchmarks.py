@@ -163,6 +163,23 @@ def verify_result(bench: Benchmark, scores: Sequence[Sequence[Any]]) -> Benchmar
 # ---------------------------------------------------------------------------------- running
 
 
+@dataclass(frozen=True)
+class EvalSettings:
+    """How an evaluation samples and scores, whatever the benchmarks: ``batch_size`` prompts
+    generated together; ``max_concurrency`` requests in flight and ``timeout`` seconds per request
+    to a server; ``workers`` parallel scorers; ``seed`` for local sampling; ``dtype`` of a local
+    checkpoint's weights (None = float32 on a CPU); ``engine`` sampling a local checkpoint
+    (``transformers``: the project's loop; ``vllm``)."""
+
+    batch_size: int = 32
+    max_concurrency: int = 64
+    timeout: float = 3600.0
+    workers: int = 4
+    seed: int = 0
+    dtype: str | None = None
+    engine: str = "transformers"
+
+
 @dataclass
 class _Plan:
     """One benchmark ready to run: its rows, prompts and (arena) baseline answers."""
@@ -183,26 +200,23 @@ def evaluate(
     reward_model: str | None = None,
     arena_dir: Path | None = None,
     judge: str | Generator | None = None,
-    batch_size: int = 32,
-    max_concurrency: int = 64,
-    timeout: float = 3600.0,
-    workers: int = 4,
-    seed: int = 0,
-    dtype: str | None = None,
-    engine: str = "transformers",
+    settings: EvalSettings = EvalSettings(),
 ) -> dict[str, dict]:
     """Evaluate ``model`` (a checkpoint directory, ``http://host/v1#MODEL`` or a generator) on
     ``benchmarks``; write ``out_dir/eval.json`` and the samples; return the results by name.
 
     ``judge`` overrides every arena benchmark's own judge; an arena benchmark with neither a
-    judge nor a ``reward_model`` is skipped. ``dtype``: a local checkpoint's weights (None =
-    float32 on a CPU); ``engine``: what samples a local checkpoint (``transformers``: the
-    project's loop; ``vllm``)."""
+    judge nor a ``reward_model`` is skipped."""
     variables = dict(variables or {})
     plans = [_plan(bench, variables, judge, reward_model) for bench in benchmarks]
     plans = [plan for plan in plans if plan is not None]
     generator = open_generator(
-        model, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout, dtype=dtype, engine=engine
+        model,
+        batch_size=settings.batch_size,
+        max_concurrency=settings.max_concurrency,
+        timeout=settings.timeout,
+        dtype=settings.dtype,
+        engine=settings.engine,
     )
     for plan in plans:  # one engine for every benchmark, sized before the first is sampled
         reserve(generator, plan.prompts, plan.bench.max_new_tokens)
@@ -212,16 +226,15 @@ def evaluate(
     results: dict[str, dict] = {}
     for plan in plans:
         bench = plan.bench
-        samples = _sample(
-            generator, plan.prompts, bench, samples_dir / f"{bench.name}.progress.jsonl", batch_size, seed
-        )
+        samples = _sample(generator, plan.prompts, bench, samples_dir / f"{bench.name}.progress.jsonl", settings)
         if bench.kind == "arena":
-            baselines = plan.baselines or _sampled_baselines(
-                bench, arena_dir or out_dir, generator, plan.prompts, batch_size, seed
-            )
+            baselines = plan.baselines or _sampled_baselines(bench, arena_dir or out_dir, generator, plan.prompts,
+                                                             settings)  # fmt: skip
             if plan.judge is not None:
-                judge_model = _judge(judges, plan.judge, batch_size, max_concurrency, timeout)
-                outcome = _judged(judge_model, bench, plan.prompts, samples, baselines, samples_dir, batch_size)
+                judge_model = _judge(judges, plan.judge, settings)
+                outcome = _judged(
+                    judge_model, bench, plan.prompts, samples, baselines, samples_dir, settings.batch_size
+                )
             else:
                 prompts = [row["prompt"] for row in plan.rows]
                 outcome = arena.reward_model_outcome(prompts, samples, baselines, str(reward_model))
@@ -229,7 +242,7 @@ def evaluate(
             _write_samples(samples_dir / f"{bench.name}.jsonl", plan.rows, samples, details=outcome.per_sample)
         else:
             options = {(bench.domain or row["domain"]): bench.options for row in plan.rows}
-            scores = score_samples(plan.rows, samples, options, workers=workers)
+            scores = score_samples(plan.rows, samples, options, workers=settings.workers)
             result = verify_result(bench, scores)
             _write_samples(samples_dir / f"{bench.name}.jsonl", plan.rows, samples, scores=scores)
         results[bench.name] = asdict(result)
@@ -264,12 +277,11 @@ def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model:
     return plan
 
 
-def _sample(generator: Generator, prompts: list, bench: Benchmark, progress: Path, batch_size: int, seed: int):
+def _sample(generator: Generator, prompts: list, bench: Benchmark, progress: Path, settings: EvalSettings):
     budget = token_budget(generator, prompts, bench.max_new_tokens)
-    settings = dict(k=bench.k, temperature=bench.temperature, top_p=bench.top_p, max_tokens=budget)
-    return sample(
-        generator, prompts, **settings, batch_size=batch_size, progress=progress, description=bench.name, seed=seed
-    )
+    drawn = dict(k=bench.k, temperature=bench.temperature, top_p=bench.top_p, max_tokens=budget)
+    return sample(generator, prompts, **drawn, batch_size=settings.batch_size, progress=progress,
+                  description=bench.name, seed=settings.seed)  # fmt: skip
 
 
 def _given_baselines(bench: Benchmark, rows: Sequence[dict], variables: Mapping[str, str]) -> list[str] | None:
@@ -296,7 +308,7 @@ def _given_baselines(bench: Benchmark, rows: Sequence[dict], variables: Mapping[
 
 
 def _sampled_baselines(
-    bench: Benchmark, arena_dir: Path, generator: Generator, prompts: list, batch_size: int, seed: int
+    bench: Benchmark, arena_dir: Path, generator: Generator, prompts: list, settings: EvalSettings
 ) -> list[str]:
     """One answer per prompt from the first policy evaluated, cached in ``arena_dir``."""
     path = arena_dir / f"{bench.name}.references.jsonl"
@@ -312,9 +324,9 @@ def _sampled_baselines(
             temperature=bench.temperature,
             top_p=bench.top_p,
             max_tokens=budget,
-            batch_size=batch_size,
+            batch_size=settings.batch_size,
             description=f"{bench.name} baselines",
-            seed=seed,
+            seed=settings.seed,
         )
     ]
     arena_dir.mkdir(parents=True, exist_ok=True)
@@ -322,11 +334,13 @@ def _sampled_baselines(
     return references
 
 
-def _judge(cache: dict, spec: Any, batch_size: int, max_concurrency: int, timeout: float) -> Generator:
+def _judge(cache: dict, spec: Any, settings: EvalSettings) -> Generator:
     """One judge generator per spec for the whole evaluation."""
     key = spec if isinstance(spec, str) else id(spec)
     if key not in cache:
-        cache[key] = open_generator(spec, batch_size=batch_size, max_concurrency=max_concurrency, timeout=timeout)
+        cache[key] = open_generator(
+            spec, batch_size=settings.batch_size, max_concurrency=settings.max_concurrency, timeout=settings.timeout
+        )
     return cache[key]
 
 

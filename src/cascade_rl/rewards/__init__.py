@@ -7,7 +7,7 @@ too, so the SWE pipeline and the toy world above can share them.
 
 Scorers know nothing about training or serving (DESIGN.md, "Layers"): they may run programs in
 the sandbox and ask a model through ``llm/`` (the SWE judge, a served reward model). The bridge
-to TRL's reward functions is :mod:`cascade_rl.train.reward_adapter`.
+to a trainer's reward function is :mod:`cascade_rl.train.rewards`.
 """
 
 from cascade_rl.rewards.base import Score

@@ -1,15 +1,10 @@
-"""Training (DESIGN.md, layer ``train``): the stage runners on TRL (``sft``, ``reward_model``,
-``grpo``, ``distill``), the cascade that runs a recipe's stages in order (``cascade``), the
-engine-neutral policy they share (``schedule``, ``filtering``, ``curriculum``), several
-processes (``distributed``) and the bridge from the reward registry to TRL's reward functions
-(``reward_adapter``).
+"""Training (DESIGN.md, layer ``train``): the cascade that runs a recipe's stages in order
+(``cascade``), the stage runners by kind behind one interface (``stages``, ``context``) -- SFT and
+reward models (``sft``, ``reward_model``), GRPO and distillation through one on-policy routine
+(``on_policy``, ``grpo``, ``distill``) -- the engine-neutral policy they share (``schedule``,
+``filtering``, ``curriculum``, ``rewards``), the run's settled machine choices (``machine``),
+several processes (``distributed``), and the one boundary with TRL (``trl_backend``).
 
-Imported modules only (no names re-exported here): ``import cascade_rl.train`` stays cheap.
+Imported modules only (no names re-exported here, nothing installed on import): ``import
+cascade_rl.train`` stays cheap and changes nothing in the process.
 """
-
-import warnings
-
-# TRL warns at import when the installed vLLM is newer than the versions its own vLLM client was
-# tested with; the cascade drives vLLM itself in colocate mode (train/rollouts.py), so the warning
-# concerns only TRL's server mode.
-warnings.filterwarnings("ignore", message="TRL currently supports vLLM versions", category=UserWarning)

@@ -38,19 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.data.loading import Screen, screening
-from cascade_rl.recipe import (
-    DistillStage,
-    EvalStage,
-    GRPOStage,
-    OnPolicyStage,
-    Recipe,
-    RecipeError,
-    RewardModelStage,
-    SFTStage,
-    expand,
-    run_variables,
-)
+from cascade_rl.recipe import EvalStage, OnPolicyStage, Recipe, RecipeError, expand, run_variables
 from cascade_rl.train import distributed, machine, preflight
+from cascade_rl.train.context import Handover, StageContext
+from cascade_rl.train.stages import runner_for
 
 log = logging.getLogger(__name__)
 
@@ -116,11 +107,11 @@ class Cascade:
         decided = distributed.on_main("machine", partial(self._settle_machine, policy))
         self.recipe = machine.apply(self.recipe, decided)
         distributed.on_main("data files", partial(preflight.check_inputs, self.recipe, self.variables))
-        distributed.on_main("distill inputs", partial(check_distill_inputs, self.recipe, self.run_dir, policy))
-        reward_models: dict[str, Path] = {}
+        handover = Handover(policy)
+        distributed.on_main("stage inputs", partial(self._check_stages, stages, handover))
         started = time.perf_counter()
         if self._evaluates_base(only, start_from):
-            self._run_stage(StagePlan(0, EvalStage(name="base")), len(stages), policy, reward_models)
+            self._run_stage(StagePlan(0, EvalStage(name="base")), len(stages), handover)
         for p in stages:
             status = distributed.on_main("stage status", partial(read_status, self.run_dir / p.dirname))
             if only and p.stage.name != only:
@@ -129,10 +120,10 @@ class Cascade:
                 if status.get("status") != "done":
                     raise RecipeError(f"--only {only}: earlier stage {p.stage.name} has not finished; run it first")
             if status.get("status") == "done":
-                policy, reward_models = self._handover(p, status, policy, reward_models)
+                handover = finished_handover(p.stage, self.run_dir / p.dirname, status, handover)
                 self.echo(f"[{p.index}/{len(stages)}] {p.stage.name}: finished earlier, skipped")
                 continue
-            policy, reward_models = self._run_stage(p, len(stages), policy, reward_models)
+            handover = self._run_stage(p, len(stages), handover)
         self.echo(f"stages finished in {time.perf_counter() - started:.0f} s")
         return distributed.on_main("report", self._report)
 
@@ -145,7 +136,7 @@ class Cascade:
 
         if not self.recipe.eval.before_first_stage or only or start_from or start_checkpoint(self.recipe):
             return False
-        if isinstance(self.recipe.stages[0], EvalStage):
+        if self.recipe.stages[0].evaluation_only:
             return False
         status = distributed.on_main("base evaluation status", partial(read_status, self.run_dir / "00-base"))
         return status.get("status") != "done"
@@ -254,13 +245,29 @@ class Cascade:
         return target
 
     # ----------------------------------------------------------------- stages
-    def _handover(self, p: StagePlan, status: dict, policy: Path, reward_models: dict[str, Path]):
-        if isinstance(p.stage, RewardModelStage):
-            reward_models = {**reward_models, p.stage.name: self.run_dir / p.dirname / "model"}
-        policy = Path(status["policy"]) if status.get("policy") else policy
-        return policy, reward_models
+    @property
+    def stage_dirs(self) -> dict[str, Path]:
+        """Each stage's directory in this run, by stage name."""
+        return {p.stage.name: self.run_dir / p.dirname for p in plan(self.recipe)}
 
-    def _run_stage(self, p: StagePlan, total: int, policy: Path, reward_models: dict[str, Path]):
+    def context(self, p: StagePlan, handover: Handover) -> StageContext:
+        """The context stage ``p`` runs with, from the hand-over of the stages before it."""
+        return StageContext.of_recipe(
+            self.recipe,
+            stage_dir=self.run_dir / p.dirname,
+            policy=handover.policy,
+            variables=self.variables,
+            reward_models=handover.reward_models,
+            stage_dirs=self.stage_dirs,
+        )
+
+    def _check_stages(self, stages: list[StagePlan], handover: Handover) -> None:
+        """Before the first stage computes: each stage's own inputs (its runner's check; the base
+        model stands in for the policy a stage will start from)."""
+        for p in stages:
+            runner_for(p.stage).check(p.stage, self.context(p, handover))
+
+    def _run_stage(self, p: StagePlan, total: int, handover: Handover) -> Handover:
         stage, stage_dir = p.stage, self.run_dir / p.dirname
         status, earlier_s = distributed.on_main("open the stage", partial(_open_stage, stage_dir))
         self.echo(f"[{p.index}/{total}] {stage.kind} {stage.name}")
@@ -268,25 +275,25 @@ class Cascade:
         trained_here = status.get("status") != "trained"
         if trained_here:
             with screening(self.training_screen):
-                policy, reward_models = self._train(stage, stage_dir, policy, reward_models)
+                handover = runner_for(stage).run(stage, self.context(p, handover))
             status = {
                 "index": p.index,
                 "name": stage.name,
                 "kind": stage.kind,
                 "status": "trained",
-                "policy": str(policy),
+                "policy": str(handover.policy),
                 "train_s": round(time.perf_counter() - started, 2),
                 "processes": distributed.world_size(),
             }
             distributed.on_main("stage trained", partial(write_status, stage_dir, status))
         else:
-            policy, reward_models = self._handover(p, status, policy, reward_models)
+            handover = finished_handover(stage, stage_dir, status, handover)
         eval_started = time.perf_counter()
-        distributed.on_main(f"evaluate {stage.name}", partial(self._evaluate, stage, stage_dir, policy, reward_models))
+        distributed.on_main(f"evaluate {stage.name}", partial(self._evaluate, stage, stage_dir, handover))
         status.update(status="done", eval_s=round(time.perf_counter() - eval_started, 2))
         status.update(_wall_time(status, trained_here, earlier_s))
         distributed.on_main("stage done", partial(_close_stage, stage_dir, status))
-        return policy, reward_models
+        return handover
 
     @cached_property
     def training_screen(self) -> Screen | None:
@@ -299,70 +306,28 @@ class Cascade:
 
         return benchmark_screen(self.recipe.eval, self.variables)
 
-    def _train(self, stage: Any, stage_dir: Path, policy: Path, reward_models: dict[str, Path]):
-        common = dict(
-            stage_dir=stage_dir,
-            runtime=self.recipe.runtime,
-            seed=self.recipe.seed,
-            variables=self.variables,
-            model_dtype=self.recipe.model.dtype,
-        )
-        if isinstance(stage, SFTStage):
-            from cascade_rl.train.sft import run_sft_stage
-
-            model = run_sft_stage(stage, model_in=policy, sample_dtype=self.recipe.model.sampling_dtype, **common)
-            return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
-        if isinstance(stage, RewardModelStage):
-            from cascade_rl.train.reward_model import run_reward_model_stage
-
-            path = run_reward_model_stage(stage, policy=policy, **common)
-            return policy, {**reward_models, stage.name: path}
-        if isinstance(stage, GRPOStage):
-            from cascade_rl.train.grpo import run_grpo_stage
-
-            options = resolve_reward_options(stage, reward_models)
-            distributed.on_main("reward servers", partial(check_reward_servers, stage, options, self.recipe.runtime))
-            model = run_grpo_stage(
-                stage, model_in=policy, reward_options=options, sample_dtype=self.recipe.model.sampling_dtype, **common
-            )
-            return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
-        if isinstance(stage, DistillStage):
-            from cascade_rl.train.distill import run_distill_stage
-
-            teachers = distributed.on_main("teachers", partial(resolve_teachers, stage, self.recipe, self.run_dir))
-            model = run_distill_stage(
-                stage, model_in=policy, teachers=teachers, sample_dtype=self.recipe.model.sampling_dtype, **common
-            )
-            return distributed.on_main("publish", partial(publish, model, stage_dir)), reward_models
-        if isinstance(stage, EvalStage):
-            return policy, reward_models
-        raise RecipeError(f"unknown stage kind {stage.kind!r}")
-
-    def _evaluate(self, stage: Any, stage_dir: Path, policy: Path, reward_models: dict[str, Path]) -> None:
+    def _evaluate(self, stage: Any, stage_dir: Path, handover: Handover) -> None:
         benchmarks = self._benchmarks_after(stage)
         if not benchmarks:
             return
-        from cascade_rl.eval.benchmarks import evaluate
+        from cascade_rl.eval.benchmarks import EvalSettings, evaluate
 
-        latest_rm = str(list(reward_models.values())[-1]) if reward_models else None
-        evaluate(
-            policy,
-            benchmarks,
-            stage_dir,
-            variables=self.variables,
-            reward_model=latest_rm,
-            arena_dir=self.run_dir / "arena",
-            batch_size=self.recipe.eval.batch_size,
-            workers=self.recipe.runtime.reward_workers,
+        latest_rm = str(list(handover.reward_models.values())[-1]) if handover.reward_models else None
+        runtime, spec = self.recipe.runtime, self.recipe.eval
+        settings = EvalSettings(
+            batch_size=spec.batch_size,
+            workers=runtime.reward_workers,
             seed=self.recipe.seed,
             dtype=self.recipe.model.sampling_dtype,
-            engine=machine.local_engine(self.recipe.runtime),
+            engine=machine.local_engine(runtime),
         )
+        evaluate(handover.policy, benchmarks, stage_dir, variables=self.variables, reward_model=latest_rm,
+                 arena_dir=self.run_dir / "arena", settings=settings)  # fmt: skip
 
     def _benchmarks_after(self, stage: Any) -> list:
         spec = self.recipe.eval
-        names = getattr(stage, "eval", None) if not isinstance(stage, EvalStage) else stage.benchmarks
-        if names is None and not (spec.after_every_stage or isinstance(stage, EvalStage)):
+        names = stage.eval
+        if names is None and not (spec.after_every_stage or stage.evaluation_only):
             return []
         return [b for b in spec.benchmarks if names is None or b.name in names]
 
@@ -418,102 +383,20 @@ def _close_stage(stage_dir: Path, status: dict) -> None:
     (stage_dir / ATTEMPT_FILE).unlink(missing_ok=True)
 
 
-def check_reward_servers(stage: GRPOStage, options: dict[str, dict], runtime: Any) -> None:
-    """Before a stage trains: every reward server and judge its domains point at answers (a
-    server that never comes up is a clear error now, not a run of zero rewards)."""
-    from cascade_rl.rewards.registry import PreflightError, preflight
-
-    for domain in sorted({*options, *([stage.domain] if stage.domain else [])}):
-        try:
-            preflight(domain, options.get(domain), timeout=runtime.server_wait_s)
-        except PreflightError as error:
-            raise RecipeError(f"stages ({stage.name}).{error}") from None
-
-
 def check_process_layout(recipe: Recipe, processes: int) -> None:
     """Every on-policy stage's step must split evenly over the processes and micro-batches; a recipe
     whose step cannot is refused before any compute, naming the stage and the field."""
-    from cascade_rl.train.grpo import batch_shape
+    from cascade_rl.train.on_policy import batch_shape
 
     for stage in recipe.stages:
         if isinstance(stage, OnPolicyStage):
             batch_shape(stage, processes)
 
 
-def publish(model: Path, stage_dir: Path) -> Path:
-    """Make ``stage_dir/model`` the stage's checkpoint: a relative link to the last sub-stage's
-    model (no copy of the weights)."""
-    final = stage_dir / "model"
-    if Path(model).resolve() == final.resolve():
-        return final
-    if final.is_symlink() or final.is_file():
-        final.unlink()
-    elif final.exists():
-        shutil.rmtree(final)
-    final.symlink_to(Path(model).resolve().relative_to(stage_dir.resolve()))
-    return final
-
-
-def resolve_reward_options(stage: GRPOStage, reward_models: dict[str, Path]) -> dict[str, dict]:
-    """Scorer options as the scorers take them: ``'@name'`` becomes that reward-model stage's
-    checkpoint, ``${VAR}`` expands, and a SWE ``judge`` given as a generator spec
-    (``local:/path`` or ``http://host/v1#model``) becomes a :class:`YesNoJudge`."""
-    resolved: dict[str, dict] = {}
-    for domain, options in stage.reward_options.items():
-        resolved[domain] = {}
-        for key, value in options.items():
-            if isinstance(value, str) and value.startswith("@"):
-                if value[1:] not in reward_models:
-                    raise RecipeError(f"{stage.name}.reward_options.{domain}.{key}: {value} has not been trained")
-                value = str(reward_models[value[1:]])
-            elif isinstance(value, str):
-                value = expand(value)
-            if key == "judge" and isinstance(value, str):
-                from cascade_rl.llm.judge import YesNoJudge
-
-                value = YesNoJudge(value)
-            resolved[domain][key] = value
-    return resolved
-
-
-def check_distill_inputs(recipe: Recipe, run_dir: Path, base_model: Path) -> None:
-    """Before the first stage: every distill stage's rows have a teacher, and its teachers that
-    are checkpoints from outside this run exist and share the base model's tokenizer (stages of
-    this run are checked when they have run, servers when the stage starts)."""
-    from cascade_rl.llm.transport import is_server_spec
-    from cascade_rl.train.distill import check_domains
-    from cascade_rl.train.teachers import check_teachers
-
-    names = {stage.name for stage in recipe.stages}
-    for stage in recipe.stages:
-        if isinstance(stage, DistillStage):
-            check_domains(stage, run_variables(run_dir))
-            outside = {d: t for d, t in stage.teachers.items() if t not in names and not is_server_spec(expand(t))}
-            external = stage.model_copy(update={"teachers": outside})
-            check_teachers(stage, resolve_teachers(external, recipe, run_dir), base_model, recipe.runtime.server_wait_s)
-
-
-def resolve_teachers(stage: DistillStage, recipe: Recipe, run_dir: Path) -> dict:
-    """Each domain's teacher of a distill stage: a stage of this run becomes that stage's
-    checkpoint (a one-line error if it has not finished), a server URL stays, anything else is
-    a local checkpoint directory (``${VAR}`` expanded)."""
-    from cascade_rl.llm.transport import is_server_spec
-    from cascade_rl.train.teachers import TeacherSpec, teacher_from_path
-
-    stages = {p.stage.name: p for p in plan(recipe)}
-    teachers = {}
-    for domain, spec in stage.teachers.items():
-        if spec in stages:
-            stage_dir = run_dir / stages[spec].dirname
-            status = read_status(stage_dir)
-            if status.get("status") != "done" or not (stage_dir / "model").exists():
-                raise RecipeError(
-                    f"stages ({stage.name}).teachers.{domain}: stage {spec!r} has not run in {run_dir} "
-                    f"({stage_dir.name}/stage.json is {status.get('status', 'missing')!r}); run it first"
-                )
-            teachers[domain] = TeacherSpec(domain, spec, str(stage_dir / "model"), str(stage_dir))
-        elif is_server_spec(spec):
-            teachers[domain] = TeacherSpec(domain, spec, expand(spec))
-        else:
-            teachers[domain] = teacher_from_path(domain, spec, Path(expand(spec)).expanduser())
-    return teachers
+def finished_handover(stage: Any, stage_dir: Path, status: dict, before: Handover) -> Handover:
+    """What a stage that finished earlier (or was taken over from another run) hands over: the
+    policy its ``stage.json`` names, and itself when it trained a reward model."""
+    reward_models = dict(before.reward_models)
+    if stage.trains_reward_model:
+        reward_models[stage.name] = stage_dir / "model"
+    return Handover(Path(status["policy"]) if status.get("policy") else before.policy, reward_models)

@@ -1,7 +1,9 @@
-"""What every training stage shares: devices and precision, TRL argument defaults, checkpoints
-inside a stage (``--resume`` continues from the last one), experiment trackers, the per-step
-``metrics.jsonl`` writer, and saving a checkpoint the next stage can load (DESIGN convention 6:
-stages hand over by directory). Only the main process writes files."""
+"""What every training stage shares: trainer argument defaults (dtype, precision, checkpoints), the
+experiment trackers as data (:class:`Trackers`), checkpoints inside a stage (``--resume``
+continues from the last one), the per-step ``metrics.jsonl`` writer, saving a checkpoint the next
+stage can load (DESIGN convention 6: stages hand over by directory), and the end of every stage's
+routine (:func:`fit`); :func:`train_supervised` is the one routine of SFT and reward-model
+training. Only the main process writes files."""
 
 from __future__ import annotations
 
@@ -21,65 +23,98 @@ from transformers import ProgressCallback, TrainerCallback
 
 from cascade_rl import hardware
 from cascade_rl.recipe import Runtime
-from cascade_rl.train import distributed
+from cascade_rl.train import distributed, machine
+from cascade_rl.train.context import StageContext
 
 #: written into a trainer checkpoint after everything else: the checkpoint is complete
 CHECKPOINT_MARKER = "cascade.json"
-
-
-def has_gpu() -> bool:
-    return hardware.has_gpu()
-
-
-def use_bf16(runtime: Runtime) -> bool:
-    """``runtime.bf16``: None = on a GPU; auto = where bfloat16 is fast (:mod:`cascade_rl.hardware`)."""
-    if runtime.bf16 == "auto":
-        return hardware.bf16_is_fast()
-    return runtime.bf16 if runtime.bf16 is not None else has_gpu()
 
 
 def world_size() -> int:
     return distributed.world_size()
 
 
-def base_args(runtime: Runtime, output_dir: Path, seed: int, *, run_name: str | None = None) -> dict[str, Any]:
-    """TrainingArguments shared by SFT, RM and GRPO stages: a checkpoint every
-    ``runtime.save_steps`` steps under ``output_dir`` (the stage saves its own final model),
-    the recipe's experiment trackers (none by default), CPU when there is no GPU."""
+def base_args(
+    runtime: Runtime, output_dir: Path, seed: int, *, run_name: str | None = None, dtype: str = "auto"
+) -> dict[str, Any]:
+    """TrainingArguments shared by SFT, RM and on-policy stages: weights loaded in ``dtype``, a
+    checkpoint every ``runtime.save_steps`` steps under ``output_dir`` (the stage saves its own
+    final model), the recipe's experiment trackers (none by default; :class:`Trackers`), CPU when
+    there is no GPU. ``auto`` settings of an unsettled runtime are settled by
+    :mod:`cascade_rl.train.machine`'s rules."""
+    trackers = Trackers.of(runtime, Path(output_dir), run_name)
     args: dict[str, Any] = dict(
         output_dir=str(output_dir),
         seed=seed,
         data_seed=seed,
-        report_to=list(runtime.report_to) or "none",
+        report_to=trackers.report_to,
         run_name=run_name,
         save_strategy="steps" if runtime.save_steps else "no",
         save_steps=runtime.save_steps or 500,
         save_total_limit=runtime.save_total_limit,
         logging_steps=runtime.logging_steps,
-        bf16=use_bf16(runtime),
+        bf16=machine.mixed_precision(runtime.bf16),
         fp16=False,
         dataloader_num_workers=0,
         disable_tqdm=False,
-        use_cpu=not has_gpu(),
+        use_cpu=not hardware.has_gpu(),
+        model_init_kwargs=model_init_kwargs(dtype),
     )
+    if trackers.project:
+        args["project"] = trackers.project
     args[_checkpointing_field()] = runtime.gradient_checkpointing  # TRL's configs default it to True
-    if runtime.report_to:
-        _tracking_environment(Path(output_dir), run_name)
     return args
 
 
-def _tracking_environment(output_dir: Path, run_name: str | None) -> None:
-    """Offline-capable tracker defaults: TensorBoard logs under ``<run>/tensorboard/<stage>``,
-    W&B offline unless ``WANDB_MODE`` says otherwise, projects named after the run."""
-    stage_dir = next((p for p in [output_dir, *output_dir.parents] if p.name[:3].rstrip("-").isdigit()), None)
-    if stage_dir is None:
-        return
-    run_dir = stage_dir.parent
-    os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "tensorboard" / (run_name or stage_dir.name))
-    os.environ.setdefault("WANDB_MODE", "offline")
-    os.environ.setdefault("WANDB_DIR", str(run_dir))
-    os.environ.setdefault("WANDB_PROJECT", run_dir.name)
-    os.environ.setdefault("TRACKIO_PROJECT", run_dir.name)
+@dataclass(frozen=True)
+class Trackers:
+    """The experiment trackers of one trainer, as data: offline-capable defaults with TensorBoard
+    logs under ``<run>/tensorboard/<stage>``, W&B offline unless ``WANDB_MODE`` says otherwise,
+    projects named after the run. TensorBoard gets its directory through its callback
+    (:meth:`callbacks`), Trackio its project through the trainer's ``project`` argument; W&B reads
+    only its environment, so :meth:`environment` sets it for the duration of training and
+    restores it after (:func:`fit`)."""
+
+    report_to: list[str] | str = "none"
+    tensorboard_dir: Path | None = None
+    project: str | None = None
+    wandb: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, runtime: Runtime, output_dir: Path, run_name: str | None) -> Trackers:
+        chosen = list(runtime.report_to)
+        stage_dir = next((p for p in [output_dir, *output_dir.parents] if p.name[:3].rstrip("-").isdigit()), None)
+        if not chosen or stage_dir is None:  # outside a run directory: the trackers' own defaults
+            return cls(report_to=chosen or "none")
+        run_dir = stage_dir.parent
+        wandb = {"WANDB_MODE": "offline", "WANDB_DIR": str(run_dir), "WANDB_PROJECT": run_dir.name}
+        return cls(
+            report_to=[name for name in chosen if name != "tensorboard"] or "none",
+            tensorboard_dir=run_dir / "tensorboard" / (run_name or stage_dir.name) if "tensorboard" in chosen else None,
+            project=os.environ.get("TRACKIO_PROJECT", run_dir.name),
+            wandb=tuple(wandb.items()) if "wandb" in chosen else (),
+        )
+
+    def callbacks(self) -> list[TrainerCallback]:
+        if self.tensorboard_dir is None:
+            return []
+        from transformers.integrations import TensorBoardCallback
+
+        callback = TensorBoardCallback()
+        callback.logging_dir = str(self.tensorboard_dir)
+        return [callback]
+
+    @contextmanager
+    def environment(self) -> Iterator[None]:
+        """W&B's settings in the environment while a trainer trains (a variable the user set wins)."""
+        added = [name for name, _ in self.wandb if name not in os.environ]
+        for name, value in self.wandb:
+            os.environ.setdefault(name, value)
+        try:
+            yield
+        finally:
+            for name in added:
+                os.environ.pop(name, None)
 
 
 def _checkpointing_field() -> str:
@@ -93,11 +128,10 @@ def _checkpointing_field() -> str:
 
 
 def model_init_kwargs(dtype: str) -> dict[str, Any]:
+    """The weights' dtype as the trainers load them (``auto``: :func:`cascade_rl.train.machine.training_dtype`)."""
     import torch
 
-    if dtype == "auto":
-        return {"dtype": torch.bfloat16 if has_gpu() else torch.float32}
-    return {"dtype": getattr(torch, dtype)}
+    return {"dtype": getattr(torch, machine.training_dtype(dtype))}
 
 
 def peft_config(lora: Any) -> Any:
@@ -256,6 +290,55 @@ def prune_checkpoints(output_dir: Path) -> None:
     if distributed.is_main():
         for folder in Path(output_dir).glob("checkpoint-*"):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def fit(trainer: Any, tokenizer: Any, out_dir: Path, resume: ResumePoint | None, trackers: Trackers) -> Path:
+    """Train ``trainer`` from ``resume`` (or from the start) with its experiment trackers, save its
+    model to ``out_dir/model`` and prune its checkpoints: the end of every stage's routine."""
+    for callback in trackers.callbacks():
+        trainer.add_callback(callback)
+    with trackers.environment():
+        compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)
+    model = save_checkpoint(trainer, tokenizer, Path(out_dir) / "model")
+    prune_checkpoints(Path(trainer.args.output_dir))
+    return model
+
+
+def train_supervised(
+    kind: str,
+    model: Path,
+    args: dict[str, Any],
+    rows: list[dict],
+    tokenizer: Any,
+    out_dir: Path,
+    context: StageContext,
+    *,
+    label: str | None = None,
+    peft: Any = None,
+    run_name: str | None = None,
+) -> int:
+    """The one routine of SFT (``kind="sft"``) and reward-model (``"reward"``) training: the
+    backend's trainer over ``rows`` with the metrics writer and the checkpoint marker, resumed
+    from its last checkpoint (the metrics logged after it dropped), trained, saved to
+    ``out_dir/model``, its checkpoints pruned. Returns the steps trained."""
+    from datasets import Dataset
+
+    from cascade_rl.train.trl_backend import supervised_trainer
+
+    parts = {"peft_config": peft} if kind == "sft" else {}
+    trainer = supervised_trainer(
+        kind,
+        str(model),
+        args,
+        context.runtime.lm_head,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[MetricsWriter(out_dir / "metrics.jsonl", substage=label), CheckpointMarker()],
+        **parts,
+    )
+    resume = resume_or_start(out_dir / "trainer", out_dir / "metrics.jsonl")
+    fit(trainer, tokenizer, out_dir, resume, Trackers.of(context.runtime, out_dir / "trainer", run_name))
+    return trainer.state.global_step
 
 
 def save_checkpoint(trainer: Any, tokenizer: Any, target: Path) -> Path:

@@ -1,13 +1,26 @@
-"""A run's speed choices, settled for the machine it lands on (DESIGN: the paper's policy is
-engine-neutral; engines and dtypes are this machine's business).
+"""A run's ``auto`` settings, settled once for the machine it lands on (DESIGN: the paper's
+policy is engine-neutral; engines and dtypes are this machine's business).
 
-Three recipe settings may say ``auto``: ``runtime.use_vllm`` (the sampling engine),
-``model.sample_dtype`` (the weights vLLM rollouts, evaluation and the prompt filter sample with)
-and ``runtime.bf16`` (mixed precision in training). :func:`settle` decides them once, on the main
-process, from what is installed and a probe of the hardware (:mod:`cascade_rl.hardware`), writes
-``machine.json`` into the run directory (the CPU, its speed flags, the probe's GFLOPS, every
-choice and why) and returns the recipe with concrete values, the same on every process. The
-choice of engine is said once at start-up.
+Five recipe settings may leave the choice to the machine, and each means one thing:
+
+* ``runtime.use_vllm: auto`` -- vLLM when it imports and runs the model here
+  (:func:`~cascade_rl.llm.vllm_engine.choose_engine`; ``CASCADE_VLLM=off`` in the environment
+  turns it off on one machine, and the choice says so);
+* ``model.dtype: auto`` -- the training weights: bfloat16 on a GPU, float32 on a CPU;
+* ``model.sample_dtype`` -- the weights of sampling (vLLM rollouts, evaluation, the prompt filter,
+  rejection sampling): unset = the training weights' dtype; ``auto`` = bfloat16 where this
+  machine computes it fast (the start-up probe of :mod:`cascade_rl.hardware`), else float32;
+* ``runtime.bf16`` -- mixed precision in training: unset = on a GPU; ``auto`` = where bfloat16
+  is fast (the probe);
+* ``runtime.lm_head: auto`` -- the per-token log-probability head: dense without a GPU, TRL's
+  fused kernel with one (:mod:`cascade_rl.train.lm_head`).
+
+:func:`decide` settles them on the main process; :func:`record` writes ``machine.json`` into the
+run directory (the CPU, its speed flags, the probe's GFLOPS, every choice and why);
+:func:`apply` returns the recipe with concrete values, which every stage, the evaluation and the
+report then read: training and evaluation load the same dtype. The functions below are the one
+place each ``auto`` is resolved; a library caller that hands a stage an unsettled runtime gets
+the same answers through :func:`settle_runtime`.
 """
 
 from __future__ import annotations
@@ -17,34 +30,87 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl import hardware
-from cascade_rl.llm.vllm_engine import choose_engine
+from cascade_rl.llm.vllm_engine import EngineChoice, choose_engine
 from cascade_rl.recipe import Recipe, RecipeError, Runtime
 
 MACHINE_FILE = "machine.json"
 
 
+# ----------------------------------------------------------------------------- one rule per auto
+def training_dtype(setting: str | None) -> str:
+    """``model.dtype``: ``auto`` (or unset) = bfloat16 on a GPU, float32 on a CPU."""
+    if setting in (None, "auto"):
+        return "bfloat16" if hardware.has_gpu() else "float32"
+    return str(setting)
+
+
+def sampling_dtype(setting: str | None, training: str) -> str:
+    """``model.sample_dtype``: unset = the training weights' dtype (``training``, settled);
+    ``auto`` = bfloat16 where this machine computes it fast, else float32."""
+    if setting is None:
+        return training_dtype(training)
+    return hardware.resolve_dtype(setting)
+
+
+def mixed_precision(setting: bool | str | None) -> bool:
+    """``runtime.bf16``: unset = on a GPU; ``auto`` = where bfloat16 is fast (the probe)."""
+    if setting == "auto":
+        return hardware.bf16_is_fast()
+    return bool(setting) if setting is not None else hardware.has_gpu()
+
+
+def lm_head(setting: str) -> str:
+    """``runtime.lm_head``: ``auto`` = ``dense`` without a GPU (faster there), ``fused`` with one."""
+    if setting not in ("auto", "fused", "dense"):
+        raise ValueError(f"lm_head must be auto, fused or dense, got {setting!r}")
+    if setting != "auto":
+        return setting
+    return "fused" if hardware.has_gpu() else "dense"
+
+
+def engine(setting: bool | str, model: Path | None) -> EngineChoice:
+    """``runtime.use_vllm``: the sampling engine for ``model`` on this machine; a recipe error
+    naming the field when ``true`` cannot be honoured."""
+    try:
+        return choose_engine(setting, model)
+    except ValueError as error:
+        raise RecipeError(f"runtime.use_vllm: true, but {error}") from None
+
+
+def settle_runtime(runtime: Runtime, use_vllm: bool | None = None) -> Runtime:
+    """``runtime`` with its training choices concrete (``bf16``, ``lm_head``; ``use_vllm`` when
+    given); a settled runtime comes back unchanged."""
+    update: dict[str, Any] = {"bf16": mixed_precision(runtime.bf16), "lm_head": lm_head(runtime.lm_head)}
+    if use_vllm is not None:
+        update["use_vllm"] = use_vllm
+    return runtime.model_copy(update=update)
+
+
+# ----------------------------------------------------------------------------- the run's record
 def decide(recipe: Recipe, model: Path | None) -> dict[str, Any]:
     """The concrete choices for this machine (main process), with the facts behind them."""
     runtime, spec = recipe.runtime, recipe.model
-    try:
-        engine = choose_engine(runtime.use_vllm, model)
-    except ValueError as error:
-        raise RecipeError(f"runtime.use_vllm: true, but {error}") from None
+    chosen = engine(runtime.use_vllm, model)
+    dtype = training_dtype(spec.dtype)
     choices = {
-        "use_vllm": engine.vllm,
-        "engine": "vLLM" if engine.vllm else "llm/decode.py (the project's sampling loop)",
-        "engine_reason": engine.reason,
-        "bf16": hardware.bf16_is_fast() if runtime.bf16 == "auto" else runtime.bf16,
-        "sample_dtype": hardware.resolve_dtype(spec.sample_dtype) if spec.sample_dtype == "auto" else spec.sample_dtype,
+        "use_vllm": chosen.vllm,
+        "engine": "vLLM" if chosen.vllm else "llm/decode.py (the project's sampling loop)",
+        "engine_reason": chosen.reason,
+        "dtype": dtype,
+        "sample_dtype": sampling_dtype(spec.sample_dtype, dtype),
+        "bf16": mixed_precision(runtime.bf16),
+        "lm_head": lm_head(runtime.lm_head),
     }
     return {"machine": hardware.describe(), "choices": choices}
 
 
 def apply(recipe: Recipe, decided: dict[str, Any]) -> Recipe:
-    """``recipe`` with the ``auto`` settings replaced by the decided values."""
+    """``recipe`` with every ``auto`` setting replaced by the decided value."""
     choices = decided["choices"]
-    runtime = recipe.runtime.model_copy(update={"use_vllm": choices["use_vllm"], "bf16": choices["bf16"]})
-    model = recipe.model.model_copy(update={"sample_dtype": choices["sample_dtype"]})
+    runtime = recipe.runtime.model_copy(
+        update={"use_vllm": choices["use_vllm"], "bf16": choices["bf16"], "lm_head": choices["lm_head"]}
+    )
+    model = recipe.model.model_copy(update={"dtype": choices["dtype"], "sample_dtype": choices["sample_dtype"]})
     return recipe.model_copy(update={"runtime": runtime, "model": model})
 
 
@@ -57,9 +123,9 @@ def summary(decided: dict[str, Any]) -> str:
     """One line for the start of a run: the engine (and why when it is not vLLM), dtypes, the CPU."""
     choices, machine = decided["choices"], decided["machine"]
     engine = choices["engine"] if choices["use_vllm"] else f"{choices['engine']}: {choices['engine_reason']}"
-    dtype = choices["sample_dtype"] or "model.dtype"
     where = "GPU" if machine["gpu"] else f"{machine['cpu']} ({', '.join(machine['speed_flags']) or 'no SIMD flags'})"
-    return f"sampling: {engine}; sampling dtype {dtype}; on {where}"
+    dtypes = f"training dtype {choices['dtype']}, sampling dtype {choices['sample_dtype']}"
+    return f"sampling: {engine}; {dtypes}; on {where}"
 
 
 def local_engine(runtime: Runtime) -> str:

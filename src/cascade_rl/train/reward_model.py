@@ -13,49 +13,32 @@ part of the RM's input, neither here nor when it scores rollouts
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from cascade_rl.data.loading import load_sources, normalise_preference
-from cascade_rl.recipe import RewardModelStage, Runtime, expand
-from cascade_rl.train.common import (
-    CheckpointMarker,
-    MetricsWriter,
-    base_args,
-    compact_progress,
-    model_init_kwargs,
-    prune_checkpoints,
-    resume_or_start,
-    save_checkpoint,
-)
+from cascade_rl.recipe import RewardModelStage, expand
+from cascade_rl.train.common import base_args, train_supervised
+from cascade_rl.train.context import StageContext
 from cascade_rl.train.sft import accumulation
 
 log = logging.getLogger(__name__)
 
 
-def run_reward_model_stage(
-    stage: RewardModelStage,
-    *,
-    policy: Path,
-    stage_dir: Path,
-    runtime: Runtime,
-    seed: int,
-    variables: Mapping[str, str] | None = None,
-    model_dtype: str = "auto",
-) -> Path:
-    """Train the reward model into ``stage_dir/model``; returns that directory."""
-    from datasets import Dataset
+def run_reward_model_stage(stage: RewardModelStage, context: StageContext) -> Path:
+    """Train the reward model into ``stage_dir/model`` from ``context.policy`` (``base: policy``)
+    or the checkpoint ``base`` names; returns that directory."""
     from transformers import AutoTokenizer
-    from trl import RewardConfig, RewardTrainer
 
-    base = Path(policy) if stage.base == "policy" else Path(expand(stage.base)).expanduser()
+    base = context.policy if stage.base == "policy" else Path(expand(stage.base)).expanduser()
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
-    pairs, report = load_sources(stage.data, normalise_preference, seed=seed, variables=dict(variables or {}))
+    pairs, report = load_sources(stage.data, normalise_preference, seed=context.seed, variables=dict(context.variables))
     log.info("%s: %s", stage.name, report.summary())
     if not pairs:
         raise ValueError(f"{stage.name}: no usable preference pairs ({report.summary()})")
-    args = base_args(runtime, stage_dir / "trainer", seed, run_name=stage.name)
+    stage_dir = context.stage_dir
+    args = base_args(
+        context.runtime, stage_dir / "trainer", context.seed, run_name=stage.name, dtype=context.dtypes.train
+    )
     args.update(
         max_length=stage.max_length,
         num_train_epochs=stage.epochs,
@@ -65,27 +48,10 @@ def run_reward_model_stage(
         warmup_steps=0,
         per_device_train_batch_size=stage.per_device_batch_size,
         gradient_accumulation_steps=accumulation(stage.batch_size, stage.per_device_batch_size),
-        model_init_kwargs=model_init_kwargs(model_dtype),
         center_rewards_coefficient=None,
     )
-    trainer = RewardTrainer(
-        model=str(base),
-        args=RewardConfig(**args),
-        train_dataset=Dataset.from_list(pairs),
-        processing_class=tokenizer,
-        callbacks=[MetricsWriter(stage_dir / "metrics.jsonl"), CheckpointMarker()],
-    )
-    _set_pad_token(trainer.model, tokenizer)
-    resume = resume_or_start(stage_dir / "trainer", stage_dir / "metrics.jsonl")
-    compact_progress(trainer).train(resume_from_checkpoint=str(resume.path) if resume else None)
-    model = save_checkpoint(trainer, tokenizer, stage_dir / "model")
-    prune_checkpoints(stage_dir / "trainer")
-    return model
-
-
-def _set_pad_token(model: Any, tokenizer: Any) -> None:
-    if getattr(model.config, "pad_token_id", None) is None:
-        model.config.pad_token_id = tokenizer.pad_token_id
+    train_supervised("reward", base, args, pairs, tokenizer, stage_dir, context, run_name=stage.name)
+    return stage_dir / "model"
 
 
 def pairwise_accuracy(reward_model: str | Path, pairs: list[dict]) -> float:

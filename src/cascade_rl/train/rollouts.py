@@ -4,7 +4,7 @@ GRPO; the samples come from the weights of the step that trains on them).
 TRL's own vLLM integration cannot run on a CPU: its colocate mode pushes each parameter through
 ``model.load_weights``, which fails once vLLM's CPU backend has packed the linear layers, and its
 server mode synchronises weights over NCCL. So the cascade drives vLLM itself, behind the same
-sampler contract as every other engine (``train/grpo.py``: TRL generates one global batch per
+sampler contract as every other engine (``train/trl_backend.py``: TRL generates one global batch per
 step from the :class:`~cascade_rl.train.schedule.PromptSchedule`): :class:`VLLMRollouts` owns this
 process's engine (:mod:`cascade_rl.llm.vllm_engine`) and
 

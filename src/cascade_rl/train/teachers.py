@@ -4,6 +4,7 @@ checks made before any compute: the teacher exists, answers, and shares the stud
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.llm.transport import is_server_spec
-from cascade_rl.recipe import DistillStage, RecipeError
+from cascade_rl.recipe import DistillStage, RecipeError, expand
 
 #: text both tokenizers must encode to the same ids (special tokens, digits, accents, CJK, emoji)
 TOKENIZER_PROBE = (
@@ -139,3 +140,26 @@ class ServedTeacher:
 
     def __init__(self, client: Any):
         self.client = client
+
+
+def resolve_teachers(stage: DistillStage, stage_dirs: Mapping[str, Path]) -> dict[str, TeacherSpec]:
+    """Each domain's teacher of a distill stage: a stage of this run (``stage_dirs``: each stage's
+    directory by name) becomes that stage's checkpoint (a one-line error if it has not finished),
+    a server URL stays, anything else is a local checkpoint directory (``${VAR}`` expanded)."""
+    teachers = {}
+    for domain, spec in stage.teachers.items():
+        if spec in stage_dirs:
+            stage_dir = Path(stage_dirs[spec])
+            status_file = stage_dir / "stage.json"
+            status = json.loads(status_file.read_text()) if status_file.exists() else {}
+            if status.get("status") != "done" or not (stage_dir / "model").exists():
+                raise RecipeError(
+                    f"stages ({stage.name}).teachers.{domain}: stage {spec!r} has not run in {stage_dir.parent} "
+                    f"({stage_dir.name}/stage.json is {status.get('status', 'missing')!r}); run it first"
+                )
+            teachers[domain] = TeacherSpec(domain, spec, str(stage_dir / "model"), str(stage_dir))
+        elif is_server_spec(spec):
+            teachers[domain] = TeacherSpec(domain, spec, expand(spec))
+        else:
+            teachers[domain] = teacher_from_path(domain, spec, Path(expand(spec)).expanduser())
+    return teachers

@@ -1,14 +1,21 @@
-"""The dense LM head computes what TRL's fused head computes (train/lm_head.py)."""
+"""The one boundary with TRL (train/trl_backend.py, issue 43): the private surface of TRL it relies
+on is the installed TRL's, a change is one message naming it, the installed TRL is in the range
+pyproject.toml declares; and the dense LM head computes what TRL's fused head computes."""
 
 from __future__ import annotations
 
 import copy
+import inspect
+import re
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from cascade_rl.train.lm_head import dense_supported, install_lm_head, resolve_lm_head
+from cascade_rl.train import trl_backend
+from cascade_rl.train.machine import lm_head as resolve_lm_head
+from cascade_rl.train.trl_backend import TRL_PRIVATE, dense_supported, install_lm_head, trl_surface_problems
 
 OUTPUTS = ("log_probs", "entropy", "is_top1", "log_sum_sq_probs", "mean_logits")
 
@@ -90,3 +97,70 @@ def test_choice_resolution_and_unsupported_models_keep_trl_head(tiny_checkpoint)
     model.config.final_logit_softcapping = 30.0  # only TRL's kernel applies soft-capping
     assert not dense_supported(model)
     assert install_lm_head(model, "dense") == "fused" and model.forward is trl_forward
+
+
+# ----------------------------------------------------------------------------- TRL's private surface
+def test_every_private_method_overridden_is_pinned_and_the_installed_trl_has_it():
+    from trl import GRPOTrainer
+
+    overridden = {
+        f"GRPOTrainer.{name}"
+        for name, member in vars(trl_backend.OnPolicyTrainer).items()
+        if name.startswith("_") and not name.startswith("__") and inspect.isfunction(member)
+        if hasattr(GRPOTrainer, name)  # the trainer's own helpers are not TRL's
+    }
+    assert overridden <= set(TRL_PRIVATE), overridden - set(TRL_PRIVATE)  # an override not pinned
+    assert trl_surface_problems() == ()
+
+
+def test_the_installed_trl_is_in_the_range_the_project_declares():
+    import trl
+    from packaging.specifiers import SpecifierSet
+
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    declared = re.search(r'"trl([^"]+)"', text).group(1)
+    assert trl.__version__ in SpecifierSet(declared), (trl.__version__, declared)
+
+
+def test_a_changed_private_method_fails_the_first_trainer_with_one_message_naming_it(monkeypatch):
+    from trl import GRPOTrainer
+
+    monkeypatch.setattr(GRPOTrainer, "_calculate_rewards", lambda self, inputs, prompts, completions: None)
+    monkeypatch.delattr(GRPOTrainer, "_log_metric")
+    problems = trl_surface_problems.__wrapped__()
+    assert len(problems) == 2 and all(problem.startswith("trl ") for problem in problems)
+    assert "_calculate_rewards" in problems[0] and "completion_ids_list" in problems[0]
+    assert problems[1].endswith("GRPOTrainer._log_metric is gone")
+    monkeypatch.setattr(trl_backend, "trl_surface_problems", lambda: problems)
+    with pytest.raises(RuntimeError) as error:
+        trl_backend.check_trl()
+    assert "\n" not in str(error.value) and "_log_metric is gone" in str(error.value)
+
+
+def test_the_trainer_has_the_private_attributes_the_backend_reads(tiny_checkpoint, tmp_path):
+    """And TRL treats the scoring step's tensor as every process's rewards: one reward column."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from cascade_rl.recipe import DynamicFilter
+    from cascade_rl.train.rewards import RolloutScorer
+    from cascade_rl.train.schedule import PromptSchedule
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    from trl import GRPOConfig
+
+    trainer = trl_backend.OnPolicyTrainer(
+        model=str(tiny_checkpoint),
+        reward_funcs=[RolloutScorer(tokenizer)],
+        args=GRPOConfig(
+            str(tmp_path), per_device_train_batch_size=2, num_generations=2, use_cpu=True, report_to="none"
+        ),
+        train_dataset=Dataset.from_list([{"prompt": "hi", "_pidx": 0, "_mode": "think"}]),
+        processing_class=tokenizer,
+        schedule=PromptSchedule([0], prompts_per_batch=1, thinking="think", dynamic_filter=DynamicFilter()),
+        row_of=lambda prompt, mode: prompt,
+        steps=1,
+    )
+    for name in trl_backend.TRL_PRIVATE_ATTRIBUTES:
+        assert hasattr(trainer, name), name
+    assert set(trainer._metrics) >= {"train"} and trainer.reward_func_names == ["cascade"]

@@ -1,5 +1,6 @@
-"""The GRPO reward adapter over several processes (SPEC sections 5-6): rewards that depend on
-other rollouts are taken over the step's whole batch, every process's rollouts together."""
+"""A GRPO step's rewards over several processes (SPEC sections 5-6): the reward function scores
+this process's rollouts; rewards that depend on other rollouts are finished over the step's whole
+batch, every process's rollouts together."""
 
 import json
 import math
@@ -8,7 +9,7 @@ import pytest
 from reward_model_assets import build_reward_model
 from transformers import AutoTokenizer
 
-from cascade_rl.train.reward_adapter import CascadeReward
+from cascade_rl.train.rewards import RolloutScorer, report_metrics, score_step
 
 
 @pytest.fixture(scope="module")
@@ -20,33 +21,35 @@ def encode(tokenizer, texts):
     return [tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id] for t in texts]
 
 
-def two_processes(tokenizer, prompts, texts, references, domain, **options):
-    """The adapter as two processes run it: each scores its half, the gather hands both halves
-    to both, and each returns the rewards of its own half."""
+def two_processes(tokenizer, prompts, texts, references, domain, options, group_size):
+    """The step as two processes run it: each scores its half, the gather hands both halves to
+    both, and each finishes the whole batch (the same rewards on every process)."""
     ids, refs, indices = encode(tokenizer, texts), [json.dumps(r) for r in references], list(range(len(texts)))
     halves = [slice(0, len(texts) // 2), slice(len(texts) // 2, None)]
-    adapters = [CascadeReward(tokenizer, domain=domain, rank=rank, **options) for rank in (0, 1)]
-    local = [a._score_local(prompts[h], ids[h], refs[h], indices[h], None, None) for a, h in zip(adapters, halves)]
-    rewards = []
-    for adapter, half in zip(adapters, halves):
-        adapter.gather = lambda _mine: local
-        rewards += adapter(prompts[half], [None] * len(ids[half]), ids[half], refs[half], indices[half])
-    return rewards
+    scorer = RolloutScorer(tokenizer, domain=domain, options=options)
+    local = [scorer(prompts[h], ids[h], _ref=refs[h], _pidx=indices[h]) for h in halves]
+    batches = [score_step(part, gather=lambda _mine: local, group_size=group_size, options=options) for part in local]
+    assert batches[0].rewards == batches[1].rewards
+    return batches[0].rewards
 
 
-def one_process(tokenizer, prompts, texts, references, domain, **options):
-    adapter = CascadeReward(tokenizer, domain=domain, **options)
+def one_process(tokenizer, prompts, texts, references, domain, options, group_size, log_metric=None):
+    scorer = RolloutScorer(tokenizer, domain=domain, options=options)
     ids = encode(tokenizer, texts)
-    return adapter(prompts, [None] * len(ids), ids, [json.dumps(r) for r in references], list(range(len(ids))))
+    local = scorer(prompts, ids, _ref=[json.dumps(r) for r in references], _pidx=list(range(len(ids))))
+    batch = score_step(local, gather=lambda mine: [mine], group_size=group_size, options=options)
+    if log_metric is not None:
+        report_metrics(batch, log_metric)
+    return batch.rewards
 
 
 def test_language_penalty_floor_is_the_whole_batch_minimum(rm_path, tiny_checkpoint):
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     prompts = [[{"role": "user", "content": "Say hello."}]] * 4
     texts = ["hello world", "hello there, fine thanks", "how are you today", "hello 你好世界 你好"]
-    options = {"options": {"preference": {"reward_model": str(rm_path)}}, "group_size": 2}
-    single = one_process(tokenizer, prompts, texts, [{}] * 4, "preference", **options)
-    split = two_processes(tokenizer, prompts, texts, [{}] * 4, "preference", **options)
+    options = {"preference": {"reward_model": str(rm_path)}}
+    single = one_process(tokenizer, prompts, texts, [{}] * 4, "preference", options, 2)
+    split = two_processes(tokenizer, prompts, texts, [{}] * 4, "preference", options, 2)
     assert split == pytest.approx(single)
     # the mixed response sits on "process 1"; its floor comes from the lowest RM score of both halves
     assert split[3] == pytest.approx(min(single[:3]) - 10.0)
@@ -62,9 +65,9 @@ def test_if_rm_z_score_spans_a_group_split_over_processes(rm_path, tiny_checkpoi
         "hello friend, the weather is fine and the day is long.",
     ]
     reference = {"instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]}
-    options = {"options": {"if_rm": {"reward_model": str(rm_path)}}, "group_size": 4}  # one group of 4: 2 + 2
-    single = one_process(tokenizer, prompts, texts, [reference] * 4, "if_rm", **options)
-    split = two_processes(tokenizer, prompts, texts, [reference] * 4, "if_rm", **options)
+    options = {"if_rm": {"reward_model": str(rm_path)}}  # one group of 4: 2 + 2
+    single = one_process(tokenizer, prompts, texts, [reference] * 4, "if_rm", options, 4)
+    split = two_processes(tokenizer, prompts, texts, [reference] * 4, "if_rm", options, 4)
     assert split == pytest.approx(single)
     assert all(1.0 < r < 2.0 for r in split), split  # every answer follows the instruction: 1 + sigmoid(z)
     z = [math.log((r - 1.0) / (2.0 - r)) for r in split]  # sigmoid^-1
@@ -85,11 +88,9 @@ def test_numeric_score_details_are_logged_per_domain(tiny_checkpoint):
 
     texts = [edit("    return x - 1", "    return x + 1"), edit("    return x - 1", "    return x * 1"), "no edit", "x"]
     logged = {}
-    adapter = CascadeReward(tokenizer, domain="swe", group_size=4)
-    ids = encode(tokenizer, texts)
-    refs = [json.dumps({"files": files, "golden_patch": golden})] * 4
+    refs = [{"files": files, "golden_patch": golden}] * 4
     prompts = [[{"role": "user", "content": "Fix it."}]] * 4
-    rewards = adapter(prompts, [None] * 4, ids, refs, list(range(4)), log_metric=logged.__setitem__)
+    rewards = one_process(tokenizer, prompts, texts, refs, "swe", {}, 4, log_metric=logged.__setitem__)
     assert rewards[0] == 1.0 and rewards[2] == rewards[3] == -1.0
     assert logged["reward/swe/applied"] == pytest.approx(0.5)
     assert logged["reward/swe/identical"] == pytest.approx(0.25)

@@ -1,0 +1,139 @@
+"""The stage runners by kind: one interface, one registry (SPEC sections 3-8; DESIGN convention 4,
+an explicit registry).
+
+Every stage kind a recipe may name (``recipe.Stage``) has one runner here with the same interface,
+:class:`StageRunner`: ``run(stage, context) -> Handover`` trains the stage from the context's
+policy (:class:`~cascade_rl.train.context.StageContext`: the run's settled runtime, seed, dtypes
+and variables, the stage's directory and the reward models before it) and says what the next stage
+starts from. The cascade (:mod:`cascade_rl.train.cascade`) knows no stage kind: it looks the runner
+up by ``stage.kind`` in :data:`RUNNERS`.
+
+torchtune keeps a recipe interface (a ``Protocol``, no implementation inheritance) and a plain list
+of recipes; the registry here is the same shape, with one difference taken on purpose: a runner is
+an object registered under the recipe's ``kind`` (the discriminator pydantic validates), so an
+unknown kind is impossible once a recipe parses, and each runner imports its trainer only when it
+runs (a ``--dry-run`` or a plan never loads TRL).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+from cascade_rl.recipe import DistillStage, GRPOStage, RewardModelStage, SFTStage
+from cascade_rl.train import distributed
+from cascade_rl.train.context import Handover, StageContext
+
+
+class StageRunner(Protocol):
+    """What the cascade asks of every stage kind."""
+
+    def check(self, stage: Any, context: StageContext) -> None:
+        """Before any stage computes (main process): the inputs only this kind reads, with a
+        one-line :class:`~cascade_rl.recipe.RecipeError` naming the field."""
+        ...
+
+    def run(self, stage: Any, context: StageContext) -> Handover:
+        """Train ``stage`` (or only evaluate it) from ``context``; what the next stage starts from."""
+        ...
+
+
+class NoInputs:
+    """The check of a kind whose inputs the run's own checks cover (data files, benchmarks)."""
+
+    def check(self, stage: Any, context: StageContext) -> None:
+        return None
+
+
+class SFTRunner(NoInputs):
+    def run(self, stage: SFTStage, context: StageContext) -> Handover:
+        from cascade_rl.train.sft import run_sft_stage
+
+        return policy_handover(run_sft_stage(stage, context), context)
+
+
+class RewardModelRunner(NoInputs):
+    def run(self, stage: RewardModelStage, context: StageContext) -> Handover:
+        from cascade_rl.train.reward_model import run_reward_model_stage
+
+        trained = run_reward_model_stage(stage, context)
+        return Handover(context.policy, {**context.reward_models, stage.name: trained})
+
+
+class GRPORunner(NoInputs):
+    def run(self, stage: GRPOStage, context: StageContext) -> Handover:
+        from cascade_rl.train.grpo import run_grpo_stage
+
+        return policy_handover(run_grpo_stage(stage, context), context)
+
+
+class DistillRunner:
+    def check(self, stage: DistillStage, context: StageContext) -> None:
+        """Every row's domain has a teacher, and the teachers from outside this run exist and share
+        the base model's tokenizer (stages of this run are checked when they have run, servers when
+        the stage starts)."""
+        from cascade_rl.llm.transport import is_server_spec
+        from cascade_rl.recipe import expand
+        from cascade_rl.train.distill import check_domains
+        from cascade_rl.train.teachers import check_teachers, resolve_teachers
+
+        check_domains(stage, context.variables)
+        outside = {
+            d: t for d, t in stage.teachers.items() if t not in context.stage_dirs and not is_server_spec(expand(t))
+        }
+        external = resolve_teachers(stage.model_copy(update={"teachers": outside}), context.stage_dirs)
+        check_teachers(stage, external, context.policy, context.runtime.server_wait_s)
+
+    def run(self, stage: DistillStage, context: StageContext) -> Handover:
+        from cascade_rl.train.distill import run_distill_stage
+        from cascade_rl.train.teachers import resolve_teachers
+
+        teachers = distributed.on_main("teachers", partial(resolve_teachers, stage, context.stage_dirs))
+        return policy_handover(run_distill_stage(stage, context, teachers), context)
+
+
+class EvalRunner(NoInputs):
+    """An evaluation stage trains nothing: the cascade evaluates the policy it was handed."""
+
+    def run(self, stage: Any, context: StageContext) -> Handover:
+        return context.handover
+
+
+#: the runner of each stage kind (``stage.kind``)
+RUNNERS: dict[str, StageRunner] = {
+    "sft": SFTRunner(),
+    "reward_model": RewardModelRunner(),
+    "grpo": GRPORunner(),
+    "distill": DistillRunner(),
+    "eval": EvalRunner(),
+}
+
+
+def runner_for(stage: Any) -> StageRunner:
+    """The runner of ``stage``'s kind; a stage kind without one is a programming error, named."""
+    try:
+        return RUNNERS[stage.kind]
+    except KeyError:
+        raise KeyError(f"no runner for stage kind {stage.kind!r}; runners: {', '.join(RUNNERS)}") from None
+
+
+def policy_handover(model: Path, context: StageContext) -> Handover:
+    """A stage that trained the policy hands over ``stage_dir/model``, a link to ``model``."""
+    return Handover(distributed.on_main("publish", partial(publish, model, context.stage_dir)), context.reward_models)
+
+
+def publish(model: Path, stage_dir: Path) -> Path:
+    """Make ``stage_dir/model`` the stage's checkpoint: a relative link to the last sub-stage's
+    model (no copy of the weights)."""
+    final = stage_dir / "model"
+    if Path(model).resolve() == final.resolve():
+        return final
+    if final.is_symlink() or final.is_file():
+        final.unlink()
+    elif final.exists():
+        import shutil
+
+        shutil.rmtree(final)
+    final.symlink_to(Path(model).resolve().relative_to(stage_dir.resolve()))
+    return final

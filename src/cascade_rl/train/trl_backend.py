@@ -1,0 +1,616 @@
+"""The one boundary with TRL (DESIGN convention 12: TRL is one backend behind a small interface;
+SPEC sections 3-8 on TRL's trainers).
+
+Every place the cascade reaches into TRL is in this module, and nowhere else imports ``trl``:
+
+* **Configurations** (TRL's config + trainer pairs): :func:`on_policy_config` maps the paper's
+  on-policy objective (:class:`~cascade_rl.train.on_policy.StepSettings`) onto ``GRPOConfig``;
+  :func:`supervised_trainer` builds ``SFTTrainer`` / ``RewardTrainer`` from their configs.
+* **The on-policy trainer** :class:`OnPolicyTrainer` (GRPO and distillation alike): TRL's
+  ``GRPOTrainer`` drawing its prompts from the engine's
+  :class:`~cascade_rl.train.schedule.PromptSchedule` through TRL's sampler contract, generating
+  with the cascade's own vLLM engine when there is one, and owning **the step's scoring**
+  (:meth:`OnPolicyTrainer._calculate_rewards`): the reward functions return scores
+  (:class:`~cascade_rl.train.rewards.RolloutScorer`), the step gathers every process's rollouts,
+  finishes and shapes their rewards over the whole batch (:func:`~cascade_rl.train.rewards.score_step`),
+  logs them and records them in the schedule -- one gather, no callback between reward and trainer.
+  A token-level objective (distillation's teacher advantages,
+  :class:`~cascade_rl.train.on_policy.TokenObjective`) replaces TRL's group advantages after it.
+* **Model heads TRL calls into**: the dense LM head (:func:`install_lm_head`) honouring TRL's
+  ``fused_lm_head=True`` contract, and frozen models prepared the way TRL prepares its reference
+  model (:meth:`OnPolicyTrainer.load_frozen_model`).
+
+TRL has no public hook for most of this, so :class:`OnPolicyTrainer` overrides private methods
+of ``GRPOTrainer`` and reads private attributes; :data:`TRL_PRIVATE` lists each with the parameters
+relied on, :func:`trl_surface_problems` checks them against the installed TRL (at the first
+trainer, one message naming every change), and ``tests/train/test_trl_backend.py`` pins them and
+their behaviour for the TRL range of ``pyproject.toml``. TRL's public hooks serve where they can:
+reward functions (``reward_funcs``, with TRL's names for their metrics), callbacks, configs.
+TRL's ``rollout_func`` is not used: it is experimental in TRL 1.x (a warning at every trainer)
+and it skips TRL's tokenisation and weight-sync bookkeeping this module relies on.
+
+**Why one file of about 600 lines**: the point of it is that an upgrade of TRL is read and fixed
+in one place; splitting it would scatter the private surface again.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+import types
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from torch.utils.data import Sampler
+
+from cascade_rl.chat import stop_token_ids
+from cascade_rl.llm.decode import install_decoder
+from cascade_rl.train import distributed, machine
+from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
+from cascade_rl.train.rewards import ScoredBatch, recorded_step, report_metrics, score_step, unscored
+from cascade_rl.train.rollouts import ImportanceRatio, VLLMRollouts
+from cascade_rl.train.schedule import PromptSchedule, StepDraw
+
+with warnings.catch_warnings():
+    # TRL warns when its modules load beside a vLLM newer than its own client was tested with; the
+    # cascade drives vLLM itself in colocate mode (train/rollouts.py): the warning concerns only
+    # TRL's server mode
+    warnings.filterwarnings("ignore", message="TRL currently supports vLLM versions", category=UserWarning)
+    from trl import GRPOConfig, GRPOTrainer
+
+log = logging.getLogger(__name__)
+
+# ----------------------------------------------------------------------------- TRL's private surface
+#: TRL's private methods this module overrides or calls, with the parameters it relies on (in order)
+TRL_PRIVATE: dict[str, tuple[str, ...]] = {
+    "GRPOTrainer._get_train_sampler": ("self", "dataset"),
+    "GRPOTrainer._generate_and_score_completions": ("self", "inputs"),
+    "GRPOTrainer._generate": ("self", "prompts"),
+    "GRPOTrainer._generate_single_turn": ("self", "prompt_ids", "images", "multimodal_fields", "num_generations"),
+    "GRPOTrainer._calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+    "GRPOTrainer._get_per_token_logps_and_entropies": (
+        "self",
+        "model",
+        "input_ids",
+        "attention_mask",
+        "logits_to_keep",
+        "batch_size",
+    ),
+    "GRPOTrainer._compute_loss": ("self", "model", "inputs"),
+    "GRPOTrainer._log_metric": ("self", "name", "value"),
+    "GRPOTrainer._load_rng_state": ("self", "checkpoint"),
+}
+#: TRL's private attributes of a GRPOTrainer this module reads or sets
+TRL_PRIVATE_ATTRIBUTES = ("_metrics", "use_vllm", "vllm_mode", "eos_token_ids", "num_generations", "temperature")
+#: TRL's internal functions and types this module imports: (module, name)
+TRL_INTERNALS = (
+    ("trl.trainer.utils", "add_fused_lm_head"),
+    ("trl.trainer.utils", "FusedCausalLMOutput"),
+    ("trl.models", "prepare_deepspeed"),
+    ("trl.models", "prepare_fsdp"),
+    ("trl.models.utils", "disable_gradient_checkpointing"),
+)
+
+
+@cache
+def trl_surface_problems() -> tuple[str, ...]:
+    """What of :data:`TRL_PRIVATE` and :data:`TRL_INTERNALS` the installed TRL no longer has."""
+    import importlib
+
+    import trl
+
+    problems = []
+    for qualified, expected in TRL_PRIVATE.items():
+        owner, name = qualified.split(".")
+        method = getattr({"GRPOTrainer": GRPOTrainer}[owner], name, None)
+        if method is None:
+            problems.append(f"{qualified} is gone")
+            continue
+        found = tuple(inspect.signature(method).parameters)[: len(expected)]
+        if found != expected:
+            problems.append(f"{qualified}{expected} is now {qualified}{found}")
+    for module, name in TRL_INTERNALS:
+        if not hasattr(importlib.import_module(module), name):
+            problems.append(f"{module}.{name} is gone")
+    return tuple(f"trl {trl.__version__}: {problem}" for problem in problems)
+
+
+def check_trl() -> None:
+    """One error naming every change of TRL's private surface this backend relies on."""
+    problems = trl_surface_problems()
+    if problems:
+        raise RuntimeError(
+            "the installed TRL changed what train/trl_backend.py overrides (pyproject.toml pins the tested range): "
+            + "; ".join(problems)
+        )
+
+
+# ----------------------------------------------------------------------------- configurations
+def on_policy_config(settings: Any, runtime: Any, base: dict[str, Any]) -> GRPOConfig:
+    """``GRPOConfig`` for one on-policy (sub-)stage (:class:`~cascade_rl.train.on_policy.StepSettings`):
+
+    * strictly on-policy -- one optimizer step per rollout batch (``steps_per_generation`` equals
+      the gradient-accumulation steps, ``num_iterations = 1``), so TRL never computes old
+      log-probabilities and the importance ratio is exactly 1;
+    * no KL term unless the stabilisers ask (``beta``), no entropy bonus (``entropy_coef = 0``);
+    * token-level loss (``loss_type = "dapo"``: the sum over every token of the batch divided by
+      the total token count) or the per-sequence mean; group z-score advantages;
+    * ``mask_truncated_completions`` with overlong filtering; a constant learning rate with AdamW;
+    * TRL's vLLM/trainer importance-sampling correction only where the settings name a mode."""
+    args = dict(base)
+    args.update(
+        per_device_train_batch_size=settings.per_device_batch_size,
+        gradient_accumulation_steps=settings.accumulation,
+        steps_per_generation=settings.accumulation,
+        num_iterations=1,
+        num_generations=settings.rollouts_per_prompt,
+        max_completion_length=settings.max_response_length,
+        max_steps=settings.max_steps,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k or 0,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=settings.weight_decay,
+        max_grad_norm=settings.max_grad_norm,
+        beta=settings.kl_coef,
+        loss_type="dapo" if settings.token_loss else "grpo",
+        scale_rewards="group",
+        mask_truncated_completions=settings.mask_truncated,
+        entropy_coef=0.0,
+        shuffle_dataset=False,
+        remove_unused_columns=False,
+        log_completions=False,
+        ignore_data_skip=True,  # the prompt schedule resumes itself; the data loader must not skip
+        use_vllm=trl_serves_rollouts(runtime),
+        vllm_mode=runtime.vllm_mode,
+        **_importance_sampling(settings.importance_sampling),
+    )
+    if trl_serves_rollouts(runtime):
+        args.update(vllm_gpu_memory_utilization=runtime.vllm_gpu_memory_utilization)
+        if runtime.vllm_server_base_url:
+            args.update(vllm_server_base_url=runtime.vllm_server_base_url)
+    return GRPOConfig(**args)
+
+
+def trl_serves_rollouts(runtime: Any) -> bool:
+    """TRL's vLLM client generates (server mode); in colocate mode the cascade drives vLLM itself."""
+    return runtime.use_vllm is True and runtime.vllm_mode == "server"
+
+
+def _importance_sampling(band: tuple[str, float | None, float | None]) -> dict[str, Any]:
+    mode, low, high = band
+    if mode == "off":
+        return {"vllm_importance_sampling_correction": False}
+    return {
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": mode,
+        "vllm_importance_sampling_clip_min": low,
+        "vllm_importance_sampling_clip_max": high,
+    }
+
+
+def supervised_trainer(kind: str, model: str, args: dict[str, Any], lm_head: str, **parts: Any) -> Any:
+    """TRL's ``SFTTrainer`` (``kind="sft"``, with the recipe's LM head) or ``RewardTrainer``
+    (``"reward"``) over ``args``; ``parts``: dataset, tokenizer, callbacks, PEFT config."""
+    from trl import RewardConfig, RewardTrainer, SFTConfig, SFTTrainer
+
+    if kind == "reward":
+        trainer = RewardTrainer(model=model, args=RewardConfig(**args), **parts)
+        if getattr(trainer.model.config, "pad_token_id", None) is None:
+            trainer.model.config.pad_token_id = parts["processing_class"].pad_token_id
+        return trainer
+    trainer = SFTTrainer(model=model, args=SFTConfig(**args), **parts)
+    install_lm_head(trainer.model, lm_head, outputs=("log_probs", "entropy", "is_top1"))
+    return trainer
+
+
+# ----------------------------------------------------------------------------- the sampler
+class ScheduleSampler(Sampler[int]):
+    """TRL's ``RepeatSampler`` contract over a :class:`PromptSchedule`: per step, the global
+    batch (each prompt row ``rollouts`` times) repeated ``repeats`` times, for ``steps`` steps.
+    TRL's data loader is read once per accumulation step but generation uses only the first read;
+    accelerate hands each process its slice of the global batch."""
+
+    def __init__(
+        self,
+        schedule: PromptSchedule,
+        *,
+        rollouts: int,
+        repeats: int,
+        steps: int,
+        row_of: Callable[[int, str], int],
+    ):
+        self.schedule, self.rollouts, self.repeats, self.steps, self.row_of = schedule, rollouts, repeats, steps, row_of
+        self.drawn: deque[StepDraw] = deque()  # drawn, not generated yet
+
+    def __len__(self) -> int:
+        return self.steps * self.repeats * self.schedule.batch * self.rollouts
+
+    def __iter__(self) -> Iterator[int]:
+        for _ in range(self.steps):
+            draw = self.schedule.draw()
+            self.drawn.append(draw)
+            rows = [self.row_of(p, m) for p, m in zip(draw.prompts, draw.modes) for _ in range(self.rollouts)]
+            for _ in range(self.repeats):
+                yield from rows
+
+
+# ----------------------------------------------------------------------------- the on-policy trainer
+class OnPolicyTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer for every on-policy stage (module docstring).
+
+    ``schedule`` / ``row_of`` / ``steps``: the prompts of each step and the dataset row of a
+    (prompt, mode); ``draws_log``: where each step's draw is written (main process);
+    ``reward_funcs`` (TRL's argument): the stage's :class:`~cascade_rl.train.rewards.RolloutScorer`;
+    ``objective``: token-level advantages instead of a reward (:class:`RewardSlot` fills TRL's reward
+    slot); ``reward_shaping``: ``none`` or ``tanh_z``;
+    ``rollouts``: this process's vLLM engine (None: TRL's path, the project's decoder without vLLM)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        schedule: PromptSchedule,
+        row_of: Callable[[int, str], int],
+        steps: int,
+        draws_log: Path | None = None,
+        lm_head: str = "auto",
+        rollouts: VLLMRollouts | None = None,
+        drop_idle_rollouts: bool = True,
+        reward_shaping: str = "none",
+        objective: Any = None,
+        **kwargs: Any,
+    ):
+        check_trl()
+        if objective is not None:  # TRL requires a reward source
+            kwargs["reward_funcs"] = [RewardSlot(getattr(objective, "name", "objective"))]
+        self.schedule, self.row_of, self.schedule_steps, self.draws_log = schedule, row_of, steps, draws_log
+        self.reward_shaping, self.objective = reward_shaping, objective
+        self.sampler: ScheduleSampler | None = None
+        self.current_draw: StepDraw | None = None
+        self.scored: ScoredBatch | None = None  # the last step's rollouts and rewards, every process's
+        self.rng_checkpoint: str | None = None
+        self.lm_head = lm_head
+        super().__init__(*args, **kwargs)
+        self.drop_idle_rollouts = drop_idle_rollouts and can_drop_idle_rollouts(
+            self.loss_type, self.beta, self.args.entropy_coef, self.top_entropy_quantile
+        )
+        install_lm_head(self.model, lm_head, temperature=self.temperature, outputs=("log_probs", "entropy"))
+        self.rollouts, self.synced_step, self.ratio = rollouts, -1, ImportanceRatio()
+        self.trainer_logps: list | None = None  # the loss's own log-probabilities, for the vLLM ratio
+        if rollouts is not None:
+            # TRL's vLLM branches (sampling log-probabilities, the optional importance-sampling
+            # correction) apply to these rollouts; generation itself is _generate_single_turn below
+            self.use_vllm, self.vllm_mode = True, "colocate"
+        if not self.use_vllm:
+            install_decoder(self.model)  # rollouts without finished sequences in the batch (llm/decode.py)
+        if self.ref_model is not None:
+            install_lm_head(self.ref_model, lm_head, temperature=self.temperature)
+        if objective is not None:
+            objective.prepare(self)
+
+    def train(self, resume_from_checkpoint: str | None = None, **kwargs: Any):
+        self.rng_checkpoint = resume_from_checkpoint
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _get_train_sampler(self, dataset: Any = None) -> ScheduleSampler:
+        self.sampler = ScheduleSampler(
+            self.schedule,
+            rollouts=self.num_generations,
+            repeats=self.args.steps_per_generation * self.num_iterations,
+            steps=self.schedule_steps,
+            row_of=self.row_of,
+        )
+        return self.sampler
+
+    # ------------------------------------------------------------------ one step's rollouts
+    def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
+        assert self.sampler is not None
+        self.current_draw = self.sampler.drawn.popleft()
+        self._check_rows(inputs, self.current_draw)
+        if self.rng_checkpoint is not None:
+            # The trainer restores the RNG states before the data loader starts, which draws a
+            # seed from them; restored here, the first resumed step samples exactly what the
+            # uninterrupted run sampled.
+            self._load_rng_state(self.rng_checkpoint)
+            self.rng_checkpoint = None
+        output = super()._generate_and_score_completions(inputs)
+        if self.objective is not None:
+            self._drop_reward_metrics()
+            output["advantages"] = self.objective.advantages(inputs, output, self)
+        return output
+
+    def _check_rows(self, inputs: Sequence[dict], draw: StepDraw) -> None:
+        """The rows TRL handed this process are its slice of the drawn step, or the contract broke."""
+        expected = [(p, m) for p, m in zip(draw.prompts, draw.modes) for _ in range(self.num_generations)]
+        start = distributed.rank() * len(inputs)
+        got = [(int(row["_pidx"]), row["_mode"]) for row in inputs]
+        if got != expected[start : start + len(inputs)]:
+            raise RuntimeError(
+                f"step {draw.step}: the data loader handed this process rows {got[:4]}... instead of its slice "
+                f"of the drawn step; the sampler contract with TRL is broken"
+            )
+
+    def _generate(self, prompts: list):
+        start = time.perf_counter()
+        result = super()._generate(prompts)
+        self._log_metric("time/generation", time.perf_counter() - start)
+        return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs):
+        if self.rollouts is None:
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs
+            )
+        if self.state.global_step != self.synced_step:  # new weights since the last rollouts
+            self._log_metric("time/weight_sync", self.rollouts.sync(self.accelerator.unwrap_model(self.model)))
+            self.synced_step = self.state.global_step
+        return self.rollouts.generate(
+            prompt_ids,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k or 0,
+            max_tokens=self.max_completion_length,
+            stop_ids=self.eos_token_ids,
+            step=self.state.global_step,
+        )
+
+    # ------------------------------------------------------------------ the step's scoring
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """The step's scoring (module docstring): TRL's contract is the global (rollouts x reward
+        functions) tensor, NaN where a rollout is not scored."""
+        import torch
+
+        started = time.perf_counter()
+        keys = ("_ref", "_pidx", "_mode", "_domain")
+        columns = {key: [row[key] for row in inputs] for key in keys if key in inputs[0]}
+        if self.objective is None:
+            (scorer,) = self.reward_funcs  # the stage's one reward function: every domain routes inside it
+            local = scorer(prompts, completion_ids_list, **columns)
+            batch = score_step(local, gather=distributed.gather, group_size=self.num_generations,
+                               options=scorer.options, shaping=self.reward_shaping)  # fmt: skip
+        else:  # no reward (a token-level objective): the rollouts are recorded for the schedule, at 0
+            local = unscored(
+                completion_ids_list, stop_token_ids(self.processing_class), *(columns[k] for k in keys[1:])
+            )
+            batch = recorded_step(local, gather=distributed.gather)
+        batch.seconds = time.perf_counter() - started
+        if self.objective is None:
+            report_metrics(batch, self._log_metric)
+        self._record(batch)
+        rewards = [float("nan") if r is None else r for r in batch.rewards]
+        return torch.tensor(rewards, dtype=torch.float32, device=self.accelerator.device).unsqueeze(1)
+
+    def _record(self, batch: ScoredBatch) -> None:
+        """The schedule's bookkeeping of a drawn step: its results, the processes' agreement, draws.jsonl."""
+        self.scored = batch
+        draw = self.current_draw
+        if draw is None:  # a step handed to TRL directly, not drawn by the schedule
+            return
+        self.schedule.record(draw.step, batch.prompt_indices, batch.rewards)
+        digests = distributed.gather(self.schedule.digest())
+        if len(set(digests)) > 1:
+            raise RuntimeError(f"step {draw.step}: the processes' prompt schedules disagree ({digests})")
+        for name, value in self.schedule.metrics().items():
+            self._log_metric(name, value)
+        if self.draws_log is not None and distributed.is_main():
+            with open(self.draws_log, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(draw_record(draw, batch, digests)) + "\n")
+
+    def _drop_reward_metrics(self) -> None:
+        """TRL's group reward statistics say nothing in a stage without a reward."""
+        metrics = self._metrics["train"]
+        for name in [key for key in metrics if key.startswith(("reward", "frac_reward"))]:
+            del metrics[name]
+
+    # ------------------------------------------------------------------ what an objective may ask
+    def log_step_metrics(self, values: Mapping[str, float]) -> None:
+        """Metrics of this step, already the same on every process."""
+        for name, value in values.items():
+            self._metrics["train"][name].append(value)
+
+    def load_frozen_model(self, path: str) -> Any:
+        """A checkpoint loaded in the policy's dtype, frozen, with the policy's LM head, prepared
+        for this process as TRL prepares its reference model (DeepSpeed, FSDP or plain)."""
+        from transformers import AutoModelForCausalLM
+        from trl.models import prepare_deepspeed, prepare_fsdp
+        from trl.trainer.utils import add_fused_lm_head
+
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=self.model.dtype)
+        model.requires_grad_(False).eval()
+        add_fused_lm_head(model, temperature=self.temperature)
+        install_lm_head(model, self.lm_head, temperature=self.temperature)
+        if self.is_deepspeed_enabled:
+            return prepare_deepspeed(model, self.accelerator)
+        if self.is_fsdp_enabled:
+            return prepare_fsdp(model, self.accelerator)
+        return self.accelerator.prepare_model(model, evaluation_mode=True)
+
+    def sequence_logps(self, model: Any, output: Mapping[str, Any], rows: Any = None, batch_size: int | None = None):
+        """Per completion token, ``model``'s log-probability at the sampling temperature (TRL's
+        own forward), without gradient; for ``rows`` of the batch, or all of it."""
+        import torch
+        from trl.models.utils import disable_gradient_checkpointing
+
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        if rows is not None:
+            ids, attention = ids[rows], attention[rows]
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                model, ids, attention, output["completion_ids"].size(1), batch_size=batch_size
+            )
+        return logps
+
+    # ------------------------------------------------------------------ the loss and the vLLM / trainer ratio
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self.trainer_logps is not None:
+            self.trainer_logps.append(result[0])
+        return result
+
+    def _compute_loss(self, model, inputs):
+        if self.drop_idle_rollouts and self.model.training:
+            inputs = self._learning_rows(inputs)
+        sampled = inputs.get("sampling_per_token_logps")
+        if self.rollouts is None or sampled is None:
+            return super()._compute_loss(model, inputs)
+        self.trainer_logps = []
+        try:
+            loss = super()._compute_loss(model, inputs)
+            self.ratio.add(self.trainer_logps[0], sampled, inputs["completion_mask"])
+        finally:
+            self.trainer_logps = None
+        return loss
+
+    def _learning_rows(self, inputs: dict) -> dict:
+        """The micro-batch without its idle rollouts (train/learning_rows.py), the same number of
+        rows on every process."""
+        everywhere = distributed.gather(int(learning_mask(inputs).sum()))
+        kept, _ = learning_rows(inputs, max(everywhere))
+        share = sum(everywhere) / (inputs["completion_ids"].size(0) * len(everywhere))
+        self._metrics["train"]["train/learning_share"].append(share)  # averaged over the step's micro-batches
+        return kept
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        if self.rollouts is not None and "loss" in logs:  # a training step's log (all processes)
+            logs.update(self.ratio.flush())
+        super().log(logs, *args, **kwargs)
+
+
+class RewardSlot:
+    """TRL's reward slot in a stage whose objective gives token-level advantages: TRL wants a reward
+    source, and the trainer's scoring step never calls one through TRL (the rollouts are recorded
+    at reward 0; TRL's group statistics over them are dropped from the metrics)."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[float]:
+        raise RuntimeError(f"{self.__name__}: a token-level objective has no reward function to call")
+
+
+def draw_record(draw: StepDraw, batch: ScoredBatch, digests: Sequence[str]) -> dict:
+    """One line of ``draws.jsonl``: what a step trained, and how its rollouts scored."""
+    return {
+        "step": draw.step,
+        "prompts": list(draw.prompts),
+        "modes": list(draw.modes),
+        "epochs": list(draw.epochs),
+        "rollouts": len(batch.rewards),
+        "scored": sum(r is not None for r in batch.rewards),
+        "schedule_digests": list(digests),
+    }
+
+
+# ----------------------------------------------------------------------------- the dense LM head
+#: model-config attributes that change the logits in ways only TRL's kernel reproduces
+_LOGIT_TRANSFORMS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
+
+
+def dense_supported(model: Any) -> bool:
+    """Whether the dense head computes exactly what TRL's would for ``model``."""
+    config = model.config.get_text_config()
+    if any(getattr(config, name, None) not in (None, 1, 1.0) for name in _LOGIT_TRANSFORMS):
+        return False
+    return not getattr(config, "output_router_logits", False)
+
+
+def install_lm_head(
+    model: Any, choice: str, *, temperature: float = 1.0, outputs: tuple[str, ...] = ("log_probs",)
+) -> str:
+    """How the trainers turn hidden states into per-token log-probabilities (the SFT loss of SPEC
+    section 3, the GRPO / distillation log-probabilities of sections 4-8).
+
+    TRL patches every model it trains with a *fused* LM head (``add_fused_lm_head``): called with
+    ``fused_lm_head=True``, the model returns per-token log-probabilities (and entropies, top-1
+    hits) computed tile by tile, without the ``(tokens, vocabulary)`` logits -- what makes a 150K
+    vocabulary and 16K-token sequences fit on a GPU. Without Triton (on a CPU) its kernel runs as
+    torch code over every position, prompt tokens included, and its backward recomputes each tile:
+    on the embedded default's 2,048-token vocabulary an SFT step costs 45% more than plain logits
+    (``benchmarks/bench_lm_head.py``). This gives ``model`` (already patched by TRL) the head
+    ``choice`` resolves to (``runtime.lm_head``; :func:`cascade_rl.train.machine.lm_head`) and
+    returns the one it now has: ``dense`` replaces TRL's with the same contract (the same
+    ``FusedCausalLMOutput`` fields, zero where the label is -100, the same temperature and loss
+    normalisation) computing the logits of the scored positions only, in one matrix product, with
+    autograd's backward. Models the dense head does not cover (logit soft-capping or scaling, MoE
+    router losses) keep TRL's head. ``temperature`` and ``outputs`` are what TRL patched it with."""
+    if hasattr(model, "get_base_model"):  # PEFT: TRL patched the base model
+        model = model.get_base_model()
+    if machine.lm_head(choice) == "fused" or not dense_supported(model):
+        return "fused"
+    _patch_dense(model, temperature, outputs)
+    return "dense"
+
+
+def _patch_dense(model: Any, temperature: float, outputs: tuple[str, ...]) -> None:
+    previous_forward = model.forward  # TRL's: the model's own forward unless fused_lm_head=True
+
+    def dense_forward(
+        self, *args, fused_lm_head=False, labels=None, shift_labels=None, num_items_in_batch=None, **kwargs
+    ):
+        if not fused_lm_head:
+            return previous_forward(
+                *args, labels=labels, shift_labels=shift_labels, num_items_in_batch=num_items_in_batch, **kwargs
+            )
+        kwargs["use_cache"] = False
+        hidden = self.base_model(*args, **kwargs).last_hidden_state
+        if shift_labels is None:
+            hidden, labels = hidden[:, :-1], labels[:, 1:]
+        else:
+            labels = shift_labels
+        return dense_log_probs(self.get_output_embeddings(), hidden, labels, temperature, outputs, num_items_in_batch)
+
+    model.forward = types.MethodType(dense_forward, model)
+
+
+def dense_log_probs(
+    lm_head: Any,
+    hidden: Any,
+    labels: Any,
+    temperature: float,
+    outputs: tuple[str, ...],
+    num_items_in_batch: Any = None,
+) -> Any:
+    """TRL's ``FusedCausalLMOutput`` from hidden states ``(batch, positions, hidden)`` and their
+    next-token ``labels`` (-100 = not scored), with the logits of the scored positions only."""
+    import torch
+    import torch.nn.functional as F
+    from trl.trainer.utils import FusedCausalLMOutput
+
+    weight, bias = lm_head.weight, lm_head.bias
+    if hasattr(weight, "full_tensor"):  # FSDP2 shards the head as a DTensor
+        weight = weight.full_tensor()
+        bias = bias.full_tensor() if bias is not None else None
+    labels = labels.to(weight.device)
+    mask = labels != -100
+    targets = labels[mask]
+    logits = F.linear(hidden.to(weight.device)[mask], weight, bias).float() / temperature
+    log_softmax = torch.log_softmax(logits, dim=-1)
+    fields: dict[str, Any] = {"log_probs": log_softmax.gather(-1, targets.unsqueeze(-1)).squeeze(-1)}
+    if "entropy" in outputs:
+        fields["entropy"] = -(log_softmax.exp() * log_softmax).sum(-1)
+    with torch.no_grad():
+        if "log_sum_sq_probs" in outputs:
+            fields["log_sum_sq_probs"] = torch.logsumexp(2 * log_softmax, dim=-1)
+        if "mean_logits" in outputs:
+            fields["mean_logits"] = logits.mean(-1)
+        if "is_top1" in outputs:  # argmax takes the first maximum, as TRL's kernel counts ties
+            fields["is_top1"] = logits.argmax(-1) == targets
+    # masked_scatter keeps an all-masked micro-batch connected to the graph (a zero gradient, no error)
+    per_token = {name: value.new_zeros(mask.shape).masked_scatter(mask, value) for name, value in fields.items()}
+    count = mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch
+    return FusedCausalLMOutput(loss=-per_token["log_probs"].sum() / count, label_mask=mask, **per_token)

@@ -1,0 +1,55 @@
+"""One stage interface (issue 43): every stage kind a recipe can name has a runner in the registry,
+the cascade looks runners up by kind only, and a stage's checks run before any stage computes."""
+
+import typing
+from pathlib import Path
+
+import pytest
+
+from cascade_rl.recipe import Stage, parse_recipe
+from cascade_rl.train import cascade
+from cascade_rl.train.context import Dtypes, Handover, StageContext
+from cascade_rl.train.stages import RUNNERS, runner_for
+
+
+def test_every_kind_a_recipe_can_name_has_one_runner_with_the_interface():
+    union = typing.get_args(typing.get_args(Stage)[0])
+    kinds = {typing.get_args(model.model_fields["kind"].annotation)[0] for model in union}
+    assert kinds == set(RUNNERS)
+    for runner in RUNNERS.values():
+        assert callable(runner.run) and callable(runner.check)
+
+
+def test_the_cascade_knows_no_stage_class():
+    source = Path(cascade.__file__).read_text()
+    for name in ("SFTStage", "RewardModelStage", "GRPOStage", "DistillStage"):
+        assert name not in source, name
+
+
+def context(tmp_path, **fields):
+    from cascade_rl.recipe import Runtime
+
+    return StageContext(Runtime(), 0, Dtypes("float32", "float32"), tmp_path / "01-x", tmp_path / "base", **fields)
+
+
+def test_an_eval_stage_hands_over_what_it_was_given_and_a_kind_without_runner_is_named(tmp_path):
+    recipe = parse_recipe({"name": "r", "model": {"path": "m"}, "stages": [{"kind": "eval"}]})
+    given = context(tmp_path, reward_models={"rm": tmp_path / "rm"})
+    assert runner_for(recipe.stages[0]).run(recipe.stages[0], given) == Handover(
+        tmp_path / "base", {"rm": tmp_path / "rm"}
+    )
+
+    class Unknown:
+        kind = "ppo"
+
+    with pytest.raises(KeyError, match="no runner for stage kind 'ppo'; runners: sft, reward_model"):
+        runner_for(Unknown())
+
+
+def test_a_finished_reward_model_stage_still_hands_over_its_model(tmp_path):
+    recipe = parse_recipe(
+        {"name": "r", "model": {"path": "m"}, "stages": [{"kind": "reward_model", "data": "p.jsonl"}]}
+    )
+    before = Handover(tmp_path / "sft")
+    after = cascade.finished_handover(recipe.stages[0], tmp_path / "02-rm", {"policy": str(tmp_path / "sft")}, before)
+    assert after == Handover(tmp_path / "sft", {"rm": tmp_path / "02-rm" / "model"})
