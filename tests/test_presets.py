@@ -85,3 +85,29 @@ def write() -> None:
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     write()
+
+
+def test_the_preset_merge_is_a_step_before_validation_that_says_what_each_preset_gave():
+    from cascade_rl.recipe import merge_presets
+
+    data = {
+        "name": "r",
+        "model": {"path": "m"},
+        "stages": [
+            {"kind": "grpo", "name": "ifrl", "data": "x.jsonl", "temperature": 0.8},
+            {
+                "kind": "grpo",
+                "name": "if-again",
+                "preset": "ifrl",
+                "data": "x.jsonl",
+                "dynamic_filter": {"enabled": False},
+            },
+            {"kind": "grpo", "name": "joint", "data": "x.jsonl", "curriculum": [{"max_response_length": 8}]},
+        ],
+    }
+    merge = merge_presets(data)
+    assert merge.chosen == {0: ("ifrl", "name"), 1: ("ifrl", "preset")}  # 2: no preset
+    assert ("top_k",) in merge.given[0] and ("temperature",) not in merge.given[0]  # the recipe's own
+    assert ("dynamic_filter", "enabled") not in merge.given[1] and ("dynamic_filter", "enabled") in merge.given[0]
+    assert [stage["preset"] for stage in merge.data["stages"]] == ["ifrl", "ifrl", "none"]
+    assert merge.data["stages"][0]["top_k"] == 20 and "top_k" not in data["stages"][0]  # the input is untouched

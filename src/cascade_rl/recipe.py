@@ -16,8 +16,9 @@ Every field has a default and one line of help (``description``). The paper's pe
 settings are data: a GRPO stage extends a preset of ``presets/`` (``rlhf``, ``ifrl``, ``math``,
 ``code``, ``swe``; SPEC section 6 table and the seed's hyper-parameter sections, cited in each
 file) -- the one its ``preset`` names, else the one named like the stage -- for every field the
-recipe leaves out (:func:`paper_defaults`); ``cascade run --dry-run`` shows which value came
-from where (:mod:`cascade_rl.plan`). Errors name the field path and the allowed values
+recipe leaves out. The merge is an explicit step before validation (:func:`merge_presets`) that
+returns the merged recipe and what each preset gave; ``cascade run --dry-run`` shows which value
+came from where (:mod:`cascade_rl.plan`). Errors name the field path and the allowed values
 (:class:`RecipeError`).
 
 **Why one file of about 880 lines** (DESIGN.md: files over ~500 lines say why): the recipe
@@ -33,6 +34,7 @@ import copy
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date
 from functools import cache
 from pathlib import Path
@@ -569,15 +571,6 @@ class GRPOStage(OnPolicyStage):
     )
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _extend_preset(cls, value: Any, info: Any) -> Any:
-        if not isinstance(value, dict):
-            return value
-        kind = (info.context or {}).get("model_kind", "unified") if info is not None else "unified"
-        name = stage_preset(value)
-        return {**_deep_merge(paper_defaults(name, kind) if name else {}, value), "preset": name or "none"}
-
     def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
         """The reward models its options name are earlier reward_model stages."""
         _check_reward_models(self, index, stages, released)
@@ -869,6 +862,68 @@ def paper_defaults(name: str, model_kind: ModelKind = "unified") -> dict[str, An
     return _deep_merge(settings, variant) if model_kind == "thinking" else settings
 
 
+@dataclass(frozen=True)
+class PresetMerge:
+    """A recipe as written with its GRPO stages' presets merged in (:func:`merge_presets`), and
+    where the merged values came from: per stage index, the preset and how the stage chose it
+    (``preset``: its ``preset`` field; ``name``: no ``preset`` field, a preset named like the
+    stage), and the setting paths (tuples of keys and list indexes) the preset gave."""
+
+    data: dict[str, Any]
+    chosen: dict[int, tuple[str, str]] = field(default_factory=dict)
+    given: dict[int, frozenset[tuple]] = field(default_factory=dict)
+
+
+def merge_presets(data: Mapping[str, Any], *, source: str = "recipe") -> PresetMerge:
+    """The explicit step before validation: every GRPO stage extends the preset its ``preset``
+    names, else the one named like the stage (:func:`stage_preset`); what the stage writes wins,
+    nested mappings key by key, lists whole; the stage's ``preset`` becomes the preset's name or
+    ``none``. An unknown preset is a :class:`RecipeError` naming the stage and the presets."""
+    model = data.get("model") if isinstance(data.get("model"), Mapping) else {}
+    model_kind = model.get("kind") or "unified"
+    stages = data.get("stages") if isinstance(data.get("stages"), list) else []
+    merged: list[Any] = []
+    chosen: dict[int, tuple[str, str]] = {}
+    given: dict[int, frozenset[tuple]] = {}
+    problems: list[str] = []
+    for index, stage in enumerate(stages):
+        if not (isinstance(stage, dict) and stage.get("kind") == "grpo"):
+            merged.append(stage)
+            continue
+        try:
+            name = stage_preset(stage)
+        except ValueError as error:
+            problems.append(f"  - stages[{index}] ({stage.get('name')}).{error}")
+            merged.append(stage)
+            continue
+        defaults = paper_defaults(name, model_kind) if name else {}
+        merged.append({**_deep_merge(defaults, stage), "preset": name or "none"})
+        if name:
+            chosen[index] = (name, "preset" if stage.get("preset") is not None else "name")
+            given[index] = frozenset(path for path in _leaf_paths(defaults) if not _written(stage, path))
+    if problems:
+        raise RecipeError("\n".join([f"{source}: {len(problems)} problem(s)", *problems]))
+    return PresetMerge({**data, "stages": merged} if stages else dict(data), chosen, given)
+
+
+def _leaf_paths(tree: Any, path: tuple = ()) -> list[tuple]:
+    """The paths of a preset's settings: mappings are walked, anything else is a setting."""
+    if isinstance(tree, Mapping) and tree:
+        return [leaf for key, value in tree.items() for leaf in _leaf_paths(value, (*path, key))]
+    return [path]
+
+
+def _written(tree: Any, path: tuple) -> bool:
+    """Whether ``path`` (or a part of it holding a plain value) is written in ``tree``."""
+    for key in path:
+        if not isinstance(tree, Mapping):
+            return True
+        if key not in tree:
+            return False
+        tree = tree[key]
+    return True
+
+
 def _read_preset(path: Path) -> dict[str, Any]:
     return copy.deepcopy(_preset_text(path))
 
@@ -917,13 +972,19 @@ def expand(text: str, extra: dict[str, str] | None = None) -> str:
 
 def parse_recipe(data: dict[str, Any], *, source: str = "recipe") -> Recipe:
     """Validate a recipe dict; raise :class:`RecipeError` naming each bad field."""
+    return resolve_recipe(data, source=source)[0]
+
+
+def resolve_recipe(data: dict[str, Any], *, source: str = "recipe") -> tuple[Recipe, PresetMerge]:
+    """The recipe, validated after its presets are merged in (:func:`merge_presets`), and that
+    merge (what each stage's preset gave); a :class:`RecipeError` naming each bad field."""
     if not isinstance(data, dict):
         raise RecipeError(f"{source}: a recipe is a YAML mapping with at least name, model and stages")
-    kind = ((data.get("model") or {}).get("kind") or "unified") if isinstance(data.get("model"), dict) else "unified"
+    merge = merge_presets(data, source=source)
     try:
-        return Recipe.model_validate(data, context={"model_kind": kind})
+        return Recipe.model_validate(merge.data), merge
     except ValidationError as error:
-        raise RecipeError(_format_errors(error, data, source)) from None
+        raise RecipeError(_format_errors(error, merge.data, source)) from None
 
 
 def load_recipe(path: str | Path) -> Recipe:
