@@ -107,6 +107,7 @@ def grpo_step_seconds(label, dtype, bf16, lora, threads, args, data: Path) -> di
 
 
 def sampling_rate(dtype: str, threads: int, batch: int, args) -> dict:
+    from cascade_rl.llm.base import Sampling
     from cascade_rl.llm.local import LocalGenerator
 
     torch.set_num_threads(threads)
@@ -119,7 +120,7 @@ def sampling_rate(dtype: str, threads: int, batch: int, args) -> dict:
                 break
     torch.manual_seed(0)
     started = time.perf_counter()
-    responses = generator.generate_batch(questions, temperature=0.6, top_p=0.95, max_tokens=args.tokens)
+    responses = generator.generate_batch(questions, Sampling(temperature=0.6, top_p=0.95, max_tokens=args.tokens))
     seconds = time.perf_counter() - started
     tokens = sum(len(generator.tokenizer(r[0], add_special_tokens=False)["input_ids"]) for r in responses)
     return {"label": f"{dtype}, {threads} thread(s), batch {batch}", "seconds": seconds,

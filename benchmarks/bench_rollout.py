@@ -79,15 +79,16 @@ def measure_sampling(engine: str, dtype: str, prompts: int, tokens: int, profile
     stops = sorted({tokenizer.eos_token_id, *(configured if isinstance(configured, list) else [configured])})
     torch.manual_seed(0)
     if engine == "vllm":
+        from cascade_rl.llm.base import Sampling
         from cascade_rl.llm.vllm_engine import VLLMEngine
 
         started = time.perf_counter()
         sampler = VLLMEngine(MODEL, dtype=dtype, max_num_seqs=len(ids), sequence_tokens=max(map(len, ids)) + tokens)
         start_up = time.perf_counter() - started
-        sampler.sample(ids[:4], max_tokens=4, stop_ids=stops, seed=0, **SAMPLING)  # first-call costs
+        sampler.sample(ids[:4], Sampling(max_tokens=4, **SAMPLING), stop_ids=stops, seed=0)  # first-call costs
         with profiled(profile) as products:
             started = time.perf_counter()
-            outputs = sampler.sample(ids, max_tokens=tokens, stop_ids=stops, seed=0, **SAMPLING)
+            outputs = sampler.sample(ids, Sampling(max_tokens=tokens, **SAMPLING), stop_ids=stops, seed=0)
             seconds = time.perf_counter() - started
         generated = sum(len(c[0].token_ids) for c in outputs)
         return {"seconds": seconds, "tokens": generated, "prompt_tokens": sum(map(len, ids)), "start_up_s": start_up,
@@ -120,13 +121,15 @@ def with_sorting_masks(sampler: Any, ids: list[list[int]], tokens: int, stops: l
     now: if anything, this favours the sort."""
     from vllm.v1.sample.ops import topk_topp_sampler
 
+    from cascade_rl.llm.base import Sampling
+
     masks = topk_topp_sampler.apply_top_k_top_p
     if not hasattr(masks, "full_sort"):
         return {}
     topk_topp_sampler.apply_top_k_top_p = masks.full_sort
     try:
         started = time.perf_counter()
-        outputs = sampler.sample(ids, max_tokens=tokens, stop_ids=stops, seed=0, **SAMPLING)
+        outputs = sampler.sample(ids, Sampling(max_tokens=tokens, **SAMPLING), stop_ids=stops, seed=0)
         seconds = time.perf_counter() - started
     finally:
         topk_topp_sampler.apply_top_k_top_p = masks

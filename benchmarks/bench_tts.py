@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from cascade_rl import sandbox
+from cascade_rl.llm.base import Sampling
 from cascade_rl.rewards.code import outputs_match
 from cascade_rl.sandbox import Limits
 from cascade_rl.tts.judge import Judge, test_limits
@@ -132,18 +133,18 @@ class InstantGenerator:
     def __init__(self) -> None:
         self.number, self.seconds = 0, 0.0
 
-    def generate(self, messages, *, n=1, **sampling):
+    def generate(self, messages, sampling=Sampling()):
         start = time.perf_counter()
         texts = []
-        for _ in range(n):
+        for _ in range(sampling.n):
             self.number += 1
             code = f"n, m = map(int, input().split())\nprint(6 if n == 1 else 7)  # variant {self.number}"
             texts.append(f"<think>guess</think>\n```python\n{code}\n```")
         self.seconds += time.perf_counter() - start
         return texts
 
-    async def agenerate(self, messages, *, n=1, **sampling):
-        return self.generate(messages, n=n, **sampling)
+    async def agenerate(self, messages, sampling=Sampling()):
+        return self.generate(messages, sampling)
 
 
 def round_durations(stamps: dict[int, float]) -> list[float]:

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.decode import decode, install_decoder
 from cascade_rl.llm.local import LocalGenerator
 
@@ -56,7 +57,7 @@ def test_the_models_own_stop_tokens_end_a_response(smollm2_copy):
     set_generation_config(smollm2_copy, eos_token_id=[2, stop])
     generator = LocalGenerator(smollm2_copy)
     assert stop in generator.stop_ids and 2 in generator.stop_ids
-    [response] = generator.generate(QUESTION, temperature=0, max_tokens=6)
+    [response] = generator.generate(QUESTION, Sampling(temperature=0, max_tokens=6))
     tokenizer = generator.tokenizer
     assert response == tokenizer.decode(tokens[: tokens.index(stop)], skip_special_tokens=False)
 
@@ -67,7 +68,7 @@ def test_the_models_generation_defaults_do_not_leak_into_sampling(smollm2_copy):
     expected = greedy_tokens(smollm2_copy, QUESTION, 8)
     set_generation_config(smollm2_copy, do_sample=True, temperature=1.7, top_k=3, repetition_penalty=1.8)
     generator = LocalGenerator(smollm2_copy)
-    [response] = generator.generate(QUESTION, temperature=0, max_tokens=8)
+    [response] = generator.generate(QUESTION, Sampling(temperature=0, max_tokens=8))
     stops = set(generator.stop_ids)
     cut = next((i for i, t in enumerate(expected) if t in stops), len(expected))
     assert response == generator.tokenizer.decode(expected[:cut], skip_special_tokens=False)
@@ -109,7 +110,7 @@ def test_a_prompt_longer_than_a_toys_is_read_whole_and_only_its_last_logits_comp
         lambda module, args, kwargs: seen.append(("input", kwargs["input_ids"].shape)), with_kwargs=True
     )
     try:
-        generator.generate(long_question, temperature=0, max_tokens=2)
+        generator.generate(long_question, Sampling(temperature=0, max_tokens=2))
     finally:
         hook.remove()
     assert seen[0] == ("input", torch.Size([1, len(prompt_ids)]))  # no truncation

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from cascade_rl.cli import app
 from cascade_rl.data.difficulty import PRESETS, PassRateFilter, filter_difficulty
+from cascade_rl.llm.base import Sampling
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "llm"))
 from llm_helpers import SURE, build_chain_model  # noqa: E402
@@ -25,7 +26,8 @@ class Scripted:
     def __init__(self, script: dict[str, list[str]]):
         self.script, self.calls = script, []
 
-    def generate(self, messages, *, n=1, **sampling):
+    def generate(self, messages, sampling=Sampling()):
+        n = sampling.n
         text = messages[-1]["content"]
         self.calls.append((text, n))
         lines = next(v for k, v in self.script.items() if k in text)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from cascade_rl.chat import IM_END
 from cascade_rl.cli import app
 from cascade_rl.data.offtopic import JUDGE_TEMPLATE, REWRITE_TEMPLATE, OfftopicModels, clean_rewrite, offtopic_pairs
+from cascade_rl.llm.base import Sampling
 
 LLM_TESTS = Path(__file__).parents[1] / "llm"
 sys.path.insert(0, str(LLM_TESTS))
@@ -35,7 +36,8 @@ class ScriptedModel:
     def __init__(self, answer):
         self.answer, self.prompts = answer, []
 
-    def generate(self, messages, *, n=1, **sampling):
+    def generate(self, messages, sampling=Sampling()):
+        n = sampling.n
         self.prompts.append(messages[-1]["content"])
         return [self.answer(messages[-1]["content"])] * n
 

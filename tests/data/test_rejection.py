@@ -11,6 +11,7 @@ from pathlib import Path
 from cascade_rl.data.formats import FORMATS
 from cascade_rl.data.loading import rl_normaliser
 from cascade_rl.data.rejection import rejection_sample
+from cascade_rl.llm.base import Sampling
 from cascade_rl.rewards.registry import score_samples
 
 NO_COMMA = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
@@ -26,7 +27,8 @@ class Scripted:
     def __init__(self, script: dict[str, list[str]]):
         self.script = script
 
-    def generate(self, messages, *, n=1, **sampling):
+    def generate(self, messages, sampling=Sampling()):
+        n = sampling.n
         lines = next(v for k, v in self.script.items() if k in messages[-1]["content"])
         return [lines[i % len(lines)] for i in range(n)]
 

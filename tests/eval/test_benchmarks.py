@@ -13,7 +13,7 @@ from conftest import ANSWER_C
 from llm_helpers import ProxyServer
 
 from cascade_rl.eval.benchmarks import EvalSettings, evaluate, in_window, load_benchmark, parse_date
-from cascade_rl.llm.base import GenerationError
+from cascade_rl.llm.base import GenerationError, Sampling
 from cascade_rl.recipe import Benchmark
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -25,15 +25,15 @@ class Scripted:
     def __init__(self, reply, fail_on: str | None = None):
         self.reply, self.fail_on, self.calls = reply, fail_on, []
 
-    def generate(self, messages, *, n=1, temperature=0.6, top_p=0.95, max_tokens=1024):
-        text = messages[-1]["content"]
+    def generate(self, messages, sampling=Sampling()):
+        n, text = sampling.n, messages[-1]["content"]
         if self.fail_on and self.fail_on in text:
             raise GenerationError(f"server went away at {self.fail_on!r}")
         self.calls.append(text)
         return [self.reply(messages, i) for i in range(n)]
 
-    async def agenerate(self, messages, **sampling):
-        return self.generate(messages, **sampling)
+    async def agenerate(self, messages, sampling=Sampling()):
+        return self.generate(messages, sampling)
 
 
 def bench(name, data, **fields):

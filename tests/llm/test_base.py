@@ -15,6 +15,7 @@ from cascade_rl.llm import (
     generate_many,
     load_generator,
 )
+from cascade_rl.llm.base import Sampling
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -79,18 +80,18 @@ class OnlyGenerate:
     def __init__(self, inner: LocalGenerator) -> None:
         self.inner, self.threads = inner, set()
 
-    def generate(self, messages, **sampling):
+    def generate(self, messages, sampling=Sampling()):
         self.threads.add(threading.get_ident())
-        return [text.upper() for text in self.inner.generate(messages, **sampling)]
+        return [text.upper() for text in self.inner.generate(messages, sampling)]
 
-    async def agenerate(self, messages, **sampling):
-        return await asyncio.to_thread(self.generate, messages, **sampling)
+    async def agenerate(self, messages, sampling=Sampling()):
+        return await asyncio.to_thread(self.generate, messages, sampling)
 
 
 def test_generate_many_serves_backends_without_batching(chat_model_path):
     backend = OnlyGenerate(LocalGenerator(chat_model_path))
     assert isinstance(backend, Generator)
     conversations = [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
-    assert generate_many(backend, conversations, n=2, max_workers=2) == [[CHAT_RESPONSE.upper()] * 2] * 4
+    assert generate_many(backend, conversations, Sampling(n=2), max_workers=2) == [[CHAT_RESPONSE.upper()] * 2] * 4
     assert threading.get_ident() not in backend.threads  # ran in the pool
     assert asyncio.run(agenerate_many(backend, conversations[:2])) == [[CHAT_RESPONSE.upper()]] * 2

@@ -13,6 +13,7 @@ from transformers import AutoTokenizer
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.llm import LocalGenerator, generate_many
+from cascade_rl.llm.base import Sampling
 
 HELLO = [{"role": "user", "content": "hello"}]
 YES_TEXT, NO_TEXT = "<judgement>YES</judgement>", "<judgement>NO</judgement>"
@@ -31,13 +32,13 @@ def judge_lm(judge_model_path):
 def test_thinking_tags_survive_although_they_are_special_tokens(chat):
     ids = chat.tokenizer.encode(CHAT_RESPONSE, add_special_tokens=False)
     assert chat.tokenizer.decode(ids, skip_special_tokens=True) == "rok"  # what a naive decode gives
-    texts = chat.generate(HELLO, n=3, temperature=1.0)
+    texts = chat.generate(HELLO, Sampling(n=3, temperature=1.0))
     assert texts == [CHAT_RESPONSE] * 3  # no <|im_end|>, no padding, tags kept
     assert split_thinking(texts[0]) == ("r", "ok", True)
 
 
 def test_token_limit_leaves_the_thinking_unfinished(chat):
-    assert chat.generate(HELLO, max_tokens=2) == ["<think>r"]
+    assert chat.generate(HELLO, Sampling(max_tokens=2)) == ["<think>r"]
     assert not split_thinking("<think>r").finished
 
 
@@ -53,20 +54,22 @@ def test_batches_of_uneven_prompts_come_back_in_order(chat):
         HELLO,
     ]
     # batch_size 4 with n=2 means two prompts per forward pass, so two passes here
-    assert generate_many(chat, conversations, n=2, temperature=0.8) == [[CHAT_RESPONSE] * 2] * 3
+    assert generate_many(chat, conversations, Sampling(n=2, temperature=0.8)) == [[CHAT_RESPONSE] * 2] * 3
 
 
 def test_samples_are_independent_and_follow_temperature_top_p_and_top_k(judge_lm):
     torch.manual_seed(0)
-    free = judge_lm.generate(HELLO, n=40, temperature=1.0, top_p=1.0, max_tokens=8)
+    free = judge_lm.generate(HELLO, Sampling(n=40, temperature=1.0, top_p=1.0, max_tokens=8))
     assert set(free) == {YES_TEXT, NO_TEXT}
     assert abs(free.count(YES_TEXT) / 40 - JUDGE_P_YES) <= 0.2  # P(YES) = 0.75, seeded
-    assert judge_lm.generate(HELLO, n=20, temperature=0.05, max_tokens=8) == [YES_TEXT] * 20
+    assert judge_lm.generate(HELLO, Sampling(n=20, temperature=0.05, max_tokens=8)) == [YES_TEXT] * 20
     # nucleus 0.7 < P(YES) = 0.75 keeps YES alone
-    assert judge_lm.generate(HELLO, n=20, temperature=1.0, top_p=0.7, max_tokens=8) == [YES_TEXT] * 20
-    assert judge_lm.generate(HELLO, n=3, temperature=0, max_tokens=8) == [YES_TEXT] * 3
+    assert judge_lm.generate(HELLO, Sampling(n=20, temperature=1.0, top_p=0.7, max_tokens=8)) == [YES_TEXT] * 20
+    assert judge_lm.generate(HELLO, Sampling(n=3, temperature=0, max_tokens=8)) == [YES_TEXT] * 3
     # top-k 1 keeps the likeliest token alone (YES), whatever the temperature
-    assert judge_lm.generate(HELLO, n=20, temperature=1.0, top_p=1.0, top_k=1, max_tokens=8) == [YES_TEXT] * 20
+    assert (
+        judge_lm.generate(HELLO, Sampling(n=20, temperature=1.0, top_p=1.0, top_k=1, max_tokens=8)) == [YES_TEXT] * 20
+    )
 
 
 def test_modes_become_flags_on_user_turns(chat_model_path):
@@ -101,7 +104,7 @@ def test_threads_and_event_loops_can_share_one_generator(chat):
 
     def work():
         try:
-            results.append(chat.generate(HELLO, n=2))
+            results.append(chat.generate(HELLO, Sampling(n=2)))
         except Exception as error:  # surfaced below
             errors.append(error)
 
@@ -122,11 +125,11 @@ def test_bad_input_is_named(chat, tmp_path):
     with pytest.raises(FileNotFoundError, match="model directory not found"):
         LocalGenerator(tmp_path / "missing")
     with pytest.raises(ValueError, match="n must be"):
-        chat.generate(HELLO, n=0)
+        chat.generate(HELLO, Sampling(n=0))
     with pytest.raises(ValueError, match="top_p"):
-        chat.generate(HELLO, top_p=0)
+        chat.generate(HELLO, Sampling(top_p=0))
     with pytest.raises(ValueError, match="top_k"):
-        chat.generate(HELLO, top_k=-1)
+        chat.generate(HELLO, Sampling(top_k=-1))
     with pytest.raises(ValueError, match="messages"):
         chat.generate("hello")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode"):

@@ -17,6 +17,7 @@ from cascade_rl.llm import (
     generate_many,
     join_reasoning,
 )
+from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.openai_compat import choice_text
 
 HELLO = [{"role": "user", "content": "hello"}]
@@ -26,7 +27,7 @@ FAST = {"backoff_base": 0.05, "timeout": 30.0}
 @pytest.fixture(scope="module")
 def server(transformers_server, chat_model_path):
     """Base URL of the real server, warmed up (the first request loads the model)."""
-    OpenAICompatGenerator(transformers_server, str(chat_model_path)).generate(HELLO, max_tokens=1)
+    OpenAICompatGenerator(transformers_server, str(chat_model_path)).generate(HELLO, Sampling(max_tokens=1))
     return transformers_server
 
 
@@ -39,10 +40,16 @@ def test_server_text_equals_local_text_with_thinking_rejoined(server, chat_model
     local = LocalGenerator(chat_model_path)
     with ProxyServer(server) as proxy:
         generator = client(proxy.base_url, chat_model_path, keep_special_tokens=True)
-        texts = generator.generate([{"role": "user", "content": "hello", "mode": "no_think"}], n=3, temperature=1.0)
-        assert texts == local.generate(HELLO, n=3, temperature=1.0) == [CHAT_RESPONSE] * 3
+        texts = generator.generate(
+            [{"role": "user", "content": "hello", "mode": "no_think"}], Sampling(n=3, temperature=1.0)
+        )
+        assert texts == local.generate(HELLO, Sampling(n=3, temperature=1.0)) == [CHAT_RESPONSE] * 3
         # the server answers in two fields; the backend rejoined them
-        assert generator.generate(HELLO, max_tokens=2) == local.generate(HELLO, max_tokens=2) == ["<think>r"]
+        assert (
+            generator.generate(HELLO, Sampling(max_tokens=2))
+            == local.generate(HELLO, Sampling(max_tokens=2))
+            == ["<think>r"]
+        )
         first, retried = proxy.bodies[0], proxy.bodies[1]
         assert first["n"] == 3 and first["messages"] == [{"role": "user", "content": "hello /no_think"}]
         # transformers serve refuses vLLM's skip_special_tokens: asked again without it, and never again
@@ -53,7 +60,7 @@ def test_server_text_equals_local_text_with_thinking_rejoined(server, chat_model
         assert len(proxy.bodies) == 5 and all("n" not in body for body in proxy.bodies[2:])
         assert all("skip_special_tokens" not in body for body in proxy.bodies[1:])
         assert generator.server_honours_n is False
-        assert generator.generate(HELLO, n=2) == [CHAT_RESPONSE] * 2
+        assert generator.generate(HELLO, Sampling(n=2)) == [CHAT_RESPONSE] * 2
         assert len(proxy.bodies) == 7 and all("n" not in body for body in proxy.bodies[5:])
 
 
@@ -64,12 +71,12 @@ def test_top_k_goes_into_the_request_body_only_when_set(server, chat_model_path)
     with ProxyServer(server) as proxy:
         generator = client(proxy.base_url, chat_model_path)
         with pytest.raises(GenerationError, match="top_k"):
-            generator.generate(HELLO, temperature=1.0, top_k=20)
+            generator.generate(HELLO, Sampling(temperature=1.0, top_k=20))
         assert proxy.bodies[0]["top_k"] == 20 and len(proxy.bodies) == 1  # a client error: not retried
-        assert generator.generate(HELLO, temperature=1.0) == [CHAT_RESPONSE]
+        assert generator.generate(HELLO, Sampling(temperature=1.0)) == [CHAT_RESPONSE]
         assert "top_k" not in proxy.bodies[1]
     with pytest.raises(ValueError, match="top_k"):
-        generator.generate(HELLO, top_k=1.5)  # type: ignore[arg-type]
+        generator.generate(HELLO, Sampling(top_k=1.5))  # type: ignore[arg-type]
 
 
 def test_join_reasoning_at_its_boundary():
@@ -168,4 +175,4 @@ def test_bad_configuration_is_named():
     with pytest.raises(ValueError, match="max_concurrency"):
         OpenAICompatGenerator("http://localhost:8000/v1", "m", max_concurrency=0)
     with pytest.raises(ValueError, match="temperature"):
-        OpenAICompatGenerator("http://localhost:8000/v1", "m").generate(HELLO, temperature=-1)
+        OpenAICompatGenerator("http://localhost:8000/v1", "m").generate(HELLO, Sampling(temperature=-1))

@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.vllm_engine import choose_engine, import_problem, shared_engine
 
 pytestmark = pytest.mark.skipif(import_problem() is not None, reason=f"vLLM: {import_problem()}")
@@ -31,7 +32,9 @@ def transformers_logprobs(model, prompt: list[int], completion: list[int]) -> to
 
 
 def greedy(engine, prompt_ids):
-    return engine.sample(prompt_ids, temperature=0, max_tokens=12, stop_ids=[0], seed=0, logprobs=True)
+    return engine.sample(
+        prompt_ids, Sampling(temperature=0, max_tokens=12, top_p=1.0), stop_ids=[0], seed=0, logprobs=True
+    )
 
 
 def test_greedy_tokens_and_log_probabilities_match_the_transformers_model(engine, prompt_ids, vllm_checkpoint):
@@ -45,7 +48,9 @@ def test_greedy_tokens_and_log_probabilities_match_the_transformers_model(engine
 
 def test_a_seed_gives_the_same_samples_and_another_seed_others(engine, prompt_ids):
     def draw(seed):
-        outputs = engine.sample(prompt_ids, n=3, temperature=1.0, max_tokens=10, stop_ids=[0], seed=seed)
+        outputs = engine.sample(
+            prompt_ids, Sampling(n=3, temperature=1.0, max_tokens=10, top_p=1.0), stop_ids=[0], seed=seed
+        )
         return [c.token_ids for choices in outputs for c in choices]
 
     first = draw(1)
@@ -106,12 +111,12 @@ def test_local_generator_with_the_vllm_engine_writes_what_the_transformers_engin
     from cascade_rl.llm.local import LocalGenerator
 
     conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
-    settings = dict(temperature=0.0, max_tokens=10)
+    settings = Sampling(temperature=0.0, max_tokens=10)
     with_vllm = LocalGenerator(vllm_checkpoint, engine="vllm", batch_size=8)
     with_transformers = LocalGenerator(vllm_checkpoint, batch_size=8)
     assert with_vllm._model is None  # the transformers model is not loaded for sampling
-    assert with_vllm.generate_batch(conversations, **settings) == with_transformers.generate_batch(
-        conversations, **settings
+    assert with_vllm.generate_batch(conversations, settings) == with_transformers.generate_batch(
+        conversations, settings
     )
 
 
@@ -120,14 +125,18 @@ def test_top_k_reaches_both_engines_of_the_local_generator(vllm_checkpoint):
     from cascade_rl.llm.local import LocalGenerator
 
     conversations = [[{"role": "user", "content": p}] for p in PROMPTS]
-    greedy = LocalGenerator(vllm_checkpoint, batch_size=8).generate_batch(conversations, temperature=0.0, max_tokens=10)
+    greedy = LocalGenerator(vllm_checkpoint, batch_size=8).generate_batch(
+        conversations, Sampling(temperature=0.0, max_tokens=10)
+    )
     greedy_texts = [text for [text] in greedy]
     for engine in ("vllm", "transformers"):
         generator = LocalGenerator(vllm_checkpoint, engine=engine, batch_size=8)
         torch.manual_seed(0)
-        free = generator.generate_batch(conversations, n=4, temperature=1.0, top_p=1.0, max_tokens=10)
+        free = generator.generate_batch(conversations, Sampling(n=4, temperature=1.0, top_p=1.0, max_tokens=10))
         assert any(len(set(samples)) > 1 for samples in free), engine
-        top_1 = generator.generate_batch(conversations, n=4, temperature=1.0, top_p=1.0, top_k=1, max_tokens=10)
+        top_1 = generator.generate_batch(
+            conversations, Sampling(n=4, temperature=1.0, top_p=1.0, top_k=1, max_tokens=10)
+        )
         assert top_1 == [[text] * 4 for text in greedy_texts], engine
 
 
@@ -159,9 +168,9 @@ def test_a_generator_that_reserves_for_its_prompts_samples_them_all_with_one_eng
     short, long = [[{"role": "user", "content": "hi"}]], [[{"role": "user", "content": "word " * 150}]]
     generator = LocalGenerator(vllm_checkpoint, engine="vllm", batch_size=16)
     generator.reserve(short + long, max_tokens=8)
-    generator.generate_batch(short, temperature=0.0, max_tokens=8)
+    generator.generate_batch(short, Sampling(temperature=0.0, max_tokens=8))
     engine = vllm_engine._ENGINES[True]
-    assert generator.generate_batch(long, temperature=0.0, max_tokens=8)
+    assert generator.generate_batch(long, Sampling(temperature=0.0, max_tokens=8))
     assert vllm_engine._ENGINES[True] is engine
 
 
@@ -236,7 +245,7 @@ def test_an_evaluation_on_the_vllm_engine_counts_each_prompt_as_it_finishes(vllm
 
     monkeypatch.setattr(generator, "generate_batch", counted_batch)
     prompts = [[{"role": "user", "content": f"count to {i}"}] for i in range(10)]
-    samples = sampling.sample(generator, prompts, k=2, temperature=1.0, top_p=1.0, max_tokens=6, batch_size=4)
+    samples = sampling.sample(generator, prompts, Sampling(n=2, temperature=1.0, top_p=1.0, max_tokens=6), batch_size=4)
     assert len(samples) == 10 and all(len(s) == 2 for s in samples)
     assert sum(updates) == 10 and sum(during_calls) == 10  # each prompt once, while the engine sampled
     assert generator.on_finished is None
@@ -273,8 +282,8 @@ def test_top_k_and_top_p_rollouts_are_the_tokens_vllms_sorting_sampler_draws(vll
     engine = shared_engine(vllm_checkpoint, dtype="float32", max_num_seqs=8, sequence_tokens=64)
 
     def draw():
-        settings = dict(n=4, temperature=0.6, top_p=0.9, top_k=8, max_tokens=16, stop_ids=[0], seed=3, logprobs=True)
-        outputs = engine.sample(prompt_ids, **settings)
+        settings = Sampling(n=4, temperature=0.6, top_p=0.9, top_k=8, max_tokens=16)
+        outputs = engine.sample(prompt_ids, settings, stop_ids=[0], seed=3, logprobs=True)
         return [(c.token_ids, c.logprobs) for choices in outputs for c in choices]
 
     fast = draw()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cascade_rl.llm.base import Sampling
 from cascade_rl.swe.fixtures import FIXTURES, materialize
 
 
@@ -31,17 +32,17 @@ class ScriptedGenerator:
         text = messages[-1]["content"]
         return next(kind for kind, marker in self.KINDS.items() if marker in text)
 
-    def generate(self, messages, *, n=1, temperature=0.6, top_p=0.95, max_tokens=1024):
-        kind = self.kind(messages)
-        self.calls.append((kind, n, {"messages": messages, "temperature": temperature}))
+    def generate(self, messages, sampling=Sampling()):
+        kind, n = self.kind(messages), sampling.n
+        self.calls.append((kind, n, {"messages": messages, "temperature": sampling.temperature}))
         script = self.scripts.get(kind) or [""]
         if isinstance(script, dict):
             text = messages[-1]["content"]
             script = next((lines for key, lines in script.items() if key in text), [""])
         return [script[i % len(script)] for i in range(n)]
 
-    async def agenerate(self, messages, *, n=1, temperature=0.6, top_p=0.95, max_tokens=1024):
-        return self.generate(messages, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+    async def agenerate(self, messages, sampling=Sampling()):
+        return self.generate(messages, sampling)
 
 
 def edit(path: str, search: str, replace: str) -> str:

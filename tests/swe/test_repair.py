@@ -5,6 +5,7 @@ import ast
 import pytest
 from conftest import ScriptedGenerator, edit, repair_answer
 
+from cascade_rl.llm.base import Sampling
 from cascade_rl.swe.repair import approx_tokens, build_context, candidate_from_response, compress_python, repair
 from cascade_rl.swe.repo import Repository
 
@@ -122,7 +123,7 @@ def test_edits_apply_to_full_files_even_when_the_prompt_showed_a_part(fixture_ch
     generator = ScriptedGenerator(repair=[repair_answer(fix), repair_answer(fix, stock), "<think>"])
     files = [(p, repo.read([p])[p]) for p in ("inventory/pricing.py", "inventory/cart.py")]
     result = repair(
-        generator, instance["problem_statement"], files, repo.read, samples=5, sampling={"temperature": 1.0}
+        generator, instance["problem_statement"], files, repo.read, samples=5, sampling=Sampling(temperature=1.0)
     )
     assert generator.calls[0][1] == 5 and generator.calls[0][2]["temperature"] == 1.0
     prompt = result.prompt[0]["content"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from cascade_rl.llm.base import Sampling
 from cascade_rl.tts.problem import SHIPPED_DIR
 
 
@@ -66,13 +67,13 @@ class ScriptedGenerator:
         self.prompts: list[str] = []
         self.lock = threading.Lock()
 
-    def generate(self, messages, *, n=1, **sampling):
+    def generate(self, messages, sampling=Sampling()):
         with self.lock:
-            self.prompts.extend([messages[-1]["content"]] * n)
-        return [self.script(messages[-1]["content"]) for _ in range(n)]
+            self.prompts.extend([messages[-1]["content"]] * sampling.n)
+        return [self.script(messages[-1]["content"]) for _ in range(sampling.n)]
 
-    async def agenerate(self, messages, *, n=1, **sampling):
-        return self.generate(messages, n=n, **sampling)
+    async def agenerate(self, messages, sampling=Sampling()):
+        return self.generate(messages, sampling)
 
 
 #: (prompt, request number) -> (answer, the top log-probabilities at every token of it)

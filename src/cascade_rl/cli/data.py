@@ -426,7 +426,7 @@ def rejection_sample(
     reference fields; prompts without one are dropped and counted."""
     from cascade_rl.data.difficulty import check_rl_inputs
     from cascade_rl.data.rejection import rejection_sample as sample_and_keep
-    from cascade_rl.llm.base import sampling_settings
+    from cascade_rl.llm.base import Sampling
 
     def work() -> Any:
         check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
@@ -439,7 +439,7 @@ def rejection_sample(
             domain=domain,
             mode=mode,
             pass_threshold=pass_threshold,
-            sampling=sampling_settings(temperature, top_p, max_tokens, top_k),
+            sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k),
             workers=workers,
             batch_size=batch_size,
             spec=model,
@@ -479,7 +479,7 @@ def difficulty(
     problems a reference model solves >= 75% of 16 times; code drops those an 8B-class model
     solves 8/8 or a strong model 0/8. Kept rows get `pass_rate` (and `strong_pass_rate`)."""
     from cascade_rl.data.difficulty import PRESETS, PassRateFilter, check_rl_inputs, filter_difficulty
-    from cascade_rl.llm.base import sampling_settings
+    from cascade_rl.llm.base import Sampling
 
     if preset not in PRESETS:
         raise fail(f"--preset must be one of {', '.join(PRESETS)}")
@@ -506,7 +506,7 @@ def difficulty(
 
     def work() -> Any:
         check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
-        sampling = sampling_settings(temperature, top_p, max_tokens, top_k)
+        sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
         return filter_difficulty(
             job.inputs,
             job.output,
@@ -601,12 +601,13 @@ def offtopic(
     the strong model (rejected) and the original with the weak model (chosen)."""
     from cascade_rl.data.job import prevalidate
     from cascade_rl.data.offtopic import instruction_of, offtopic_pairs
+    from cascade_rl.llm.base import Sampling
 
     specs = {"strong": strong, "weak": weak, "judge": judge or strong, "rewriter": rewriter or strong}
 
     def work() -> Any:
         prevalidate(job.inputs, instruction_of, skip_malformed=job.skip_malformed)  # bad rows fail before models load
-        sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
         return offtopic_pairs(
             job.inputs,
             job.output,

@@ -33,6 +33,7 @@ from cascade_rl.chat import with_mode
 from cascade_rl.data.job import Drop, Keep, Summary, prevalidate, run_job
 from cascade_rl.data.loading import rl_normaliser
 from cascade_rl.data.rows import Row, RowError
+from cascade_rl.llm.base import Sampling
 
 Verdict = Literal["keep", "too easy", "hopeless"]
 
@@ -133,15 +134,16 @@ def sample_rewards(
     *,
     k: int,
     mode: str = "think",
-    sampling: dict[str, Any] | None = None,
+    sampling: Sampling = Sampling(),
     workers: int = 4,
 ) -> list[list[float]]:
-    """The rewards of ``k`` sampled responses per normalised RL row, scored by the row's own reward."""
+    """The rewards of ``k`` responses per normalised RL row sampled from ``sampling``'s distribution,
+    scored by the row's own reward."""
     from cascade_rl.llm import generate_many
     from cascade_rl.rewards.registry import score_samples
 
     prompts = [with_mode(row["prompt"], mode) for row in rows]
-    samples = generate_many(generator, prompts, n=k, **(sampling or {}))
+    samples = generate_many(generator, prompts, sampling.times(k))
     options = {row["domain"]: {} for row in rows}
     scores = score_samples(rows, samples, options, workers=workers)
     return [[float(s.reward) for s in group] for group in scores]
@@ -155,7 +157,7 @@ def filter_difficulty(
     domain: str | None = None,
     mode: str = "think",
     pass_threshold: float = 1.0,
-    sampling: dict[str, Any] | None = None,
+    sampling: Sampling = Sampling(),
     workers: int = 4,
     batch_size: int = 32,
     skip_malformed: bool = False,
@@ -206,7 +208,7 @@ def filter_difficulty(
         "domain": domain,
         "mode": mode,
         "pass_threshold": pass_threshold,
-        "sampling": sampling,
+        "sampling": sampling.settings(),
     }
     return run_job(
         "difficulty",

@@ -30,6 +30,7 @@ from typing import Any
 from cascade_rl.chat import split_thinking
 from cascade_rl.data.job import Drop, Keep, Summary, prevalidate, run_job
 from cascade_rl.data.rows import Row, RowError, prompt_messages
+from cascade_rl.llm.base import Sampling
 
 REWRITE_TEMPLATE = (
     'Given an user input (called "given input"), please generate a new user input (called "generated input") '
@@ -103,7 +104,7 @@ def offtopic_pairs(
     models: OfftopicModels,
     *,
     same_threshold: float = 0.5,
-    sampling: dict[str, Any] | None = None,
+    sampling: Sampling = Sampling(),
     mode: str = "no_think",
     batch_size: int = 16,
     skip_malformed: bool = False,
@@ -111,8 +112,13 @@ def offtopic_pairs(
 ) -> Summary:
     """Run the appendix C.1 pipeline (module docstring) over the prompts of ``inputs``."""
     total = prevalidate(inputs, instruction_of, skip_malformed=skip_malformed)
-    steps = OfftopicSteps(models, same_threshold=same_threshold, sampling=dict(sampling or {}), mode=mode)
-    options = {"models": models.specs, "same_threshold": same_threshold, "sampling": steps.sampling, "mode": mode}
+    steps = OfftopicSteps(models, same_threshold=same_threshold, sampling=sampling.times(1), mode=mode)
+    options = {
+        "models": models.specs,
+        "same_threshold": same_threshold,
+        "sampling": steps.sampling.settings(),
+        "mode": mode,
+    }
     return run_job(
         "offtopic",
         inputs,
@@ -131,7 +137,7 @@ class OfftopicSteps:
     the instruction, rewrite it, ask the judge whether the rewrite asks the same thing, answer
     both (a row a step rules out is dropped with the reason)."""
 
-    def __init__(self, models: OfftopicModels, *, same_threshold: float, sampling: dict[str, Any], mode: str):
+    def __init__(self, models: OfftopicModels, *, same_threshold: float, sampling: Sampling, mode: str):
         self.models, self.same_threshold, self.sampling, self.mode = models, same_threshold, sampling, mode
 
     def process(self, rows: Sequence[Row]) -> list:
@@ -195,7 +201,7 @@ class OfftopicSteps:
     def generate(self, model: Any, prompts: list[list[dict]]) -> list[list[str]]:
         from cascade_rl.llm import generate_many
 
-        return generate_many(model, prompts, n=1, **self.sampling)
+        return generate_many(model, prompts, self.sampling)
 
 
 def standing(work: dict[int, str], outcomes: list) -> list[int]:

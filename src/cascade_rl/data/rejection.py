@@ -25,6 +25,7 @@ from cascade_rl.chat import with_mode
 from cascade_rl.data.difficulty import check_rl_inputs, rl_rows
 from cascade_rl.data.job import Drop, Keep, Summary, run_job
 from cascade_rl.data.rows import Row
+from cascade_rl.llm.base import Sampling
 
 #: row fields an SFT row does not carry over
 NOT_REFERENCE = frozenset({"mode", "source", "reward"})
@@ -68,7 +69,7 @@ def rejection_sample(
     domain: str | None = None,
     mode: str = "no_think",
     pass_threshold: float = 1.0,
-    sampling: dict[str, Any] | None = None,
+    sampling: Sampling = Sampling(),
     workers: int = 4,
     batch_size: int = 64,
     skip_malformed: bool = False,
@@ -87,7 +88,7 @@ def rejection_sample(
     def process(rows: Sequence[Row]) -> list:
         normalised = rl_rows(rows, domain)
         good = [row for row in normalised if isinstance(row, dict)]
-        samples = generate_many(generator, [with_mode(r["prompt"], mode) for r in good], n=k, **(sampling or {}))
+        samples = generate_many(generator, [with_mode(r["prompt"], mode) for r in good], sampling.times(k))
         scores = score_samples(good, samples, {r["domain"]: {} for r in good}, workers=workers)
         results = iter(zip(good, samples, scores))
         outcomes: list = []
@@ -104,7 +105,7 @@ def rejection_sample(
         return outcomes
 
     options = {"k": k, "keep": keep, "domain": domain, "mode": mode, "pass_threshold": pass_threshold,
-               "sampling": sampling, "model": spec}  # fmt: skip
+               "sampling": sampling.settings(), "model": spec}  # fmt: skip
     return run_job(
         "rejection-sample",
         inputs,

@@ -38,7 +38,7 @@ from cascade_rl.data.loading import load_sources, resolve_path, rl_normaliser
 from cascade_rl.eval import arena
 from cascade_rl.eval.breakdown import breakdown
 from cascade_rl.eval.sampling import open_generator, reserve, sample, token_budget
-from cascade_rl.llm.base import Generator
+from cascade_rl.llm.base import Generator, Sampling
 from cascade_rl.recipe import Benchmark, DataSource, expand
 from cascade_rl.rewards.registry import score_samples
 
@@ -279,8 +279,8 @@ def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model:
 
 def _sample(generator: Generator, prompts: list, bench: Benchmark, progress: Path, settings: EvalSettings):
     budget = token_budget(generator, prompts, bench.max_new_tokens)
-    drawn = dict(k=bench.k, temperature=bench.temperature, top_p=bench.top_p, max_tokens=budget)
-    return sample(generator, prompts, **drawn, batch_size=settings.batch_size, progress=progress,
+    drawn = Sampling(n=bench.k, temperature=bench.temperature, top_p=bench.top_p, max_tokens=budget)
+    return sample(generator, prompts, drawn, batch_size=settings.batch_size, progress=progress,
                   description=bench.name, seed=settings.seed)  # fmt: skip
 
 
@@ -320,10 +320,7 @@ def _sampled_baselines(
         for group in sample(
             generator,
             prompts,
-            k=1,
-            temperature=bench.temperature,
-            top_p=bench.top_p,
-            max_tokens=budget,
+            Sampling(n=1, temperature=bench.temperature, top_p=bench.top_p, max_tokens=budget),
             batch_size=settings.batch_size,
             description=f"{bench.name} baselines",
             seed=settings.seed,
@@ -362,8 +359,8 @@ def _judged(
         for answer in group
         for conversation in arena.judge_conversations(arena.question_text(prompt), answer, baseline)
     ]
-    settings = dict(
-        k=1,
+    drawn = Sampling(
+        n=1,
         temperature=float(bench.options.get("judge_temperature", 0.0)),
         top_p=1.0,
         max_tokens=int(bench.options.get("judge_max_tokens", arena.JUDGE_MAX_TOKENS)),
@@ -371,7 +368,7 @@ def _judged(
     judged = sample(
         judge,
         conversations,
-        **settings,
+        drawn,
         batch_size=batch_size,
         progress=samples_dir / f"{bench.name}.judge.progress.jsonl",
         description=f"{bench.name} judge",

@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from cascade_rl.llm.base import GenerationError, Generator, generate_many, sampling_settings
+from cascade_rl.llm.base import GenerationError, Generator, Sampling, generate_many
 from cascade_rl.llm.factory import load_generator
 from cascade_rl.llm.local import LocalGenerator
 from cascade_rl.llm.openai_compat import OpenAICompatGenerator
@@ -149,30 +149,24 @@ def sample_keys(generator: Generator, prompts: Sequence[Messages], settings: Map
 def sample(
     generator: Generator,
     prompts: Sequence[Messages],
+    sampling: Sampling,
     *,
-    k: int,
-    temperature: float,
-    top_p: float,
-    max_tokens: int,
-    top_k: int = 0,
     batch_size: int = 32,
     progress: Path | None = None,
     description: str = "sampling",
     seed: int | None = None,
 ) -> list[list[str]]:
-    """``k`` responses for each prompt, in prompt order. With ``progress``, each prompt's samples
-    are appended to that file as they finish and a rerun reuses those whose model, prompt and
-    settings still match (:class:`SampleStore`). ``seed`` seeds torch before local sampling
-    (servers sample with their own seeds). ``top_k`` 0 = off."""
+    """``sampling.n`` responses for each prompt, in prompt order. With ``progress``, each prompt's
+    samples are appended to that file as they finish and a rerun reuses those whose model, prompt
+    and settings still match (:class:`SampleStore`). ``seed`` seeds torch before local sampling
+    (servers sample with their own seeds)."""
     if seed is not None and isinstance(generator, LocalGenerator):
         import torch
 
         torch.manual_seed(seed)
     store = None
-    drawn = sampling_settings(temperature, top_p, max_tokens, top_k)
-    settings = {"n": k} | drawn
     if progress is not None:
-        store = SampleStore(progress, sample_keys(generator, prompts, {"k": k} | drawn))
+        store = SampleStore(progress, sample_keys(generator, prompts, {"k": sampling.n} | sampling.settings()))
     results: dict[int, list[str]] = dict(store.done) if store else {}
     todo = [i for i in range(len(prompts)) if i not in results]
 
@@ -185,15 +179,15 @@ def sample(
 
     with tqdm(total=len(prompts), initial=len(prompts) - len(todo), desc=description, unit="prompt") as bar:
         if isinstance(generator, OpenAICompatGenerator):
-            generator.run_sync(_concurrently(generator, prompts, todo, settings, finished))
+            generator.run_sync(_concurrently(generator, prompts, todo, sampling, finished))
         else:
             # the vLLM engine keeps batch_size sequences running; it gets more at once to refill from
             sequences = batch_size * (VLLM_CALL_FACTOR if getattr(generator, "engine", None) == "vllm" else 1)
-            chunk = max(1, sequences // k)
+            chunk = max(1, sequences // sampling.n)
             with _engine_moves(bar, generator) as counted:
                 for start in range(0, len(todo), chunk):
                     indices = todo[start : start + chunk]
-                    outputs = generate_many(generator, [list(prompts[i]) for i in indices], **settings)
+                    outputs = generate_many(generator, [list(prompts[i]) for i in indices], sampling)
                     for index, samples in zip(indices, outputs):
                         finished(index, list(samples), counted)
     return [results[i] for i in range(len(prompts))]
@@ -211,7 +205,7 @@ async def _concurrently(
     generator: OpenAICompatGenerator,
     prompts: Sequence[Messages],
     todo: Sequence[int],
-    settings: Mapping[str, Any],
+    sampling: Sampling,
     finished: Callable[[int, list[str]], None],
 ) -> None:
     """All prompts at once; the generator keeps at most ``max_concurrency`` requests in flight.
@@ -219,7 +213,7 @@ async def _concurrently(
     first failure is raised once all have ended, with the finished prompts kept."""
 
     async def one(index: int) -> None:
-        finished(index, await generator.agenerate(list(prompts[index]), **settings))
+        finished(index, await generator.agenerate(list(prompts[index]), sampling))
 
     outcomes = await asyncio.gather(*(one(i) for i in todo), return_exceptions=True)
     failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]

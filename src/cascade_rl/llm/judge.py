@@ -47,7 +47,7 @@ from functools import lru_cache
 from typing import Any
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, split_thinking
-from cascade_rl.llm.base import Generator, Messages, check_request
+from cascade_rl.llm.base import Generator, Messages, Sampling, check_messages
 from cascade_rl.llm.factory import load_generator
 from cascade_rl.llm.guard import ServiceGuard, wait_for_url
 from cascade_rl.llm.local import LocalGenerator
@@ -153,7 +153,7 @@ class YesNoJudge:
     async def aprobability_yes(self, messages: list[dict]) -> float:
         if isinstance(self.backend, LocalGenerator):
             return await asyncio.to_thread(self.probability_yes, messages)
-        check_request(messages, 1, 1.0, 1.0, 1)
+        check_messages(messages)
         assert self.guard is not None
         return await self.guard.run(lambda: self._from_server(messages))
 
@@ -176,7 +176,7 @@ class YesNoJudge:
 
     async def _from_samples(self, messages: Messages) -> float:
         texts = await self.backend.agenerate(
-            list(messages), n=self.samples, temperature=1.0, top_p=1.0, max_tokens=self.max_tokens
+            list(messages), Sampling(n=self.samples, temperature=1.0, top_p=1.0, max_tokens=self.max_tokens)
         )
         return sum(self.judgement(text) == self.yes for text in texts) / len(texts)
 

@@ -35,17 +35,10 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from cascade_rl.chat import IM_END, install_chat_template, template_reads_modes, without_modes
-from cascade_rl.llm.base import (
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_P,
-    Messages,
-    apply_modes,
-    check_request,
-)
+from cascade_rl.llm.base import Messages, Sampling, apply_modes, check_messages
 from cascade_rl.llm.decode import decode
 
 
@@ -72,16 +65,6 @@ def _resolve_dtype(dtype: Any, device: str) -> Any:
     if not isinstance(resolved, torch.dtype):
         raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32', 'bfloat16' or 'auto'")
     return resolved
-
-
-class Sampling(NamedTuple):
-    """One request's sampling settings, as both engines take them (``top_k`` 0 = off)."""
-
-    n: int
-    temperature: float
-    top_p: float
-    top_k: int
-    max_tokens: int
 
 
 class LocalGenerator:
@@ -171,49 +154,19 @@ class LocalGenerator:
         rendered = self.tokenizer.apply_chat_template(flagged, tokenize=False, add_generation_prompt=True)
         return rendered + assistant_prefix
 
-    def generate(
-        self,
-        messages: list[dict],
-        *,
-        n: int = 1,
-        temperature: float = DEFAULT_TEMPERATURE,
-        top_p: float = DEFAULT_TOP_P,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        top_k: int = 0,
-    ) -> list[str]:
-        """``n`` completions of one conversation."""
-        sampling = dict(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
-        return self.generate_batch([messages], **sampling)[0]
+    def generate(self, messages: list[dict], sampling: Sampling = Sampling()) -> list[str]:
+        """``sampling.n`` completions of one conversation."""
+        return self.generate_batch([messages], sampling)[0]
 
-    async def agenerate(
-        self,
-        messages: list[dict],
-        *,
-        n: int = 1,
-        temperature: float = DEFAULT_TEMPERATURE,
-        top_p: float = DEFAULT_TOP_P,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        top_k: int = 0,
-    ) -> list[str]:
-        sampling = dict(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
-        return await asyncio.to_thread(self.generate, messages, **sampling)
+    async def agenerate(self, messages: list[dict], sampling: Sampling = Sampling()) -> list[str]:
+        return await asyncio.to_thread(self.generate, messages, sampling)
 
-    def generate_batch(
-        self,
-        conversations: Sequence[Messages],
-        *,
-        n: int = 1,
-        temperature: float = DEFAULT_TEMPERATURE,
-        top_p: float = DEFAULT_TOP_P,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        top_k: int = 0,
-    ) -> list[list[str]]:
-        """``n`` completions for each conversation, in order, in batched forward passes."""
+    def generate_batch(self, conversations: Sequence[Messages], sampling: Sampling = Sampling()) -> list[list[str]]:
+        """``sampling.n`` completions for each conversation, in order, in batched forward passes."""
         for messages in conversations:
-            check_request(messages, n, temperature, top_p, max_tokens, top_k)
-        sampling = Sampling(n, temperature, top_p, top_k, max_tokens)
+            check_messages(messages)
         prompts = [self.render_prompt(messages) for messages in conversations]
-        prompts_per_call = len(prompts) if self.engine == "vllm" else max(1, self.batch_size // n)
+        prompts_per_call = len(prompts) if self.engine == "vllm" else max(1, self.batch_size // sampling.n)
         results: list[list[str]] = []
         with self._lock:
             for start in range(0, len(prompts), prompts_per_call):
@@ -248,8 +201,10 @@ class LocalGenerator:
     def _ids(self, prompt: str) -> list[int]:
         return self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
-    async def agenerate_batch(self, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
-        return await asyncio.to_thread(self.generate_batch, conversations, **sampling)
+    async def agenerate_batch(
+        self, conversations: Sequence[Messages], sampling: Sampling = Sampling()
+    ) -> list[list[str]]:
+        return await asyncio.to_thread(self.generate_batch, conversations, sampling)
 
     def _sample(self, prompts: list[str], sampling: Sampling) -> list[list[str]]:
         if self.engine == "vllm":
@@ -289,7 +244,7 @@ class LocalGenerator:
         seed = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seeded generator
         outputs = engine.sample(
             ids,
-            **sampling._asdict(),
+            sampling,
             stop_ids=self.stop_ids,
             seed=seed,
             on_finished=self.on_finished,
@@ -307,7 +262,7 @@ class LocalGenerator:
         prompt plus ``assistant_prefix`` -- what an LLM judge reads (see :mod:`.judge`)."""
         import torch
 
-        check_request(messages, 1, 1.0, 1.0, 1)
+        check_messages(messages)
         inputs = self.tokenizer(
             self.render_prompt(messages, assistant_prefix), return_tensors="pt", add_special_tokens=False
         ).to(self.device)

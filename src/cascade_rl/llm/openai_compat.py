@@ -32,15 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cascade_rl.chat import THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from cascade_rl.llm.base import (
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_P,
-    GenerationError,
-    Messages,
-    apply_modes,
-    check_request,
-)
+from cascade_rl.llm.base import GenerationError, Messages, Sampling, apply_modes, check_messages
 from cascade_rl.llm.transport import Connection, HttpClient, HTTPStatusError
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -117,36 +109,16 @@ class OpenAICompatGenerator(HttpClient):
 
     # ------------------------------------------------------------------ public API
 
-    def generate(
-        self,
-        messages: list[dict],
-        *,
-        n: int = 1,
-        temperature: float = DEFAULT_TEMPERATURE,
-        top_p: float = DEFAULT_TOP_P,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        top_k: int = 0,
-    ) -> list[str]:
-        """``n`` completions of one conversation (blocking; thread-safe)."""
-        sampling = dict(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
-        return self.run_sync(self.agenerate(messages, **sampling))
+    def generate(self, messages: list[dict], sampling: Sampling = Sampling()) -> list[str]:
+        """``sampling.n`` completions of one conversation (blocking; thread-safe)."""
+        return self.run_sync(self.agenerate(messages, sampling))
 
-    async def agenerate(
-        self,
-        messages: list[dict],
-        *,
-        n: int = 1,
-        temperature: float = DEFAULT_TEMPERATURE,
-        top_p: float = DEFAULT_TOP_P,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        top_k: int = 0,
-    ) -> list[str]:
-        """``n`` completions of one conversation. ``top_k`` goes into the request body only when
-        set (vLLM and SGLang read it there; OpenAI's own API has no such parameter)."""
-        check_request(messages, n, temperature, top_p, max_tokens, top_k)
-        params = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        if top_k:
-            params["top_k"] = top_k
+    async def agenerate(self, messages: list[dict], sampling: Sampling = Sampling()) -> list[str]:
+        """``sampling.n`` completions of one conversation. ``top_k`` goes into the request body only
+        when set (vLLM and SGLang read it there; OpenAI's own API has no such parameter)."""
+        check_messages(messages)
+        params = sampling.settings()
+        n = sampling.n
         async with self.connect() as connection:
             texts: list[str] = []
             if n > 1 and self.server_honours_n is not False:
@@ -155,17 +127,19 @@ class OpenAICompatGenerator(HttpClient):
             singles = await asyncio.gather(*(self._chat(connection, messages, params) for _ in range(missing)))
         return texts + [choice_text(response["choices"][0]) for response in singles]
 
-    def generate_batch(self, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
+    def generate_batch(self, conversations: Sequence[Messages], sampling: Sampling = Sampling()) -> list[list[str]]:
         """Completions for many conversations, requested concurrently (within the limit)."""
-        return self.run_sync(self.agenerate_batch(conversations, **sampling))
+        return self.run_sync(self.agenerate_batch(conversations, sampling))
 
-    async def agenerate_batch(self, conversations: Sequence[Messages], **sampling: Any) -> list[list[str]]:
-        return list(await asyncio.gather(*(self.agenerate(list(m), **sampling) for m in conversations)))
+    async def agenerate_batch(
+        self, conversations: Sequence[Messages], sampling: Sampling = Sampling()
+    ) -> list[list[str]]:
+        return list(await asyncio.gather(*(self.agenerate(list(m), sampling) for m in conversations)))
 
     async def arequest(self, messages: Messages, **params: Any) -> dict:
         """One raw chat-completions request (``params`` such as ``logprobs`` go into the body),
         with the concurrency limit, timeout and retries; returns the server's JSON."""
-        check_request(messages, 1, 0.0, 1.0, 1)
+        check_messages(messages)
         async with self.connect() as connection:
             return await self._chat(connection, messages, params)
 

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl import hardware
+from cascade_rl.llm.base import Sampling
 
 log = logging.getLogger(__name__)
 
@@ -358,28 +359,25 @@ class VLLMEngine:
     def sample(
         self,
         prompts: Sequence[Sequence[int]],
+        sampling: Sampling,
         *,
-        n: int = 1,
-        temperature: float,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        max_tokens: int,
         stop_ids: Sequence[int],
         seed: int,
         logprobs: bool = False,
         on_finished: Callable[[], None] | None = None,
     ) -> list[list[Completion]]:
-        """``n`` completions of each token-id prompt, in order (``temperature`` 0: greedy);
-        ``on_finished`` is called as each prompt's completions finish (a progress bar)."""
+        """``sampling.n`` completions of each token-id prompt, in order (``temperature`` 0:
+        greedy); ``on_finished`` is called as each prompt's completions finish (a progress bar)."""
         import torch
         from vllm import SamplingParams
 
+        greedy = sampling.temperature == 0
         params = SamplingParams(
-            n=n,
-            temperature=temperature,
-            top_p=top_p if temperature > 0 else 1.0,
-            top_k=top_k if temperature > 0 else 0,
-            max_tokens=max_tokens,
+            n=sampling.n,
+            temperature=sampling.temperature,
+            top_p=1.0 if greedy else sampling.top_p,
+            top_k=0 if greedy else sampling.top_k,
+            max_tokens=sampling.max_tokens,
             stop_token_ids=list(stop_ids),
             logprobs=0 if logprobs else None,
             detokenize=False,

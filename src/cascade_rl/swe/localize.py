@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from cascade_rl.chat import split_thinking
+from cascade_rl.llm.base import Sampling
 from cascade_rl.swe.prompts import localization_messages
 from cascade_rl.swe.repo import tree_text
 
@@ -110,17 +111,16 @@ def localize_by_generation(
     *,
     rollouts: int = 4,
     top_n: int = 5,
-    temperature: float = 0.6,
-    top_p: float = 0.95,
-    max_tokens: int = 1024,
+    sampling: Sampling = Sampling(),
     include_tests: bool = False,
 ) -> GeneratedLocalization:
-    """Ask ``generator`` (``cascade_rl.llm.base.Generator``) for ``rollouts`` file lists and
-    aggregate them by frequency. The model sees the source tree without test files (unless
-    ``include_tests``); a named test file is dropped like a path that does not exist."""
+    """Ask ``generator`` (``cascade_rl.llm.base.Generator``) for ``rollouts`` file lists, sampled
+    from ``sampling``'s distribution, and aggregate them by frequency. The model sees the source
+    tree without test files (unless ``include_tests``); a named test file is dropped like a path
+    that does not exist."""
     shown = localizable_files(repo, include_tests=include_tests)
     messages = localization_messages(problem_statement, tree_text(shown), top_n)
-    responses = generator.generate(messages, n=rollouts, temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+    responses = generator.generate(messages, sampling.times(rollouts))
     parsed = [parse_file_list(response) for response in responses]
     existing = [path for path in repo.files() if include_tests or not is_test_path(path)]
     return GeneratedLocalization(aggregate_by_frequency(parsed, existing), list(responses), parsed, messages)
@@ -332,12 +332,12 @@ def localize(
     top_n: int = 5,
     retrieve_k: int = 50,
     rrf_k: float = 0.0,
-    sampling: Mapping | None = None,
+    sampling: Sampling = Sampling(),
     include_tests: bool = False,
 ) -> Localization:
     """Localise files for one issue: generation (when a generator is given), retrieval, fusion.
 
-    ``sampling`` holds ``temperature`` / ``top_p`` / ``max_tokens`` for the generator; test
+    ``sampling`` is the generator's distribution (its ``n`` is ``rollouts``); test
     files take part only with ``include_tests`` (module docstring).
     """
     result = Localization()
@@ -348,8 +348,8 @@ def localize(
             repo,
             rollouts=rollouts,
             top_n=top_n,
+            sampling=sampling,
             include_tests=include_tests,
-            **dict(sampling or {}),
         )
         result.generated, result.responses, result.parsed, result.prompt = (
             generated.ranking,

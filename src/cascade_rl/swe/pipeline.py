@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cascade_rl.llm.base import Sampling
 from cascade_rl.rewards.swe_edits import PatchApplyError, parse_patch, patched_path
 from cascade_rl.swe.localize import RECALL_KS, IndexCache, Localization, localize, recall_at_k, recall_table
 from cascade_rl.swe.prompts import reproduction_test_messages
@@ -155,8 +156,8 @@ class PipelineConfig:
     test_time_s: float = 300.0
     script_time_s: float = 60.0
 
-    def sampling(self) -> dict:
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+    def sampling(self) -> Sampling:
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
 
 
 @dataclass
@@ -372,7 +373,7 @@ def _validate(
         shown_patches = "\n".join(dict.fromkeys(patches[:3])) or "(no candidate patch)"
         prompt = reproduction_test_messages(instance.problem_statement, shown_patches, format_files(repaired.shown))
         responses = (
-            generator.generate(prompt, n=config.reproduction_tests, **config.sampling())
+            generator.generate(prompt, config.sampling().times(config.reproduction_tests))
             if config.reproduction_tests
             else []
         )

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from cascade_rl.chat import split_thinking
+from cascade_rl.llm.base import Sampling
 from cascade_rl.rewards.swe_edits import EditApplyError, EditParseError, apply_edits, parse_edits, unified_diff
 from cascade_rl.rewards.swe_prompts import format_files, repair_messages
 from cascade_rl.swe.localize import code_tokens
@@ -219,7 +220,7 @@ def repair(
     samples: int = 8,
     budget: int | None = 16_000,
     count_tokens: TokenCounter = approx_tokens,
-    sampling: Mapping | None = None,
+    sampling: Sampling = Sampling(),
 ) -> RepairResult:
     """Sample ``samples`` repairs of the issue from ``generator`` given the ranked ``files``
     (path, content) and turn each into a :class:`Candidate`."""
@@ -227,6 +228,6 @@ def repair(
         raise ValueError(f"samples must be >= 1, got {samples}")
     content, shown = build_context(files, problem_statement, budget, count_tokens)
     messages = repair_messages(problem_statement, content)
-    responses = generator.generate(messages, n=samples, **dict(sampling or {}))
+    responses = generator.generate(messages, sampling.times(samples))
     candidates = [candidate_from_response(i, response, read_files) for i, response in enumerate(responses)]
     return RepairResult(messages, shown, candidates)

@@ -33,6 +33,7 @@ from typing import Any
 
 from cascade_rl.chat import with_mode
 from cascade_rl.data.difficulty import DifficultyRule, Passing
+from cascade_rl.llm.base import Sampling
 from cascade_rl.recipe import GRPOStage, PromptFilter, RecipeError
 from cascade_rl.train import distributed
 
@@ -111,19 +112,19 @@ def _measure(
     conversations = [with_mode(p["prompt"], _sampling_mode(stage, p["domain"])) for p in prompts]
     dtype, engine = sampling
     generator = open_generator(model, batch_size=max(rule.samples, 64), dtype=dtype, engine=engine)
-    settings = {
-        "k": rule.samples,
-        "temperature": stage.temperature,
-        "top_p": stage.top_p,
-        "top_k": stage.top_k or 0,  # the rollouts' distribution, which the verdicts are about
-        "max_tokens": stage.curriculum[0].max_response_length,
-    }
+    rollouts = Sampling(  # the rollouts' distribution, which the verdicts are about
+        n=rule.samples,
+        temperature=stage.temperature,
+        top_p=stage.top_p,
+        max_tokens=stage.curriculum[0].max_response_length,
+        top_k=stage.top_k or 0,
+    )
     stage_dir.mkdir(parents=True, exist_ok=True)
-    reserve(generator, conversations, settings["max_tokens"])  # one engine for every prompt
+    reserve(generator, conversations, rollouts.max_tokens)  # one engine for every prompt
     samples = sample(
         generator,
         conversations,
-        **settings,
+        rollouts,
         progress=stage_dir / PROGRESS_FILE,
         description=f"{stage.name} filter",
         seed=seed,

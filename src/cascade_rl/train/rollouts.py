@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.vllm_engine import process_cores, shared_engine
 from cascade_rl.train import distributed
 
@@ -66,25 +67,14 @@ class VLLMRollouts:
         return time.perf_counter() - started
 
     def generate(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        *,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        max_tokens: int,
-        stop_ids: Sequence[int],
-        step: int,
+        self, prompt_ids: Sequence[Sequence[int]], sampling: Sampling, *, stop_ids: Sequence[int], step: int
     ) -> tuple[list[list[int]], list[list[float]]]:
-        """One completion per prompt row: token ids (ending with the stop token when one came)
-        and each token's log-probability under the sampling distribution."""
+        """One completion per prompt row (``sampling.n`` is 1: the rows already repeat each prompt):
+        token ids (ending with the stop token when one came) and each token's log-probability under
+        the sampling distribution."""
         results = self.engine.sample(
             prompt_ids,
-            n=1,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k or 0,
-            max_tokens=max_tokens,
+            sampling,
             stop_ids=stop_ids,
             seed=step_seed(self.seed, step, distributed.rank()),
             logprobs=True,

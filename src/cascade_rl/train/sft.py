@@ -76,7 +76,7 @@ def sampled_source(source: DataSource, rows_file: Path, model: Path, context: St
 
 def _rejection_sample(source: DataSource, rows_file: Path, model: Path, context: StageContext) -> None:
     from cascade_rl.data.rejection import rejection_sample
-    from cascade_rl.llm.base import sampling_settings
+    from cascade_rl.llm.base import Sampling
     from cascade_rl.llm.local import LocalGenerator
     from cascade_rl.train.machine import local_engine
 
@@ -101,7 +101,12 @@ def _rejection_sample(source: DataSource, rows_file: Path, model: Path, context:
         keep=settings.keep,
         mode=settings.mode,
         pass_threshold=settings.pass_threshold,
-        sampling=sampling_settings(settings.temperature, settings.top_p, settings.max_tokens, settings.top_k),
+        sampling=Sampling(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_tokens=settings.max_tokens,
+            top_k=settings.top_k or 0,
+        ),  # fmt: skip
         workers=context.runtime.reward_workers,
         spec=str(model),
     )

@@ -50,6 +50,7 @@ from typing import Any
 from torch.utils.data import Sampler
 
 from cascade_rl.chat import stop_token_ids
+from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.decode import install_decoder
 from cascade_rl.train import distributed, machine
 from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
@@ -352,15 +353,8 @@ class OnPolicyTrainer(GRPOTrainer):
         if self.state.global_step != self.synced_step:  # new weights since the last rollouts
             self._log_metric("time/weight_sync", self.rollouts.sync(self.accelerator.unwrap_model(self.model)))
             self.synced_step = self.state.global_step
-        return self.rollouts.generate(
-            prompt_ids,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k or 0,
-            max_tokens=self.max_completion_length,
-            stop_ids=self.eos_token_ids,
-            step=self.state.global_step,
-        )
+        sampling = Sampling(1, self.temperature, self.top_p, self.max_completion_length, self.top_k or 0)
+        return self.rollouts.generate(prompt_ids, sampling, stop_ids=self.eos_token_ids, step=self.state.global_step)
 
     # ------------------------------------------------------------------ the step's scoring
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cascade_rl import llm
 from cascade_rl.llm import LocalGenerator, OpenAICompatGenerator
 from cascade_rl.llm.openai_compat import choice_text
 from cascade_rl.tts.selection import TAIL_TOKENS, TOP_LOGPROBS, tail_confidence, token_confidence
@@ -47,8 +48,9 @@ class Sampling:
     tail_tokens: int = TAIL_TOKENS
     top_logprobs: int = TOP_LOGPROBS
 
-    def request(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+    def distribution(self, n: int = 1) -> llm.Sampling:
+        """The generators' sampling value for ``n`` candidates."""
+        return llm.Sampling(n=n, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
 
 
 OnGeneration = Callable[[Generation], None]
@@ -61,7 +63,7 @@ class ServerSource:
         self.generator, self.sampling = generator, sampling
 
     async def _one(self, messages: list[dict]) -> Generation:
-        params = self.sampling.request()
+        params = self.sampling.distribution().settings()
         if self.sampling.confidence:
             params.update(logprobs=True, top_logprobs=self.sampling.top_logprobs)
         response = await self.generator.arequest(messages, **params)
@@ -91,7 +93,7 @@ class LocalSource:
 
     def _batch(self, messages: list[dict], n: int) -> list[Generation]:
         with self._lock:
-            texts = self.generator.generate(messages, n=n, **self.sampling.request())
+            texts = self.generator.generate(messages, self.sampling.distribution(n))
             if not self.sampling.confidence:
                 return [Generation(text) for text in texts]
             prompt = self.generator.render_prompt(messages)
@@ -133,7 +135,7 @@ class TextSource:
         self.generator, self.sampling = generator, sampling
 
     async def _one(self, messages: list[dict]) -> Generation:
-        texts = await self.generator.agenerate(messages, n=1, **self.sampling.request())
+        texts = await self.generator.agenerate(messages, self.sampling.distribution())
         return Generation(texts[0])
 
     async def sample(self, messages: list[dict], n: int, on_generation: OnGeneration) -> None:
