@@ -80,7 +80,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from cascade_rl.chat import split_thinking
-from cascade_rl.llm.base import GenerationError
+from cascade_rl.llm.base import GenerationError, Sampling
 from cascade_rl.llm.factory import load_generator
 from cascade_rl.llm.guard import ServiceGuard, wait_for_url
 from cascade_rl.rewards.base import Score
@@ -309,11 +309,11 @@ class GenrmJudge:
         run_sync = getattr(self.generator, "run_sync", None)
         return run_sync(coroutine) if run_sync else asyncio.run(coroutine)
 
-    async def reply(self, messages: list[dict], sampling: Mapping[str, Any]) -> str:
+    async def reply(self, messages: list[dict], sampling: Sampling) -> str:
         """The judge's answer to one conversation (its thinking left aside)."""
 
         async def ask() -> str:
-            (text,) = await self.generator.agenerate(messages, n=1, **sampling)
+            (text,) = await self.generator.agenerate(messages, sampling.times(1))
             return text
 
         text = await (self.guard.run(ask) if self.guard else ask())
@@ -357,7 +357,7 @@ def judge_messages(
 class _Settings:
     prompt: str
     principle: str | None
-    sampling: dict
+    sampling: Sampling
     default_score: float
     default_ranking: float
     parse_retries: int
@@ -397,7 +397,7 @@ def score_group(
     settings = _Settings(
         prompt,
         requests[0].get("principle") or principle,
-        {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens},
+        Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens),
         default_score,
         default_ranking,
         parse_retries,

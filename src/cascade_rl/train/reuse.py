@@ -37,9 +37,6 @@ from typing import Any
 
 from cascade_rl.recipe import Recipe, RecipeError, expand, parse_recipe
 
-#: stage kinds whose checkpoint becomes the policy of the next stage
-_POLICY_KINDS = ("sft", "grpo", "distill")
-
 
 def source_run(recipe: Recipe) -> Path | None:
     """The run directory the stages are taken from (None without ``start_from.run``)."""
@@ -168,7 +165,7 @@ def link_stages(recipe: Recipe, run_dir: Path) -> None:
     for position, stage in enumerate(recipe.stages[: len(reused_names(recipe))]):
         name = _dirname(position, stage.name)
         target = run_dir / name
-        if stage.kind in _POLICY_KINDS:
+        if stage.trains_policy:  # its checkpoint is the policy of the next stage
             policy = str(target / "model")
         if _status(target).get("status") == "done":
             continue
