@@ -72,3 +72,27 @@ def test_the_dry_run_prints_the_plan_then_the_sources(tmp_path):
     plan, sources = result.stdout.split("stages[1] (ifrl): where each value comes from")
     assert "Bradley-Terry" in plan and "domain if_rm, think" in plan
     assert "preset ifrl" in sources and "top_k=20" in sources and "temperature=0.8" in sources
+
+
+def plan_text(recipe, *args, width=300):
+    from rich.console import Console
+
+    from cascade_rl.plan import describe_plan
+
+    console = Console(width=width, record=True)
+    console.print(describe_plan(recipe, None, *args))
+    return console.export_text()
+
+
+def test_the_plan_says_which_preset_a_stage_extends_and_that_its_name_chose_it(monkeypatch):
+    from cascade_rl.recipe import merge_presets
+
+    data = {**RECIPE, "stages": [*RECIPE["stages"], {**RECIPE["stages"][1], "name": "ifrl-again", "preset": "ifrl"}]}
+    text = plan_text(parse_recipe(yaml.safe_load(yaml.safe_dump(data))), merge_presets(data))
+    assert "preset ifrl (by the stage's name)" in text  # stages[1]: no preset field
+    again = next(line for line in text.splitlines() if "ifrl-again" in line)
+    assert "preset ifrl" in again and "by the stage's name" not in again
+    monkeypatch.setenv("CASCADE_VLLM", "off")
+    assert "CASCADE_VLLM=off in the environment: runtime.use_vllm auto will not use vLLM" in plan_text(
+        parse_recipe(yaml.safe_load(yaml.safe_dump(RECIPE)))
+    )

@@ -1,119 +1,37 @@
 """`cascade run --dry-run`: what a recipe will do, before any compute — stages, data sizes,
-steps and the settings that matter per stage (:func:`describe_plan`) — and where every
-resolved setting came from (:func:`describe_sources`): the recipe (or a file it extends), the
-preset a GRPO stage extends (``presets/NAME.yaml``), a value derived from other fields (the
-reward model of an RLHF stage, the preset named like the stage), or the field's default."""
+steps and the settings that matter per stage, as each stage kind's runner describes it
+(:func:`describe_plan`; the preset a GRPO stage extends, said to be chosen by the stage's name
+when its ``preset`` does not name it; what the environment changes, ``CASCADE_VLLM``) — and where
+every resolved setting came from (:func:`describe_sources`): the recipe (or a file it extends),
+the preset a GRPO stage extends (what the preset merge recorded,
+:func:`cascade_rl.recipe.merge_presets`), a value derived from other fields (the reward model of
+an RLHF stage, the preset named like the stage), or the field's default.
+
+The plan sits above the trainers in the layer map (DESIGN.md): it asks the stage registry
+(:mod:`cascade_rl.train.stages`, which loads no trainer) to describe each stage."""
 
 from __future__ import annotations
 
 import json
-import math
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from cascade_rl.data.rows import count_rows as file_rows
-from cascade_rl.data.rows import data_files
-from cascade_rl.recipe import (
-    DataSource,
-    DistillStage,
-    EvalStage,
-    GRPOStage,
-    Recipe,
-    RewardModelStage,
-    SFTStage,
-    expand,
-    paper_defaults,
-)
+from cascade_rl.llm.vllm_engine import ENV_SWITCH
+from cascade_rl.recipe import PresetMerge, Recipe, merge_presets
+from cascade_rl.train.stages import runner_for
 
 #: the order sources are shown in
 SOURCES = ("recipe", "preset", "derived", "default")
 SECTIONS = ("model", "world", "runtime", "eval", "start_from")
 
 
-def count_rows(sources: list[DataSource], variables: dict[str, str]) -> str:
-    """Rows across ``sources`` (every file a path names: a file, a directory, a glob) after
-    ``limit`` and upsampling, or why they cannot be counted yet."""
-    total = 0
-    for source in sources:
-        if "${world}" in source.path:
-            return "built at run time"
-        try:
-            path = Path(expand(source.path, variables))
-        except ValueError as error:
-            return str(error)
-        files = data_files(path)
-        if not files or not files[0].exists():
-            return f"missing: {path}"
-        rows = sum(file_rows(file) for file in files)
-        rows = min(rows, source.limit or rows)
-        total += math.floor(rows * source.upsample)
-    return str(total)
-
-
-def stage_summary(stage: Any, variables: dict[str, str]) -> tuple[str, str, str]:
-    """(data rows, steps, settings) of one stage."""
-    if isinstance(stage, SFTStage):
-        rows = [count_rows(s.data, variables) for s in stage.substages]
-        steps = []
-        for sub, count in zip(stage.substages, rows):
-            steps.append(
-                str(sub.max_steps)
-                if sub.max_steps
-                else (str(math.ceil(int(count) * sub.epochs / sub.batch_size)) if count.isdigit() else "?")
-            )
-        settings = "; ".join(
-            f"{s.name}: {s.max_length} tok, {s.epochs:g} ep, lr {s.learning_rate:g}" for s in stage.substages
-        )
-        return " + ".join(rows), " + ".join(steps), settings
-    if isinstance(stage, RewardModelStage):
-        rows = count_rows(stage.data, variables)
-        steps = (
-            str(stage.max_steps)
-            if stage.max_steps
-            else (str(math.ceil(int(rows) * stage.epochs / stage.batch_size)) if rows.isdigit() else "?")
-        )
-        return (
-            rows,
-            steps,
-            f"Bradley-Terry, base {stage.base}, {stage.epochs:g} ep, lr {stage.learning_rate:g}, "
-            f"batch {stage.batch_size}",
-        )
-    if isinstance(stage, GRPOStage):
-        curriculum = " -> ".join(
-            f"{c.max_response_length}{'(OF)' if c.overlong_filter else ''}" for c in stage.curriculum
-        )
-        settings = (
-            f"domain {stage.domain or 'per row'}, {stage.thinking}, {stage.prompts_per_batch}x"
-            f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
-            f"lengths {curriculum}"
-            + (", dynamic filtering" if stage.dynamic_filter.enabled else "")
-            + (", prompt filter" if stage.prompt_filter else "")
-            + _lora_text(stage)
-        )
-        return count_rows(stage.data, variables), f"<= {sum(c.max_steps for c in stage.curriculum)}", settings
-    if isinstance(stage, DistillStage):
-        teachers = ", ".join(f"{domain} <- {teacher}" for domain, teacher in stage.teachers.items())
-        thinking = stage.thinking if isinstance(stage.thinking, str) else "per domain"
-        settings = (
-            f"MOPD (reverse KL to each domain's teacher: {teachers}), {thinking}, {stage.prompts_per_batch}x"
-            f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
-            f"length {stage.max_response_length}"
-        )
-        return count_rows(stage.data, variables), str(stage.max_steps), settings
-    if isinstance(stage, EvalStage):
-        return "-", "-", f"benchmarks: {', '.join(stage.benchmarks or ['all'])}"
-    return "?", "?", ""
-
-
-def _lora_text(stage: Any) -> str:
-    lora = getattr(stage, "lora", None)
-    return f", LoRA r{lora.r}" if lora is not None else ""
-
-
-def describe_plan(recipe: Recipe, out: Path | None = None) -> Table:
+def describe_plan(recipe: Recipe, out: Path | None = None, presets: PresetMerge | None = None) -> Table:
+    """The stages in order, each as its runner describes it (:mod:`cascade_rl.train.stages`), with
+    the preset each GRPO stage extends and (given the preset merge) how the stage chose it."""
     run_dir = Path(out or recipe.run_dir)
     variables = {"world": str(run_dir / "world"), "run": str(run_dir)}
     model = (
@@ -123,37 +41,56 @@ def describe_plan(recipe: Recipe, out: Path | None = None) -> Table:
     table = Table(title=f"{recipe.name}: {model} -> {run_dir}")
     for column in ("#", "kind", "stage", "rows", "steps", "settings"):
         table.add_column(column, overflow="fold")
-    if recipe.eval.before_first_stage and not isinstance(recipe.stages[0], EvalStage):
+    if recipe.eval.before_first_stage and not recipe.stages[0].evaluation_only:
         table.add_row("0", "eval", "base", "-", "-", "the base model, before any stage (eval.before_first_stage)")
+    chosen = presets.chosen if presets is not None else {}
     for index, stage in enumerate(recipe.stages, start=1):
-        rows, steps, settings = stage_summary(stage, variables)
+        rows, steps, settings = runner_for(stage).describe(stage, variables)
+        settings += _preset_text(chosen.get(index - 1))
         table.add_row(str(index), stage.kind, stage.name, rows, steps, settings)
     benchmarks = ", ".join(b.name for b in recipe.eval.benchmarks) or "none"
-    table.caption = (
+    caption = (
         f"evaluation after every stage: {benchmarks}" if recipe.eval.after_every_stage else f"benchmarks: {benchmarks}"
     )
+    table.caption = "\n".join([caption, *_environment_notes(recipe)])
     return table
+
+
+def _preset_text(chosen: tuple[str, str] | None) -> str:
+    """The preset a stage extends, and whether its name chose it (no ``preset:`` in the recipe)."""
+    if chosen is None:
+        return ""
+    name, how = chosen
+    return f", preset {name}" + (" (by the stage's name)" if how == "name" else "")
+
+
+def _environment_notes(recipe: Recipe) -> list[str]:
+    """What this machine's environment changes in the recipe (said before any compute)."""
+    switch = os.environ.get(ENV_SWITCH, "").lower()
+    if recipe.runtime.use_vllm == "auto" and switch in ("0", "off", "false", "no"):
+        return [f"{ENV_SWITCH}={os.environ[ENV_SWITCH]} in the environment: runtime.use_vllm auto will not use vLLM"]
+    return []
 
 
 # ----------------------------------------------------------------------------- where values come from
 def value_sources(data: Mapping[str, Any], recipe: Recipe) -> dict[str, list[tuple[tuple, Any, str]]]:
     """Every resolved setting of ``recipe`` -- its path (a tuple of keys and list indexes), value
     and source (module docstring) -- by section (``recipe``, ``model``, ``runtime``, ``eval``,
-    ..., then ``stages[i] (name)``).
-    ``data`` is the recipe as written (:func:`cascade_rl.recipe.read_recipe_file`)."""
+    ..., then ``stages[i] (name)``). ``data`` is the recipe as written
+    (:func:`cascade_rl.recipe.read_recipe_file`); what each preset gave is the preset merge's own
+    record (:func:`cascade_rl.recipe.merge_presets`)."""
+    merge = merge_presets(data)
     resolved = recipe.model_dump(mode="json")
     top = {key: value for key, value in resolved.items() if key not in (*SECTIONS, "stages")}
-    sections = {"recipe": [(path, value, _source(path, data, {})) for path, value in _leaves(top)]}
+    sections = {"recipe": [(path, value, _source(path, data)) for path, value in _leaves(top)]}
     for name in SECTIONS:
         if resolved.get(name) is not None:
             given = data.get(name) if isinstance(data.get(name), Mapping) else {}
-            sections[name] = [(path, value, _source(path, given, {})) for path, value in _leaves(resolved[name])]
+            sections[name] = [(path, value, _source(path, given)) for path, value in _leaves(resolved[name])]
     written = data.get("stages") or []
     for index, (stage, dumped) in enumerate(zip(recipe.stages, resolved["stages"])):
         given = written[index] if index < len(written) and isinstance(written[index], Mapping) else {}
-        preset = getattr(stage, "preset", "none")
-        defaults = paper_defaults(preset, recipe.model.kind) if preset != "none" else {}
-        rows = [(path, value, _source(path, given, defaults, preset)) for path, value in _leaves(dumped)]
+        rows = [(path, value, _source(path, given, merge, index)) for path, value in _leaves(dumped)]
         sections[f"stages[{index}] ({stage.name})"] = rows
     return sections
 
@@ -209,11 +146,11 @@ def _given(tree: Any, path: tuple) -> bool:
     return True
 
 
-def _source(path: tuple, given: Mapping[str, Any], preset: Mapping[str, Any], name: str = "") -> str:
+def _source(path: tuple, given: Mapping[str, Any], merge: PresetMerge | None = None, index: int = -1) -> str:
     if _given(given, path):
         return "recipe"
-    if preset and _given(preset, path):
-        return f"preset {name}"
+    if merge is not None and index in merge.given and any(path[: len(p)] == p for p in merge.given[index]):
+        return f"preset {merge.chosen[index][0]}"
     if path == ("preset",) or (path[0] == "reward_options" and path[-1] == "reward_model"):
         return "derived"
     return "default"

@@ -907,14 +907,18 @@ def merge_presets(data: Mapping[str, Any], *, source: str = "recipe") -> PresetM
 
 
 def _leaf_paths(tree: Any, path: tuple = ()) -> list[tuple]:
-    """The paths of a preset's settings: mappings are walked, anything else is a setting."""
+    """The paths of a preset's settings: mappings and lists of mappings (a curriculum's steps) are
+    walked, anything else is a setting."""
     if isinstance(tree, Mapping) and tree:
         return [leaf for key, value in tree.items() for leaf in _leaf_paths(value, (*path, key))]
+    if isinstance(tree, list) and tree and all(isinstance(item, Mapping) for item in tree):
+        return [leaf for index, item in enumerate(tree) for leaf in _leaf_paths(item, (*path, index))]
     return [path]
 
 
 def _written(tree: Any, path: tuple) -> bool:
-    """Whether ``path`` (or a part of it holding a plain value) is written in ``tree``."""
+    """Whether ``path`` (or a part of it holding a plain value or a list, which a stage writes
+    whole) is written in ``tree``."""
     for key in path:
         if not isinstance(tree, Mapping):
             return True

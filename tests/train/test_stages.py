@@ -53,3 +53,23 @@ def test_a_finished_reward_model_stage_still_hands_over_its_model(tmp_path):
     before = Handover(tmp_path / "sft")
     after = cascade.finished_handover(recipe.stages[0], tmp_path / "02-rm", {"policy": str(tmp_path / "sft")}, before)
     assert after == Handover(tmp_path / "sft", {"rm": tmp_path / "02-rm" / "model"})
+
+
+def test_each_runner_describes_its_stage_for_the_plan():
+    recipe = parse_recipe(
+        {
+            "name": "r",
+            "model": {"path": "m"},
+            "stages": [
+                {"kind": "sft", "substages": [{"data": "${world}/sft.jsonl", "max_steps": 7}]},
+                {"kind": "reward_model", "data": "${world}/pairs.jsonl"},
+                {"kind": "grpo", "name": "g", "data": "x.jsonl", "curriculum": [{"max_response_length": 8}] * 2},
+                {"kind": "eval", "benchmarks": None},
+            ],
+        }
+    )
+    described = [runner_for(stage).describe(stage, {"world": "/w"}) for stage in recipe.stages]
+    assert described[0] == ("built at run time", "7", "stage1: 16384 tok, 1 ep, lr 2e-05")
+    assert described[1].settings.startswith("Bradley-Terry, base policy")
+    assert described[2].rows.startswith("missing: x.jsonl") and described[2].steps == "<= 400"
+    assert described[3] == ("-", "-", "benchmarks: all")

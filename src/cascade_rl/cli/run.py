@@ -51,13 +51,14 @@ def run(
 def print_plan(path: Path, recipe, out: Path | None, *, as_json: bool) -> None:
     """The resolved recipe as JSON, or the plan and where each setting came from."""
     from cascade_rl.plan import describe_plan, describe_sources
-    from cascade_rl.recipe import read_recipe_file
+    from cascade_rl.recipe import merge_presets, read_recipe_file
 
     if as_json:
         print(json.dumps(recipe.model_dump(mode="json"), indent=2))
         return
-    stdout.print(describe_plan(recipe, out))
-    for table in describe_sources(read_recipe_file(path), recipe):
+    written = read_recipe_file(path)
+    stdout.print(describe_plan(recipe, out, merge_presets(written)))
+    for table in describe_sources(written, recipe):
         stdout.print(table)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from cascade_rl.chat import with_tools
 from cascade_rl.data.formats import converted
-from cascade_rl.data.rows import data_files, json_list, rename_fields
+from cascade_rl.data.rows import count_rows, data_files, json_list, rename_fields
 from cascade_rl.data.shapes import ROLES, as_messages, normalise_preference, normalise_sft
 from cascade_rl.recipe import DataSource, expand
 from cascade_rl.rewards.registry import check_row, get_domain
@@ -200,6 +200,26 @@ def load_sources(
         rows.extend(part)
         total.merge(report)
     return rows, total
+
+
+def count_source_rows(sources: Sequence[DataSource], variables: dict[str, str]) -> str:
+    """Rows across ``sources`` (every file a path names: a file, a directory, a glob) after
+    ``limit`` and upsampling, or why they cannot be counted yet (the plan of a run)."""
+    total = 0
+    for source in sources:
+        if "${world}" in source.path:
+            return "built at run time"
+        try:
+            path = Path(expand(source.path, variables))
+        except ValueError as error:
+            return str(error)
+        files = data_files(path)
+        if not files or not files[0].exists():
+            return f"missing: {path}"
+        rows = sum(count_rows(file) for file in files)
+        rows = min(rows, source.limit or rows)
+        total += math.floor(rows * source.upsample)
+    return str(total)
 
 
 def upsample(rows: list[dict], factor: float, seed: int) -> list[dict]:

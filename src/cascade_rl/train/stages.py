@@ -2,10 +2,12 @@
 an explicit registry).
 
 Every stage kind a recipe may name (``recipe.Stage``) has one runner here with the same interface,
-:class:`StageRunner`: ``run(stage, context) -> Handover`` trains the stage from the context's
-policy (:class:`~cascade_rl.train.context.StageContext`: the run's settled runtime, seed, dtypes
-and variables, the stage's directory and the reward models before it) and says what the next stage
-starts from. The cascade (:mod:`cascade_rl.train.cascade`) knows no stage kind: it looks the runner
+:class:`StageRunner`: ``describe(stage, variables)`` says what the stage will do (rows, steps,
+settings: a line of ``cascade run --dry-run``'s plan), ``check(stage, context)`` checks its own
+inputs before any stage computes, and ``run(stage, context) -> Handover`` trains the stage from the
+context's policy (:class:`~cascade_rl.train.context.StageContext`: the run's settled runtime, seed,
+dtypes and variables, the stage's directory and the reward models before it) and says what the
+next stage starts from. The cascade (:mod:`cascade_rl.train.cascade`) knows no stage kind: it looks the runner
 up by ``stage.kind`` in :data:`RUNNERS`.
 
 torchtune keeps a recipe interface (a ``Protocol``, no implementation inheritance) and a plain list
@@ -17,17 +19,31 @@ runs (a ``--dry-run`` or a plan never loads TRL).
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from cascade_rl.recipe import DistillStage, GRPOStage, RewardModelStage, SFTStage
+from cascade_rl.data.loading import count_source_rows
+from cascade_rl.recipe import DistillStage, EvalStage, GRPOStage, RewardModelStage, SFTStage
 from cascade_rl.train import distributed
 from cascade_rl.train.context import Handover, StageContext
 
 
+class StageDescription(NamedTuple):
+    """One stage in the plan: its data rows, its optimizer steps and the settings that matter."""
+
+    rows: str
+    steps: str
+    settings: str
+
+
 class StageRunner(Protocol):
-    """What the cascade asks of every stage kind."""
+    """What the cascade and the plan ask of every stage kind."""
+
+    def describe(self, stage: Any, variables: dict[str, str]) -> StageDescription:
+        """What ``stage`` will do, before any compute (``variables``: the run's path variables)."""
+        ...
 
     def check(self, stage: Any, context: StageContext) -> None:
         """Before any stage computes (main process): the inputs only this kind reads, with a
@@ -47,6 +63,14 @@ class NoInputs:
 
 
 class SFTRunner(NoInputs):
+    def describe(self, stage: SFTStage, variables: dict[str, str]) -> StageDescription:
+        rows = [count_source_rows(sub.data, variables) for sub in stage.substages]
+        steps = [_steps(sub.max_steps, count, sub.epochs, sub.batch_size) for sub, count in zip(stage.substages, rows)]
+        settings = "; ".join(
+            f"{s.name}: {s.max_length} tok, {s.epochs:g} ep, lr {s.learning_rate:g}" for s in stage.substages
+        )
+        return StageDescription(" + ".join(rows), " + ".join(steps), settings)
+
     def run(self, stage: SFTStage, context: StageContext) -> Handover:
         from cascade_rl.train.sft import run_sft_stage
 
@@ -54,6 +78,14 @@ class SFTRunner(NoInputs):
 
 
 class RewardModelRunner(NoInputs):
+    def describe(self, stage: RewardModelStage, variables: dict[str, str]) -> StageDescription:
+        rows = count_source_rows(stage.data, variables)
+        settings = (
+            f"Bradley-Terry, base {stage.base}, {stage.epochs:g} ep, lr {stage.learning_rate:g}, "
+            f"batch {stage.batch_size}"
+        )
+        return StageDescription(rows, _steps(stage.max_steps, rows, stage.epochs, stage.batch_size), settings)
+
     def run(self, stage: RewardModelStage, context: StageContext) -> Handover:
         from cascade_rl.train.reward_model import run_reward_model_stage
 
@@ -62,6 +94,21 @@ class RewardModelRunner(NoInputs):
 
 
 class GRPORunner(NoInputs):
+    def describe(self, stage: GRPOStage, variables: dict[str, str]) -> StageDescription:
+        curriculum = " -> ".join(
+            f"{c.max_response_length}{'(OF)' if c.overlong_filter else ''}" for c in stage.curriculum
+        )
+        settings = (
+            f"domain {stage.domain or 'per row'}, {stage.thinking}, {stage.prompts_per_batch}x"
+            f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
+            f"lengths {curriculum}"
+            + (", dynamic filtering" if stage.dynamic_filter.enabled else "")
+            + (", prompt filter" if stage.prompt_filter else "")
+            + _lora_text(stage)
+        )
+        steps = f"<= {sum(c.max_steps for c in stage.curriculum)}"
+        return StageDescription(count_source_rows(stage.data, variables), steps, settings)
+
     def run(self, stage: GRPOStage, context: StageContext) -> Handover:
         from cascade_rl.train.grpo import run_grpo_stage
 
@@ -69,6 +116,16 @@ class GRPORunner(NoInputs):
 
 
 class DistillRunner:
+    def describe(self, stage: DistillStage, variables: dict[str, str]) -> StageDescription:
+        teachers = ", ".join(f"{domain} <- {teacher}" for domain, teacher in stage.teachers.items())
+        thinking = stage.thinking if isinstance(stage.thinking, str) else "per domain"
+        settings = (
+            f"MOPD (reverse KL to each domain's teacher: {teachers}), {thinking}, {stage.prompts_per_batch}x"
+            f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
+            f"length {stage.max_response_length}"
+        )
+        return StageDescription(count_source_rows(stage.data, variables), str(stage.max_steps), settings)
+
     def check(self, stage: DistillStage, context: StageContext) -> None:
         """Every row's domain has a teacher, and the teachers from outside this run exist and share
         the base model's tokenizer (stages of this run are checked when they have run, servers when
@@ -96,6 +153,9 @@ class DistillRunner:
 class EvalRunner(NoInputs):
     """An evaluation stage trains nothing: the cascade evaluates the policy it was handed."""
 
+    def describe(self, stage: EvalStage, variables: dict[str, str]) -> StageDescription:
+        return StageDescription("-", "-", f"benchmarks: {', '.join(stage.benchmarks or ['all'])}")
+
     def run(self, stage: Any, context: StageContext) -> Handover:
         return context.handover
 
@@ -116,6 +176,17 @@ def runner_for(stage: Any) -> StageRunner:
         return RUNNERS[stage.kind]
     except KeyError:
         raise KeyError(f"no runner for stage kind {stage.kind!r}; runners: {', '.join(RUNNERS)}") from None
+
+
+def _steps(max_steps: int | None, rows: str, epochs: float, batch_size: int) -> str:
+    """A supervised stage's optimizer steps: its ``max_steps``, else epochs over its rows."""
+    if max_steps:
+        return str(max_steps)
+    return str(math.ceil(int(rows) * epochs / batch_size)) if rows.isdigit() else "?"
+
+
+def _lora_text(stage: Any) -> str:
+    return f", LoRA r{stage.lora.r}" if stage.lora is not None else ""
 
 
 def policy_handover(model: Path, context: StageContext) -> Handover:
