@@ -34,6 +34,7 @@ from cascade_rl.cli.common import (
     open_generator,
     option_groups,
     parse_pairs,
+    sampling_options,
     say,
     stdout,
 )
@@ -402,8 +403,14 @@ def open_model(spec: str, option: str, concurrency: int) -> Any:
     return open_generator(spec, option=option, server={"max_concurrency": concurrency}, local=local)
 
 
+#: the sampling flags of the commands that sample (one Sampling value each; their own budgets)
+RejectionSampling = sampling_options(512)
+DifficultySampling = sampling_options(32768)
+OfftopicSampling = sampling_options(4096, top_k=False)
+
+
 @app.command("rejection-sample")
-@option_groups(job=Job)
+@option_groups(job=Job, sample=RejectionSampling)
 def rejection_sample(
     model: str = typer.Option(..., "--model", "-m", help=f"The model that answers. {GENERATOR_HELP}"),
     k: int = typer.Option(4, "-k", min=1, help="Samples per prompt."),
@@ -411,22 +418,18 @@ def rejection_sample(
     pass_threshold: float = typer.Option(1.0, "--pass-threshold", help="Accept a response whose reward reaches this."),
     domain: str | None = typer.Option(None, "--domain", help="Reward domain of every row [default: each row's]."),
     mode: str = typer.Option("no_think", "--mode", help="Thinking mode of the prompts (think / no_think)."),
-    temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling."),
-    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k sampling (the RL stage's, e.g. 20); 0 = off."),
-    max_tokens: int = typer.Option(512, "--max-tokens", help="Generation budget per sample."),
     concurrency: int = typer.Option(64, "--concurrency", help="Requests in flight per server (local: batch size)."),
     batch_size: int = typer.Option(64, "--batch-size", help="Prompts per batch (progress is saved after each)."),
     workers: int = typer.Option(4, "--workers", help="Parallel scorers (the code sandbox pool size)."),
     *,
     job: Job,
+    sample: RejectionSampling,
 ) -> None:
     """SFT rows from a model's own answers that each RL row's verifier accepts (rejection
     sampling, SPEC 3): k samples per prompt, up to --keep accepted ones kept with the row's
     reference fields; prompts without one are dropped and counted."""
     from cascade_rl.data.difficulty import check_rl_inputs
     from cascade_rl.data.rejection import rejection_sample as sample_and_keep
-    from cascade_rl.llm.base import Sampling
 
     def work() -> Any:
         check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
@@ -439,7 +442,7 @@ def rejection_sample(
             domain=domain,
             mode=mode,
             pass_threshold=pass_threshold,
-            sampling=Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k),
+            sampling=sample.sampling(),
             workers=workers,
             batch_size=batch_size,
             spec=model,
@@ -450,7 +453,7 @@ def rejection_sample(
 
 
 @app.command()
-@option_groups(job=Job)
+@option_groups(job=Job, sample=DifficultySampling)
 def difficulty(
     model: str = typer.Option(..., "--model", "-m", help=f"The reference / 8B-class model. {GENERATOR_HELP}"),
     preset: str = typer.Option("math", "--preset", help="Paper settings: math (16 samples, drop >= 0.75) or code."),
@@ -465,21 +468,17 @@ def difficulty(
     ),
     domain: str | None = typer.Option(None, "--domain", help="Reward domain of every row [default: each row's]."),
     mode: str = typer.Option("think", "--mode", help="Thinking mode of the prompts (think / no_think)."),
-    temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature (paper: 0.6)."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling (paper: 0.95)."),
-    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k sampling (the RL stage's, e.g. 20); 0 = off."),
-    max_tokens: int = typer.Option(32768, "--max-tokens", help="Generation budget per sample."),
     concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per server (local: batch size)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Prompts per batch (progress is saved after each)."),
     workers: int = typer.Option(4, "--workers", help="Parallel scorers (the code sandbox pool size)."),
     *,
     job: Job,
+    sample: DifficultySampling,
 ) -> None:
     """Pass rates over k samples and the paper's difficulty filters (SPEC 6): math drops the
     problems a reference model solves >= 75% of 16 times; code drops those an 8B-class model
     solves 8/8 or a strong model 0/8. Kept rows get `pass_rate` (and `strong_pass_rate`)."""
     from cascade_rl.data.difficulty import PRESETS, PassRateFilter, check_rl_inputs, filter_difficulty
-    from cascade_rl.llm.base import Sampling
 
     if preset not in PRESETS:
         raise fail(f"--preset must be one of {', '.join(PRESETS)}")
@@ -506,7 +505,7 @@ def difficulty(
 
     def work() -> Any:
         check_rl_inputs(job.inputs, domain, skip_malformed=job.skip_malformed)  # bad rows fail before models load
-        sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens, top_k=top_k)
+        sampling = sample.sampling()
         return filter_difficulty(
             job.inputs,
             job.output,
@@ -578,7 +577,7 @@ def verify(
 
 
 @app.command()
-@option_groups(job=Job)
+@option_groups(job=Job, sample=OfftopicSampling)
 def offtopic(
     strong: str = typer.Option(..., "--strong", help=f"Answers the rewritten prompt (rejected). {GENERATOR_HELP}"),
     weak: str = typer.Option(..., "--weak", help=f"Answers the original prompt (chosen). {GENERATOR_HELP}"),
@@ -588,26 +587,23 @@ def offtopic(
         0.5, "--same-threshold", help="Drop a rewrite the judge says asks the same thing with P(YES) >= this."
     ),
     mode: str = typer.Option("no_think", "--mode", help="Thinking mode of every request."),
-    temperature: float = typer.Option(0.6, "--temperature", help="Sampling temperature."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Nucleus sampling."),
-    max_tokens: int = typer.Option(4096, "--max-tokens", help="Generation budget per request."),
     concurrency: int = typer.Option(16, "--concurrency", help="Requests in flight per server (local: batch size)."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts per batch (progress is saved after each)."),
     *,
     job: Job,
+    sample: OfftopicSampling,
 ) -> None:
     """Off-topic reward-model pairs (SPEC 4, appendix C.1): rewrite each prompt into a related
     but different one, keep it if the YES/NO judge says it asks something else, answer it with
     the strong model (rejected) and the original with the weak model (chosen)."""
     from cascade_rl.data.job import prevalidate
     from cascade_rl.data.offtopic import instruction_of, offtopic_pairs
-    from cascade_rl.llm.base import Sampling
 
     specs = {"strong": strong, "weak": weak, "judge": judge or strong, "rewriter": rewriter or strong}
 
     def work() -> Any:
         prevalidate(job.inputs, instruction_of, skip_malformed=job.skip_malformed)  # bad rows fail before models load
-        sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        sampling = sample.sampling()
         return offtopic_pairs(
             job.inputs,
             job.output,

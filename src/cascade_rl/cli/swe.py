@@ -30,6 +30,7 @@ from cascade_rl.cli.common import (
     open_generator,
     option_groups,
     parse_pairs,
+    sampling_options,
     say,
     stdout,
 )
@@ -89,15 +90,14 @@ class Instances:
 
 
 @dataclass
-class RepairOptions:
-    """How repairs are sampled (``repair`` and ``evaluate``)."""
+class RepairOptions(sampling_options(4096, top_k=False)):
+    """How repairs are sampled (``repair`` and ``evaluate``): the shared sampling flags, and the
+    samples, files and rollouts of the pipeline."""
 
     samples: int = typer.Option(8, min=1, help="Repair samples per instance (k).")
     files: int = typer.Option(4, min=1, help="Top localised files shown to the model.")
     budget: int = typer.Option(16_000, min=1, help="Token budget of the files in the repair prompt.")
     rollouts: int = typer.Option(4, min=1, help="Localisation rollouts.")
-    temperature: float = typer.Option(0.6, min=0.0, help="Sampling temperature.")
-    max_tokens: int = typer.Option(4096, min=1, help="Tokens per generated answer.")
     model_name: str = typer.Option("", help="model_name_or_path written in predictions.jsonl.")
 
     def settings(self) -> dict[str, Any]:
@@ -108,6 +108,7 @@ class RepairOptions:
             "context_budget": self.budget,
             "localization_rollouts": self.rollouts,
             "temperature": self.temperature,
+            "top_p": self.top_p,
             "max_tokens": self.max_tokens,
         }
 

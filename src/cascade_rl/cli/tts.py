@@ -20,7 +20,16 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from cascade_rl.cli.common import EXIT_PROBLEMS, GENERATOR_HELP, fail, open_generator, option_groups, say, stdout
+from cascade_rl.cli.common import (
+    EXIT_PROBLEMS,
+    GENERATOR_HELP,
+    fail,
+    open_generator,
+    option_groups,
+    sampling_options,
+    say,
+    stdout,
+)
 
 app = typer.Typer(
     help="Test-time scaling for competitive programming (IOI-style problems with subtasks).",
@@ -74,14 +83,10 @@ class LoopOptions:
 
 
 @dataclass
-class SamplingOptions:
-    """How candidates are sampled and how confident the model was (the tail10 selection)."""
+class SamplingOptions(sampling_options(131072, top_k=False, panel="Sampling")):
+    """How candidates are sampled (the shared sampling flags; ``--max-tokens``: the paper's 128K
+    thinking budget) and how confident the model was (the tail10 selection)."""
 
-    temperature: float = typer.Option(0.6, min=0.0, rich_help_panel="Sampling")
-    top_p: float = typer.Option(0.95, min=0.0, max=1.0, rich_help_panel="Sampling")
-    max_tokens: int = typer.Option(
-        131072, min=1, help="Tokens per response (paper: 128K thinking budget).", rich_help_panel="Sampling"
-    )
     tail_tokens: int = typer.Option(
         2048, min=1, help="Tail window of the tail10 confidence.", rich_help_panel="Sampling"
     )
@@ -89,7 +94,8 @@ class SamplingOptions:
         20, min=1, help="k of the token confidence (log-probabilities per token).", rich_help_panel="Sampling"
     )
 
-    def sampling(self):
+    def candidates(self):
+        """The loop's sampling settings: the shared value's distribution, with the confidence."""
         from cascade_rl.tts.sampling import Sampling
 
         return Sampling(self.temperature, self.top_p, self.max_tokens, True, self.tail_tokens, self.top_logprobs)
@@ -133,7 +139,7 @@ def run_command(
 
     loaded = _problems(problems or [], shipped)
     try:
-        config = loop.config(sample.sampling())
+        config = loop.config(sample.candidates())
     except ValueError as error:
         raise fail(error) from None
     model = backend.open(generator)
