@@ -310,21 +310,21 @@ def train_supervised(
     args: dict[str, Any],
     rows: list[dict],
     tokenizer: Any,
-    out_dir: Path,
     context: StageContext,
     *,
     label: str | None = None,
     peft: Any = None,
-    run_name: str | None = None,
 ) -> int:
     """The one routine of SFT (``kind="sft"``) and reward-model (``"reward"``) training: the
     backend's trainer over ``rows`` with the metrics writer and the checkpoint marker, resumed
-    from its last checkpoint (the metrics logged after it dropped), trained, saved to
-    ``out_dir/model``, its checkpoints pruned. Returns the steps trained."""
+    from its last checkpoint (the metrics logged after it dropped), trained, saved to ``model/``
+    beside ``args``' ``output_dir`` (the trainer's directory), its checkpoints pruned. Returns the
+    steps trained."""
     from datasets import Dataset
 
     from cascade_rl.train.trl_backend import supervised_trainer
 
+    out_dir = Path(args["output_dir"]).parent
     parts = {"peft_config": peft} if kind == "sft" else {}
     trainer = supervised_trainer(
         kind,
@@ -337,7 +337,8 @@ def train_supervised(
         **parts,
     )
     resume = resume_or_start(out_dir / "trainer", out_dir / "metrics.jsonl")
-    fit(trainer, tokenizer, out_dir, resume, Trackers.of(context.runtime, out_dir / "trainer", run_name))
+    trackers = Trackers.of(context.runtime, Path(args["output_dir"]), args.get("run_name"))
+    fit(trainer, tokenizer, out_dir, resume, trackers)
     return trainer.state.global_step
 
 

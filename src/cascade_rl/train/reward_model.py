@@ -50,7 +50,7 @@ def run_reward_model_stage(stage: RewardModelStage, context: StageContext) -> Pa
         gradient_accumulation_steps=accumulation(stage.batch_size, stage.per_device_batch_size),
         center_rewards_coefficient=None,
     )
-    train_supervised("reward", base, args, pairs, tokenizer, stage_dir, context, run_name=stage.name)
+    train_supervised("reward", base, args, pairs, tokenizer, context)
     return stage_dir / "model"
 
 

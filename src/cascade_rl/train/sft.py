@@ -172,8 +172,7 @@ def _run_substage(
         train_sampling_strategy="group_by_length",  # batches of similar length: little padding
         remove_unused_columns=True,
     )
-    steps = train_supervised("sft", model, args, rows, tokenizer, substage_dir, context,
-                             label=sub.name, peft=peft_config(stage.lora), run_name=run_name)  # fmt: skip
+    steps = train_supervised("sft", model, args, rows, tokenizer, context, label=sub.name, peft=peft_config(stage.lora))
     return {"rows": len(rows), "steps": steps, "data": report.summary()}
 
 
