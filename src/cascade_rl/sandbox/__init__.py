@@ -113,12 +113,15 @@ processes and files are reachable.
 
 from cascade_rl.sandbox.core import (
     DEFAULT_LIMITS,
+    IsolationUnavailable,
     Limits,
     RunResult,
     SandboxError,
     SandboxServer,
+    allow_rlimits_only,
     available,
     isolation,
+    isolation_report,
     run,
     run_python,
 )
@@ -126,14 +129,17 @@ from cascade_rl.sandbox.pool import Runner, SandboxPool, shared_pool
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "IsolationUnavailable",
     "Limits",
     "RunResult",
     "Runner",
     "SandboxError",
     "SandboxPool",
     "SandboxServer",
+    "allow_rlimits_only",
     "available",
     "isolation",
+    "isolation_report",
     "run",
     "run_python",
     "shared_pool",
