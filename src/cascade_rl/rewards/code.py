@@ -113,7 +113,15 @@ from cascade_rl.rewards.code_asserts import (
     tester_source,
 )
 from cascade_rl.rewards.language import is_mixed
-from cascade_rl.sandbox import Limits, RunResult, SandboxPool, isolation, shared_pool
+from cascade_rl.sandbox import (
+    IsolationUnavailable,
+    Limits,
+    RunResult,
+    SandboxError,
+    SandboxPool,
+    isolation,
+    shared_pool,
+)
 
 DEFAULT_TIME_LIMIT_S = 6.0  # per test, LiveCodeBench's timeout
 DEFAULT_MEMORY_MB = 2048  # address space per process
@@ -214,28 +222,26 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 class BigInt(str):
     """A JSON integer of more than :data:`INT_DIGITS` digits, kept as its text: compared
-    exactly with integers and within the tolerance with other numbers, in linear time."""
+    exactly with integers, in linear time."""
 
 
 def _parse_int(text: str) -> int | BigInt:
     return int(text) if len(text) <= INT_DIGITS else BigInt(text)
 
 
-def _integer_key(token: str) -> tuple[bool, str]:
-    digits = token.lstrip("+-").lstrip("0")
-    return (token.startswith("-") and bool(digits), digits)
-
-
-def _numbers_close(a: Decimal, b: Decimal, tolerance: float) -> bool:
-    """Equal within ``tolerance`` (absolute or relative). A non-finite number equals only the
-    same non-finite number (inf and inf of one sign, NaN and NaN), never a finite one."""
-    if not (a.is_finite() and b.is_finite()):
-        return (a.is_nan() and b.is_nan()) or (a.is_infinite() and b.is_infinite() and a.is_signed() == b.is_signed())
+def _close_to_float(actual: Decimal, expected: Decimal, tolerance: float) -> bool:
+    """Whether ``actual`` is within ``tolerance`` of a floating-point expected value: absolute,
+    or relative to ``max(|expected|, 1)`` (the expected value's scale only: an answer cannot
+    widen its own tolerance). A non-finite number equals only the same non-finite number (inf
+    and inf of one sign, NaN and NaN), never a finite one."""
+    if not (actual.is_finite() and expected.is_finite()):
+        if actual.is_nan() or expected.is_nan():
+            return actual.is_nan() and expected.is_nan()
+        return actual.is_infinite() and expected.is_infinite() and actual.is_signed() == expected.is_signed()
     try:
-        difference = _DECIMALS.abs(_DECIMALS.subtract(a, b))
-        limit = Decimal(tolerance)
-        scale = _DECIMALS.max(_DECIMALS.abs(a), _DECIMALS.abs(b))
-        return difference <= limit or difference <= _DECIMALS.multiply(limit, scale)
+        difference = _DECIMALS.abs(_DECIMALS.subtract(actual, expected))
+        scale = _DECIMALS.max(_DECIMALS.abs(expected), Decimal(1))
+        return difference <= _DECIMALS.multiply(Decimal(tolerance), scale)
     except (ArithmeticError, ValueError):
         return False
 
@@ -249,15 +255,15 @@ def _decimal(token: str) -> Decimal | None:
 
 
 def tokens_equal(actual: str, expected: str, tolerance: float = TOLERANCE) -> bool:
-    """One token of output against the expected token (module docstring)."""
+    """One token of output against the expected token (module docstring): identical, or, where
+    the expected token is a floating-point number (a ``.`` or an exponent), a number within the
+    tolerance. An expected integer or text matches only itself."""
     if actual == expected:
         return True
-    if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
-        return _integer_key(actual) == _integer_key(expected)
-    if _NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected):
-        a, b = _decimal(actual), _decimal(expected)
-        return a is not None and b is not None and _numbers_close(a, b, tolerance)
-    return False
+    if _INTEGER.fullmatch(expected) or not _NUMBER.fullmatch(expected) or not _NUMBER.fullmatch(actual):
+        return False
+    a, e = _decimal(actual), _decimal(expected)
+    return a is not None and e is not None and _close_to_float(a, e, tolerance)
 
 
 def _output_lines(text: str) -> list[list[str]]:
@@ -295,14 +301,16 @@ def _is_number(value: Any) -> bool:
 
 
 def values_match(actual: Any, expected: Any, tolerance: float = TOLERANCE) -> bool:
-    """A call-based result against the expected JSON value (numbers within the tolerance,
-    integers exactly, non-finite numbers only equal to the same non-finite number)."""
+    """A call-based result against the expected JSON value, by the expected value's type: an
+    integer only by an integer, exactly; a floating-point number by a number within the
+    tolerance; a bool only by a bool; containers element by element; anything else equal and
+    of the same type."""
     if isinstance(actual, bool) or isinstance(expected, bool):
         return type(actual) is type(expected) and actual == expected
-    if _is_integer(actual) and _is_integer(expected):
-        return _integer_key(_integer_text(actual)) == _integer_key(_integer_text(expected))
-    if _is_number(actual) and _is_number(expected):
-        return _numbers_close(Decimal(actual), Decimal(expected), tolerance)
+    if _is_integer(expected):
+        return _is_integer(actual) and _integer_text(actual) == _integer_text(expected)
+    if isinstance(expected, (float, Decimal)):
+        return _is_number(actual) and _close_to_float(Decimal(actual), Decimal(expected), tolerance)
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         return len(actual) == len(expected) and all(values_match(a, e, tolerance) for a, e in zip(actual, expected))
     if isinstance(actual, dict) and isinstance(expected, dict):
@@ -465,15 +473,28 @@ class _Program:
     stop_on_failure: bool
 
 
+#: failures a program sees for itself (it crashed or exited non-zero, ran out of time or memory,
+#: wrote too much): with ``stop_on_failure`` they stop its tests. A wrong answer never does: a
+#: program that is run again after an answer, or not, learns whether the answer was accepted
+SEEN_BY_THE_PROGRAM = frozenset({"runtime_error", "timeout", "memory", "output_limit"})
+
+
+class _NoVerdict(Exception):
+    """The sandbox failed a run (it could not start, died, did not answer): no verdict."""
+
+
 def _failure_kind(run: RunResult) -> str | None:
-    """Why a run failed before its output could be compared, or None."""
+    """Why a run failed before its output could be compared, or None. A failure of the
+    sandbox itself (``run.error``) is no verdict on the program (:class:`_NoVerdict`)."""
+    if run.error is not None:
+        raise _NoVerdict(run.error)
     if run.timed_out or run.limit in ("time", "cpu"):
         return "timeout"
     if run.limit == "memory" or b"MemoryError" in run.stderr[-4096:]:
         return "memory"
     if run.limit == "output" or run.output_truncated:
         return "output_limit"
-    if run.error or run.limit or run.returncode != 0:
+    if run.limit or run.returncode != 0:
         return "runtime_error"
     return None
 
@@ -495,7 +516,7 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         run = runner.run_python(driver, filename="driver.py", result_channel=True, **options)
     kind = _failure_kind(run)
     if kind is not None:
-        return kind, run, run.error
+        return kind, run, None
     passed, problem = _compare(suite, index, run)
     return (None if passed else "wrong_answer"), run, problem
 
@@ -515,13 +536,14 @@ def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | 
 
 def _io_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
     """Run stdin / stdout or call-based tests one process each, appending to ``outcomes``;
-    the seconds they took."""
+    the seconds they took. Every test runs, whatever the earlier ones gave, but for a failure
+    the program saw itself with ``stop_on_failure`` (:data:`SEEN_BY_THE_PROGRAM`)."""
     seconds = 0.0
     for index in range(program.suite.count):
         kind, run, problem = _run_test(runner, program, index)
         seconds += run.seconds
         outcomes.append(Outcome(kind, problem, stderr=run.stderr_text[-STDERR_TAIL:] if kind else ""))
-        if kind is not None and program.stop_on_failure:
+        if kind in SEEN_BY_THE_PROGRAM and program.stop_on_failure:
             break
     return seconds
 
@@ -529,18 +551,19 @@ def _io_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
 def _assert_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
     """Run assert-style tests (:mod:`cascade_rl.rewards.code_asserts`), appending to
     ``outcomes``; the seconds they took. One run holds the program's process (and the
-    tester's) for every test from the first not judged yet, each test with the time limit; a
-    run that ends early (the program crashed, a limit) judges its next test by how it ended,
-    and the tests after it get a run of their own (unless ``stop_on_failure``)."""
+    tester's) for every test from the first not judged yet, each test with the time limit,
+    and answers all of them whatever the verdicts (:class:`Judge`); a run that ends early (the
+    program crashed, a limit) judges its next test by how it ended, and the tests after it get
+    a run of their own (unless ``stop_on_failure``: the program saw that failure itself)."""
     plan, seconds = program.suite.asserts, 0.0
     while len(outcomes) < plan.count:
         start = len(outcomes)
-        judge = Judge(plan, start, program.stop_on_failure)
+        judge = Judge(plan, start)
         run = runner.run_python(
             program_source(plan, program.source),
             filename="solution.py",
             stdin=b"" if plan.in_tester else requests(plan, start),
-            tester=tester_source(plan, start, program.stop_on_failure) if plan.in_tester else None,
+            tester=tester_source(plan, start) if plan.in_tester else None,
             result_channel=True,
             result_lines=lines_per_statement(plan, start),
             on_line=judge.take,
@@ -551,34 +574,41 @@ def _assert_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> fl
         seconds += run.seconds
         if judge.broken is not None:
             raise judge.broken
+        kind = _failure_kind(run)  # (raises for a failure of the sandbox)
         stderr = run.stderr_text[-STDERR_TAIL:]
         for outcome in judge.outcomes:
             outcome.stderr = stderr if outcome.kind else ""
         ended = bool(judge.outcomes) and judge.outcomes[-1].ended
-        if ended and _failure_kind(run) in ("timeout", "memory", "output_limit"):
-            judge.outcomes[-1].kind = _failure_kind(run)  # the limit that ended the program's process
+        if ended and kind in ("timeout", "memory", "output_limit"):
+            judge.outcomes[-1].kind = kind  # the limit that ended the program's process
         outcomes += judge.outcomes
-        if len(outcomes) == plan.count or (program.stop_on_failure and any(o.kind for o in judge.outcomes)):
+        if len(outcomes) == plan.count:
             break
         if not ended:  # the run stopped before the next test's line: that test failed so
-            kind = _failure_kind(run) or "wrong_answer"
-            early = "no result: the program's process ended before answering" if kind == "wrong_answer" else None
-            outcomes.append(Outcome(kind, run.error or early, stderr=stderr))
-            if program.stop_on_failure:
-                break
+            early = "no result: the program's process ended before answering" if kind is None else None
+            outcomes.append(Outcome(kind or "wrong_answer", early, stderr=stderr))
+        if program.stop_on_failure:  # (a run that ended before its last test: the program saw it)
+            break
     return seconds
 
 
 def _run_tests(runner: Any, program: _Program) -> Score:
     """Run a program's tests in one worker's sandbox; reward 1 only if every test passes.
-    Whatever goes wrong with this program (a sandbox that cannot start, anything else) scores
-    it 0 with the error, and the batch goes on; tests whose own code fails score 0 with the
-    error too (``details["error"]``: a scoring error, counted by ``cascade score``)."""
+    A failure of the sandbox (it could not start, died or did not answer) is no verdict
+    (:meth:`Score.no_verdict`); tests whose own code fails score 0 with the error
+    (``details["error"]``: a scoring error, counted by ``cascade score``); where isolation
+    cannot be had and was not waived, the error is raised. Anything else that goes wrong with
+    this program scores it 0 with the error, and the batch goes on."""
     total = program.suite.count
     outcomes: list[Outcome] = []
+    failure = {"index": None, "kind": None}
     try:
         run_all = _assert_tests if program.suite.asserts is not None else _io_tests
         seconds = run_all(runner, program, outcomes)
+    except IsolationUnavailable:
+        raise
+    except (_NoVerdict, SandboxError) as error:
+        return Score.no_verdict(f"sandbox failed: {error}", passed=0, total=total, first_failure=failure)
     except Exception as error:  # noqa: BLE001 - this program scores 0, the others go on
         failure = {"index": len(outcomes), "kind": "runtime_error"}
         details = {"passed": 0, "total": total, "timeout": False, "first_failure": failure}
@@ -691,7 +721,28 @@ def score(
     )
     if isinstance(prepared, Score):
         return prepared
-    return (pool or shared_pool()).submit_job(_run_tests, prepared).result()
+    isolation()  # IsolationUnavailable: stop here, before any program runs
+    return _score_of((pool or shared_pool()).submit_job(_run_tests, prepared))
+
+
+def _score_of(future: Future) -> Score:
+    """The Score of a pool job; a job that failed (its worker died) is no verdict."""
+    try:
+        return future.result()
+    except IsolationUnavailable:
+        raise
+    except Exception as error:  # noqa: BLE001 - an infrastructure failure, not a wrong answer
+        return Score.no_verdict(f"reward worker failed: {type(error).__name__}: {error}")
+
+
+async def _awaited_score(future: Future) -> Score:
+    """:func:`_score_of` for asyncio."""
+    try:
+        return await asyncio.wrap_future(future)
+    except IsolationUnavailable:
+        raise
+    except Exception as error:  # noqa: BLE001 - an infrastructure failure, not a wrong answer
+        return Score.no_verdict(f"reward worker failed: {type(error).__name__}: {error}")
 
 
 def _submit(request: Mapping[str, Any], options: Mapping[str, Any], pool: SandboxPool) -> Future:
@@ -728,11 +779,14 @@ def score_batch(
     Runs on ``pool``, else on the process-wide pool of ``workers`` sandboxes (``cascade score
     --workers``, the recipe's ``reward_workers``; default ``os.cpu_count()``). ``options``
     are those of :func:`score`. Whatever one program does, it is scored on its own: the call
-    returns a Score for every request.
+    returns a Score for every request (:meth:`Score.no_verdict` where the sandbox failed). Where
+    untrusted code cannot be isolated and nobody opted into rlimits only, raises
+    :class:`~cascade_rl.sandbox.IsolationUnavailable` before any program runs.
     """
     options = _checked_options(options)
+    isolation()
     active = pool or shared_pool(workers or None)
-    return [future.result() for future in [_submit(r, options, active) for r in requests]]
+    return [_score_of(future) for future in [_submit(r, options, active) for r in requests]]
 
 
 async def score_many(
@@ -745,6 +799,7 @@ async def score_many(
     """:func:`score_batch` for asyncio: awaits the pool's futures, so rewards are computed while
     the event loop goes on (e.g. generating the next batch)."""
     options = _checked_options(options)
+    isolation()
     active = pool or shared_pool(workers or None)
     futures = [_submit(request, options, active) for request in requests]
-    return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+    return list(await asyncio.gather(*(_awaited_score(f) for f in futures)))

@@ -623,8 +623,9 @@ def program_source(plan: AssertTests, program: str) -> str:
     return f"{harness(False)}serve({config!r})\n"
 
 
-def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
-    """The tester's process: the harness, then :func:`code_harness.test` on the statements."""
+def tester_source(plan: AssertTests, start: int) -> str:
+    """The tester's process: the harness, then :func:`code_harness.test` on the statements (all
+    of them, whatever the earlier ones gave: see :class:`Judge`)."""
     config = {
         "prelude": plan.prelude,
         "setup": plan.setup,
@@ -633,7 +634,6 @@ def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
         "shadows": [list(names) for names in plan.shadows],
         "modules": list(plan.modules),
         "start": start,
-        "stop_on_failure": stop_on_failure,
     }
     return f"{harness(True)}test({config!r})\n"
 
@@ -717,10 +717,12 @@ class Judge:
     """Follows one run's result lines from statement ``start`` on (``on_line`` of
     ``run_python``): the statements' outcomes so far (a statement of several lifted calls
     passes when all of them do, and fails with the first that does not), and whether to stop
-    (a failure, with ``stop_on_failure``; the program's process ended)."""
+    the run: only when the program's process ended. A wrong answer never stops it (the
+    program would see that it is not asked the next call, or is killed, only after a wrong
+    answer: it could tell which answers were accepted); every call it was sent is answered."""
 
-    def __init__(self, plan: AssertTests, start: int, stop_on_failure: bool) -> None:
-        self.plan, self.start, self.stop_on_failure = plan, start, stop_on_failure
+    def __init__(self, plan: AssertTests, start: int) -> None:
+        self.plan, self.start = plan, start
         self.outcomes: list[Outcome] = []
         self.broken: TestsBroken | None = None
         self._owners = [
@@ -748,4 +750,4 @@ class Judge:
         last = self.plan.in_tester or position == len(self.plan.lifted[index]) - 1
         if outcome.kind is not None or last:
             self.outcomes.append(outcome)
-        return (outcome.kind is not None and self.stop_on_failure) or outcome.ended
+        return outcome.ended
