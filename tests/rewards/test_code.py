@@ -6,6 +6,7 @@ import json
 import os
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -980,3 +981,54 @@ def test_tests_whose_own_code_fails_are_a_named_error_not_a_pass(pool):
     from cascade_rl.scoring import scoring_error
 
     assert scoring_error(result.details)  # counted by `cascade score`
+
+
+# ------------------------------------------------------------------------------ exact comparison, real rows (issue 40)
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+#: (sample file, converter, the row's honest program, the same answers laundered through floats)
+HONEST_SAMPLES = [
+    ("livecodebench.jsonl", 0, "print(2 * int(input()))", "print(2.0 * int(input()))"),
+    (
+        "livecodebench.jsonl",
+        1,
+        "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n        return a + b",
+        "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n        return float(a + b)",
+    ),
+    (
+        "nemo_gym_competitive_coding.jsonl",
+        0,
+        "print(sum(map(int, input().split())))",
+        "print('%.6e' % sum(map(int, input().split())))",
+    ),
+    (
+        "nemo_gym_competitive_coding.jsonl",
+        1,
+        "input()\nprint(max(map(int, input().split())))",
+        "input()\nprint(max(map(float, input().split())))",
+    ),
+    ("taco.jsonl", 0, "print(sum(c in 'aeiou' for c in input()))", "print(sum(c in 'aeiou' for c in input()) / 1)"),
+    (
+        "apps.jsonl",
+        0,
+        "a, b = map(int, input().split()); print(a * b)",
+        "a, b = map(int, input().split()); print(f'{a * b:08d}')",
+    ),
+]
+
+
+def _sample_tests(name: str, index: int) -> dict:
+    from cascade_rl.data.convert import livecodebench, nemo_gym, taco
+
+    convert = {"livecodebench.jsonl": livecodebench, "nemo_gym_competitive_coding.jsonl": nemo_gym}.get(name, taco)
+    return convert(json.loads((SAMPLES / name).read_text().splitlines()[index]))["tests"]
+
+
+@pytest.mark.parametrize("name, index, honest, laundered", HONEST_SAMPLES, ids=lambda v: str(v)[:24])
+def test_the_converted_samples_pass_honest_programs_and_only_them(pool, name, index, honest, laundered):
+    """LiveCodeBench (stdin and LeetCode call-based), NeMo Gym, TACO and APPS rows as their
+    converters write them: the honest program passes under the exact comparison by type; the
+    same answers as floats (``X.0``, ``%.6e``) or zero-padded do not (issue 40)."""
+    tests = _sample_tests(name, index)
+    assert score(fenced(honest), tests=tests, pool=pool).reward == 1
+    assert score(fenced(laundered), tests=tests, pool=pool).reward == 0

@@ -303,7 +303,8 @@ def test_a_venv_reached_through_a_symbolic_link_runs_isolated(tmp_path):
     source = Path(__file__).resolve().parents[2] / "src"
     script = (
         "import sys\nfrom cascade_rl import sandbox\nprint(sandbox.isolation())\n"
-        "run = sandbox.run_python('import sys, os\\nprint(sys.prefix, os.path.exists(sys.prefix + \"/lib/marker.pth\"))')\n"
+        "probe = 'import sys, os\\nprint(sys.prefix, os.path.exists(sys.prefix + \"/lib/marker.pth\"))'\n"
+        "run = sandbox.run_python(probe)\n"
         "print(run.stdout.decode().strip(), run.error)\n"
     )
     result = subprocess.run(

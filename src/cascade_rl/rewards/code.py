@@ -9,8 +9,12 @@ Pipeline for one response:
 4. Every test runs in the sandbox (:mod:`cascade_rl.sandbox`, one persistent sandbox per pool
    worker; a fork per stdin / call-based test, one process for all of a program's
    assert-style tests) and is judged **outside** the program's process: expected outputs are
-   never written anywhere the program can see, nor passed in argv or the environment. By
-   default the first failing test stops the program (``stop_on_failure``).
+   never written anywhere the program can see, nor passed in argv or the environment. Every
+   test runs whatever the earlier ones gave: a program never learns whether an answer was
+   accepted (issue 40: one stopped at its first wrong answer could tell, and hand that to the
+   prompt's next rollout). ``stop_on_failure`` (default) stops only at a failure the program
+   sees for itself (:data:`SEEN_BY_THE_PROGRAM`: it crashed, timed out, hit a limit), which
+   keeps the costly case (a time limit per test) short and tells the program nothing.
 
 Code extraction rule: the **last** fenced block tagged ``python``, ``py``, ``python3`` or
 ``py3`` (any case, backtick or tilde fence, any indentation; the body is dedented); when there
@@ -42,23 +46,37 @@ built-in types) and is compared here; any other statement runs in a *tester*, a 
 sandboxed process that calls the program's functions through a socket carrying plain values
 only. All of a program's tests run in one process of the program (as MBPP's and HumanEval's
 own harnesses do: it loads once; ``__name__`` is ``"solution"``, so a ``__main__`` block does
-not run), each statement within the time limit, a new process for the tests after a crash or
-a timeout (with ``stop_on_failure=False``). A failing comparison or ``AssertionError`` is a
+not run), each statement within the time limit, every call answered whatever the verdicts, a
+new process for the tests after a crash or a timeout (with ``stop_on_failure=False``). In the
+tester, assertions are recorded rather than raised (the tests' code goes on making every call it
+would make had they passed) and an exception of the program comes back as an ordinary error of
+its nearest built-in class, never StopIteration or another that steers control flow (issue 40).
+A failing comparison or ``AssertionError`` is a
 ``wrong_answer``, an exception of the program a ``runtime_error`` (``MemoryError``:
 ``memory``); a program that ends before answering fails the test. Rows whose tests cannot run
 without trusting the program are a named error (``details["error"]``).
 
 ``details["results"]`` lists each test's outcome in order: ``pass``, the failure kind, or
-``not_run`` (after the first failure with ``stop_on_failure``).
+``not_run`` (after a failure the program saw, with ``stop_on_failure``). A failure of the
+sandbox itself (it could not start, died, did not answer; the pool's worker failed) is no
+verdict (:meth:`Score.no_verdict`, left out of training), never a 0; a program's own crash,
+timeout or wrong output is a verdict. Where untrusted code cannot be isolated and nobody opted
+into rlimits only, scoring raises :class:`~cascade_rl.sandbox.IsolationUnavailable`.
 
-Output comparison (stdin/stdout), as the LiveCodeBench-style harness: line by line, trailing
-whitespace of each line stripped, trailing empty lines ignored, each line split on whitespace
-into tokens; tokens are equal when identical, or when both are numbers and equal within 1e-6
-absolute or relative. Two *integer* tokens must be equal exactly (a relative tolerance would
-accept 1000000007 for 1000000008). No case folding. Call-based results compare as JSON values
-with the same number rule. A non-finite number (``inf``, ``nan``; ``1e400`` is finite here,
-numbers are exact decimals) equals only the same non-finite number, never a finite one, on
-every path (stdout tokens, returned values, the result channel).
+Output comparison (stdin/stdout), by the type of the expected value as LiveCodeBench's and
+TACO's checkers compare (issue 40): line by line, trailing whitespace of each line stripped,
+trailing empty lines ignored, each line split on whitespace into tokens. An expected token that
+is an integer or text matches only the identical token (``1000000.0``, ``1e6``, ``+5``,
+``007`` are not ``1000000``, ``5``, ``7``: TACO compares text; LiveCodeBench compares these
+numbers exactly, never within a tolerance); an expected floating-point token (a ``.`` or an
+exponent) matches any number within 1e-6 of it, absolute or relative to ``max(|expected|,
+1)`` (NeMo Gym's LiveCodeBench checker, Nemotron-Cascade's verifier, which takes the tolerance
+whichever side is a float: an integer answer printed ``%.6e`` passed it). No case folding.
+Call-based results compare as JSON values by the same rule: an expected integer only by an
+integer, a float by a number within the tolerance, a bool only by a bool. A non-finite number
+(``inf``, ``nan``; ``1e400`` is finite here, numbers are exact decimals) equals only the same
+non-finite number, never a finite one, on every path (stdout tokens, returned values, the
+result channel).
 
 Whatever a program prints or writes, the host compares it in bounded time and memory: number
 tokens are matched without backtracking, integers longer than :data:`INT_DIGITS` digits stay
@@ -79,7 +97,7 @@ back through a separate pipe (fd 3), never through stdout, so printed text canno
 result; a program that writes to that pipe itself can only claim a value it could have
 returned, since the verdict is computed outside from expected values it never sees.
 
-**Why one file of about 750 lines** (DESIGN.md: files over ~500 lines say why): one module
+**Why one file of about 820 lines** (DESIGN.md: files over ~500 lines say why): one module
 per reward domain (the registry's ``cascade_rl.rewards.code:score``); which code block counts,
 how outputs and returned values compare, the three test kinds and how they run in the
 sandbox are together the definition of the reward, each section using the ones above it (the

@@ -59,11 +59,26 @@ anyway. Nothing there means "passed" (there is no token); the expected
 values exist only here and in the tester's memory. Reading the program's stdin gives nothing:
 the requests are read before the program starts, from a pipe (not rewindable), and hold only
 the calls. A program that writes lines to its result channel itself only answers the calls
-with values of its choice. The tester's stand-ins accept only plain values and rebuild
-reported exceptions as built-in classes (``except ValueError`` in a test works); the
-program's process ending in a call is never an ``Exception`` a test can swallow. Not
-protected: timing (a program can see how long the tester takes), and, without bubblewrap,
-everything the sandbox does not isolate (see :mod:`cascade_rl.sandbox`).
+with values of its choice. The tester's stand-ins accept only plain values; an exception the
+program raised comes back as an instance of its nearest built-in class, and only an ordinary
+error (``except ValueError`` in a test works, for the program's ``class Bad(ValueError)`` too,
+not for its own class named ``ValueError``); StopIteration and StopAsyncIteration, which would
+end the tests' own ``map``, ``zip`` and loops as if every case had passed, come back as an
+ordinary error, and the program's process ending in a call (or raising SystemExit,
+KeyboardInterrupt, GeneratorExit) is never an ``Exception`` a test can swallow.
+
+**No verdict the program can observe** (issue 40). A program that could tell whether an answer
+was accepted (it was stopped, or not asked again, only after a wrong one) could hand that to
+the next rollout of the same prompt, which would answer from memory. So the judging never
+changes what the program sees: a lifted run answers every call it was sent (all of them are
+read before the program starts) and is stopped only when its process ends; the tester runs
+every statement whatever the earlier ones gave, its assertions (``assert``, ``raise
+AssertionError``) are recorded instead of raised, so a ``check`` makes every call it would
+make had they passed, and ``all`` / ``any`` read every item. Still visible to a program, by
+design of the tests' own code: a call the code makes only after an answer compared a certain
+way (an ``if`` or ``or`` on the result, an exception it catches) and the time the tester takes.
+Without bubblewrap, everything the sandbox does not isolate (see :mod:`cascade_rl.sandbox`)
+is exposed.
 
 **Which names come from the program.** The names a statement reads that its row does not
 bind: not set by the setup, not built-ins, not standard-library modules used as modules

@@ -7,7 +7,9 @@ it into the sandbox (which cannot import the project) as a marshalled code objec
 runs the host's own interpreter; compiling its lines in every run would cost more than many
 runs), followed by one call: :func:`serve` in the program's process, which gets the file up to
 the tester's side only, or :func:`test` in the tester's (``SandboxServer.run_python(tester=
-...)``); the host imports it to read what comes out (:func:`loads`).
+...)``); the host imports it to read what comes out (:func:`loads`). That is why it is one file
+of about 570 lines (DESIGN.md: files over ~500 lines say why): what crosses between the two
+sides and both sides' code are sent as one compiled unit.
 
 **Plain values** are the only thing that leaves the program's process: ``None``, ``bool``,
 ``int`` (at most :data:`INT_DIGITS` digits), ``float``, ``complex``, ``str``, ``bytes``,
@@ -29,7 +31,8 @@ building them quadratic), so reading whatever a program wrote takes time linear 
 **The program's side** (:func:`serve`): runs the prompt's code (``prelude``), the program and,
 when the tests build their inputs from the program's own classes, the ``setup``, in one
 namespace; then answers requests, one JSON line each, with one line each on fd 3: ``{"value":
-plain}``, ``{"raised": "ValueError", "message": ...}``, ``{"missing": name}`` (the program
+plain}``, ``{"raised": "ValueError", "message": ...}`` (the nearest built-in class of what it
+raised: :func:`builtin_ancestor`), ``{"missing": name}`` (the program
 does not define it) or ``{"unsent": why}`` (the result is not plain). A request is either
 ``{"eval": expression, "needs": [names], "aliases": {name: name}}`` (a lifted test: the
 call side of ``assert CALL == VALUE``, with an inlined ``check``'s ``candidate`` read as the
@@ -39,9 +42,13 @@ the tester, over the socket on fd 3.
 
 **The tester's side** (:func:`test`): a process of its own, running trusted code only: the
 prompt's code, then :class:`ProgramFunction` stand-ins for the names the tests take from the
-program, then the ``setup`` (HumanEval's ``check``) and each statement. A stand-in's call
-sends plain arguments to the program and returns the plain value it answered, or raises the
-built-in exception it reported. One report line per statement goes to fd 3 (the host):
+program, then the ``setup`` (HumanEval's ``check``) and every statement, whatever the earlier
+ones gave. A stand-in's call sends plain arguments to the program and returns the plain value
+it answered, or raises what it reported as an ordinary error (:func:`_rebuilt_exception`). The
+setup's and statements' assertions are recorded instead of raised (:class:`RecordedAssertions`,
+:class:`Verdict`) and ``all`` / ``any`` read every item, so that the calls the program gets do
+not depend on whether its answers were right (issue 40; the threat model is in
+:mod:`cascade_rl.rewards.code_asserts`). One report line per statement goes to fd 3 (the host):
 ``{"kind": null}`` (passed), ``{"kind": "wrong_answer" | "runtime_error" | "memory", "error":
 ..., "ended": bool}`` (``ended``: the program's process is gone), or ``{"broken": why}`` (the
 tests' own code fails, or passes the program something that is not plain).

@@ -7,7 +7,7 @@ See the package docstring (:mod:`cascade_rl.sandbox`) for what is and is not pro
 module-level :func:`run` and :func:`run_python` start a server for one program;
 :class:`cascade_rl.sandbox.pool.SandboxPool` keeps servers alive across programs.
 
-**Why one file of about 960 lines** (DESIGN.md: files over ~500 lines say why): it is one
+**Why one file of about 1,070 lines** (DESIGN.md: files over ~500 lines say why): it is one
 object, :class:`SandboxServer` (its start, its run protocol and its clean-up are the half of
 the protocol :mod:`cascade_rl.sandbox.server` speaks, about 420 lines: writing stdin,
 reading the pipes, following a run's steps), with what it needs right before it: limits and

@@ -3,19 +3,21 @@
 Stdlib only and self-contained: :mod:`cascade_rl.sandbox.core` hands this file's source to the
 sandboxed interpreter with ``python -I -c`` (the project directory is not visible inside), plus
 one JSON argument (:data:`CONFIG_KEYS`): ``socket_fd``; ``isolated`` (in bubblewrap);
-``forget`` (a pooled sandbox: every run must start from the same clean state); ``run_uid``
-(the uid programs run as when the supervisor may switch uids, see ``core._UserNamespace``);
-``reset_pids`` (every run's processes get the same pid numbers; needs CAP_SYS_ADMIN in the
-sandbox's user namespace); ``tmp_roots`` (the interpreter's directories bound below /tmp or
-/dev/shm: the wipe never looks inside them, see :class:`KeptDirectories`); ``cgroup`` (role ->
-file descriptor of the sandbox's control group, opened by the host, see
+``pooled`` (runs one after another: each gets a fresh state, :class:`FreshRun`), ``network``
+(the sandbox has the host's network: no network namespace per run), ``tmp_mb`` (the size of
+each run's /tmp and /dev/shm); ``run_uid`` (the uid programs run as when the supervisor may
+switch uids, see ``core._UserNamespace``); ``capable`` (the supervisor has the capabilities of
+``core.FRESH_RUN_CAPABILITIES`` in the sandbox's user namespace, which programs never get);
+``reset_pids`` (every run's processes get the same pid numbers); ``tmp_roots`` (the
+interpreter's directories below /tmp or /dev/shm, bound again in each run's /tmp);
+``cgroup`` (role -> file descriptor of the sandbox's control group, opened by the host, see
 ``cascade_rl.sandbox.cgroups``); ``seccomp`` (the BPF filter of ``cascade_rl.sandbox.seccomp``
 as hex).
 
 Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object):
 
-* server -> host at start: ``{"ready": true, "pid", "isolated", "fixed_pids", "cgroup",
-  "seccomp"}`` (the last three: what this server could actually set up).
+* server -> host at start: ``{"ready": true, "pid", "isolated", "fixed_pids", "fresh_runs",
+  "cgroup", "seccomp"}`` (the last four: what this server could actually set up).
 * host -> server: ``{"op": "run"}`` with file descriptors attached (SCM_RIGHTS), in this order:
   request (a memfd holding the JSON request: ``argv`` or ``python``, ``cwd``, ``env``,
   ``limits``, ``python_options``), the read end of the stdin pipe (the host writes it as the
@@ -28,15 +30,14 @@ Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object)
 * host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit,
   ``time`` for a step over its time, ``done`` when the host has the lines it waited for).
 * server -> host when the run is over: ``{"returncode", "signal", "timed_out", "limit",
-  "seconds", "error", "recycle", "left"}``; by then every process of the run is dead.
-  ``recycle``: the run left something in /tmp or /dev/shm that could not be removed (``left``:
-  the first few such paths, ``"ipc"`` for System V objects); the host replaces this sandbox
-  before the next run.
+  "seconds", "error"}``; by then every process of the run is dead.
 
 One child per run: ``fork`` (with ``reset_pids`` the pid numbering of the sandbox's pid
 namespace is reset first, through ``ns_last_pid``, so the program is pid 100 and its children
 101, 102, ... in every run, whatever earlier runs forked), then in the child: new session, the
-sandbox's cgroup, rlimits, fds 0/1/2 (and the result fd) in place, the programs' uid, the
+sandbox's cgroup, in a pooled sandbox the run's own namespaces and scratch file systems
+(:class:`FreshRun`: their descriptors go to the supervisor, which counts what they store),
+rlimits, fds 0/1/2 (and the result fd) in place, the programs' uid or no capability, the
 seccomp filter; then either ``execvpe(argv)`` or, in *python mode*, the program is executed
 by the forked interpreter itself as a fresh ``__main__`` with the standard streams CPython
 would make (no interpreter start-up per run, the fast path of the code reward). A run with a
@@ -46,21 +47,20 @@ end as fd 4 and an empty stdin, which stays undumpable, so that the program cann
 memory or file descriptors through /proc even under the same uid; the run waits for the
 tester, and the program ends with it.
 
-The server is a child subreaper and not dumpable (same-uid programs cannot ptrace it or open
-its file descriptors through /proc). Its watchdog (every tick) ends a run over its wall time,
-process count, memory (resident memory of the tree plus the files in /tmp and /dev/shm; with
-a cgroup also any OOM kill) or CPU time (of the whole tree: the cgroup's counter, else the sum
-over /proc of every process's own and reaped children's time). At the end it kills every
-descendant and reaps them; a pooled server then removes whatever the run left in /tmp and
-/dev/shm (any depth, without recursion; never the interpreter's own directories) and System V
-IPC objects, restores the permissions of /tmp, /dev/shm and the directories made for the
-interpreter, and checks that nothing is left.
+The server is the sandbox's init (bwrap ``--as-pid-1``: no program's signal reaches it), a
+child subreaper and not dumpable (same-uid programs cannot ptrace it or open its file
+descriptors through /proc, and with :func:`hide_other_processes` they do not see it at all).
+Its watchdog (every tick) ends a run over its wall time, process count, memory (resident memory
+of the tree plus the files in the run's /tmp and /dev/shm; with a cgroup also any OOM kill) or
+CPU time (of the whole tree: the cgroup's counter, else the sum over /proc of every process's
+own and reaped children's time). At the end it kills every descendant and reaps them; the
+run's namespaces and scratch file systems go with them: nothing is wiped, nothing is left.
 
 **Why one file of about 1,000 lines** (DESIGN.md: files over ~500 lines say why): the host
 hands this file's source to the sandboxed interpreter (``python -I -c``), which cannot import
 the project or anything outside the standard library; the supervisor has to be one
-self-contained file. Its sections (process table, cgroup, forgetting a run, limits, the child,
-the server loop, start-up) are marked by comment rules.
+self-contained file. Its sections (process table, cgroup, a fresh state per run, limits, the
+child, the server loop, start-up) are marked by comment rules.
 """
 
 import array
