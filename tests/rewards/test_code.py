@@ -1032,3 +1032,33 @@ def test_the_converted_samples_pass_honest_programs_and_only_them(pool, name, in
     tests = _sample_tests(name, index)
     assert score(fenced(honest), tests=tests, pool=pool).reward == 1
     assert score(fenced(laundered), tests=tests, pool=pool).reward == 0
+
+
+def test_outputs_are_compared_only_after_the_last_run(pool, monkeypatch):
+    """How long a comparison takes (it stops at the first difference) must not delay the next
+    run, where the program could time it (issue 40): every run ends before anything is compared,
+    and every lifted reply is read before any is judged."""
+    from cascade_rl.rewards import code, code_asserts
+
+    events = []
+
+    class Logged:
+        def __init__(self, runner):
+            self.runner = runner
+
+        def run_python(self, source, **options):
+            events.append("run")
+            return self.runner.run_python(source, **options)
+
+    real_compare, real_judge = code._compare, code_asserts.judge_reply
+    monkeypatch.setattr(code, "_compare", lambda *a: events.append("compare") or real_compare(*a))
+    monkeypatch.setattr(code_asserts, "judge_reply", lambda *a: events.append("judge") or real_judge(*a))
+    four = {**ADD, "inputs": ADD["inputs"] * 2, "outputs": ADD["outputs"] * 2}
+    lifted = {"asserts": ["assert f(1) == 2"] * 3}
+    for tests, source, runs in ((four, SUM_OK, 4), (lifted, fenced("def f(x):\n    return 2"), 1)):
+        events.clear()
+        prepared = code._prepare(source, tests=tests)
+        result = pool.submit_job(lambda runner, prepared=prepared: code._run_tests(Logged(runner), prepared)).result()
+        assert result.reward == 1, result.details
+        first_check = min(events.index(e) for e in ("compare", "judge") if e in events)
+        assert "run" not in events[first_check:] and events.count("run") == runs, events

@@ -14,7 +14,9 @@ Pipeline for one response:
    accepted (issue 40: one stopped at its first wrong answer could tell, and hand that to the
    prompt's next rollout). ``stop_on_failure`` (default) stops only at a failure the program
    sees for itself (:data:`SEEN_BY_THE_PROGRAM`: it crashed, timed out, hit a limit), which
-   keeps the costly case (a time limit per test) short and tells the program nothing.
+   keeps the costly case (a time limit per test) short and tells the program nothing. Outputs
+   are compared only after the program's last run (a comparison's length must not delay a run
+   the program could time).
 
 Code extraction rule: the **last** fenced block tagged ``python``, ``py``, ``python3`` or
 ``py3`` (any case, backtick or tilde fence, any indentation; the body is dedented); when there
@@ -113,7 +115,7 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any
 
@@ -517,9 +519,8 @@ def _failure_kind(run: RunResult) -> str | None:
     return None
 
 
-def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, RunResult, str | None]:
-    """(failure kind or None, run, what went wrong beyond the kind or None) of stdin / stdout or
-    call-based test ``index``."""
+def _run_test(runner: Any, program: _Program, index: int) -> RunResult:
+    """The run of stdin / stdout or call-based test ``index``."""
     suite = program.suite
     options = {
         "stdin": suite.inputs[index],
@@ -528,15 +529,9 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         "int_max_str_digits": 0,
     }
     if suite.fn_name is None:
-        run = runner.run_python(program.source, filename="solution.py", **options)
-    else:
-        driver = CALL_DRIVER.format(prelude=CALL_PRELUDE, source=program.source, fn_name=suite.fn_name)
-        run = runner.run_python(driver, filename="driver.py", result_channel=True, **options)
-    kind = _failure_kind(run)
-    if kind is not None:
-        return kind, run, None
-    passed, problem = _compare(suite, index, run)
-    return (None if passed else "wrong_answer"), run, problem
+        return runner.run_python(program.source, filename="solution.py", **options)
+    driver = CALL_DRIVER.format(prelude=CALL_PRELUDE, source=program.source, fn_name=suite.fn_name)
+    return runner.run_python(driver, filename="driver.py", result_channel=True, **options)
 
 
 def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | None]:
@@ -552,17 +547,34 @@ def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | 
         return False, f"output not comparable: {type(error).__name__}: {str(error)[:200]}"
 
 
+#: what all of a program's stdin / call-based runs may write (stdout and result channel
+#: together) while their outputs wait to be compared; more ends its tests (``output_limit``)
+KEPT_OUTPUT_BYTES = 128 * 1024 * 1024
+
+
 def _io_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
     """Run stdin / stdout or call-based tests one process each, appending to ``outcomes``;
     the seconds they took. Every test runs, whatever the earlier ones gave, but for a failure
-    the program saw itself with ``stop_on_failure`` (:data:`SEEN_BY_THE_PROGRAM`)."""
-    seconds = 0.0
+    the program saw itself with ``stop_on_failure`` (:data:`SEEN_BY_THE_PROGRAM`); outputs are
+    compared only once the last run is over, so that how long a comparison takes (it ends at
+    the first difference) cannot delay the next run by an amount the program could measure."""
+    seconds, kept, waiting = 0.0, 0, []
     for index in range(program.suite.count):
-        kind, run, problem = _run_test(runner, program, index)
+        run = _run_test(runner, program, index)
         seconds += run.seconds
-        outcomes.append(Outcome(kind, problem, stderr=run.stderr_text[-STDERR_TAIL:] if kind else ""))
+        kind, kept = _failure_kind(run), kept + len(run.stdout) + len(run.result)
+        if kind is None and kept > KEPT_OUTPUT_BYTES:
+            kind = "output_limit"
+        outcomes.append(Outcome(kind, stderr=run.stderr_text[-STDERR_TAIL:]))
+        if kind is None:  # (its stderr is not needed to compare it)
+            waiting.append((index, replace(run, stderr=b"")))
         if kind in SEEN_BY_THE_PROGRAM and program.stop_on_failure:
             break
+    for index, run in waiting:
+        passed, problem = _compare(program.suite, index, run)
+        outcomes[index] = Outcome(None) if passed else Outcome("wrong_answer", problem, stderr=outcomes[index].stderr)
+    for outcome in outcomes:
+        outcome.stderr = outcome.stderr if outcome.kind else ""
     return seconds
 
 
@@ -594,7 +606,7 @@ def _assert_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> fl
             raise judge.broken
         kind = _failure_kind(run)  # (raises for a failure of the sandbox)
         stderr = run.stderr_text[-STDERR_TAIL:]
-        for outcome in judge.outcomes:
+        for outcome in judge.finish():
             outcome.stderr = stderr if outcome.kind else ""
         ended = bool(judge.outcomes) and judge.outcomes[-1].ended
         if ended and kind in ("timeout", "memory", "output_limit"):

@@ -730,11 +730,13 @@ def judge_report(line: bytes) -> Outcome:
 
 class Judge:
     """Follows one run's result lines from statement ``start`` on (``on_line`` of
-    ``run_python``): the statements' outcomes so far (a statement of several lifted calls
-    passes when all of them do, and fails with the first that does not), and whether to stop
-    the run: only when the program's process ended. A wrong answer never stops it (the
-    program would see that it is not asked the next call, or is killed, only after a wrong
-    answer: it could tell which answers were accepted); every call it was sent is answered."""
+    ``run_python``): the statements' outcomes (a statement of several lifted calls passes when
+    all of them do, and fails with the first that does not), and whether to stop the run: only
+    when the program's process ended. A wrong answer never stops it (the program would see that
+    it is not asked the next call, or is killed, only after a wrong answer: it could tell which
+    answers were accepted); every call it was sent is answered. A lifted run's replies are only
+    kept while it runs and judged when it is over (:meth:`finish`): how long a comparison takes
+    (it ends at the first difference) cannot slow the reading of the program's next reply."""
 
     def __init__(self, plan: AssertTests, start: int) -> None:
         self.plan, self.start = plan, start
@@ -745,24 +747,31 @@ class Judge:
             for index, count in enumerate(lines_per_statement(plan, start), start)
             for position in range(count)
         ]
+        self._replies: list[bytes] = []
         self._seen = 0
 
     def take(self, line: bytes) -> bool:
         if self._seen >= len(self._owners):
             return True
-        index, position = self._owners[self._seen]
         self._seen += 1
-        if len(self.outcomes) > index - self.start:  # the statement failed at an earlier call
+        if not self.plan.in_tester:
+            self._replies.append(line)
             return False
         try:
-            if self.plan.in_tester:
-                outcome = judge_report(line)
-            else:
-                outcome = judge_reply(self.plan.lifted[index][position], line)
+            outcome = judge_report(line)
         except TestsBroken as error:
             self.broken = error
             return True
-        last = self.plan.in_tester or position == len(self.plan.lifted[index]) - 1
-        if outcome.kind is not None or last:
-            self.outcomes.append(outcome)
+        self.outcomes.append(outcome)
         return outcome.ended
+
+    def finish(self) -> list[Outcome]:
+        """The outcomes of the run's statements (a lifted run's replies judged now)."""
+        for (index, position), line in zip(self._owners, self._replies):
+            if len(self.outcomes) > index - self.start:  # the statement failed at an earlier call
+                continue
+            outcome = judge_reply(self.plan.lifted[index][position], line)
+            if outcome.kind is not None or position == len(self.plan.lifted[index]) - 1:
+                self.outcomes.append(outcome)
+        self._replies = []
+        return self.outcomes
