@@ -413,6 +413,22 @@ def test_a_sandbox_that_dies_during_a_run_is_no_verdict(pool):
         assert own.masked is None and own.reward == 0, own
 
 
+def test_a_run_whose_namespaces_cannot_be_made_is_no_verdict(monkeypatch):
+    """The run's own namespaces fail to be made (here: for every run after start-up): the
+    sandbox failed, not the program (issue 40)."""
+    from cascade_rl.sandbox import core, server
+
+    entry = '        check(LIBC.unshare(self.flags), "unshare")\n'
+    failing = (
+        f"        if os.getpid() == {server.FIRST_PID}:\n            raise OSError(12, 'out of namespaces (test)')\n"
+    )
+    source = core._server_source().replace(entry, failing + entry)
+    monkeypatch.setattr(core, "_server_source", lambda: source)
+    with SandboxPool(1) as one:
+        [result] = score_batch(requests(1), pool=one)
+    assert result.masked is not None and "out of namespaces (test)" in result.masked, result
+
+
 def test_a_worker_that_fails_is_no_verdict(monkeypatch):
     from cascade_rl.rewards import code
 

@@ -261,7 +261,7 @@ def test_where_runs_cannot_get_namespaces_of_their_own_every_run_gets_a_new_sand
         pool.submit_python(leaver).result()
         after = pool.submit_python(probe).result().stdout
         renewals = pool.submit_job(lambda runner: runner._live_server().renewals).result()
-    assert before == after and renewals >= 3
+    assert before == after and renewals >= 2  # (a new sandbox before each run after the first)
     assert "every run starts a new sandbox" in caplog.text and "unshare refused" in caplog.text
 
 

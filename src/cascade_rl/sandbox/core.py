@@ -626,6 +626,7 @@ class SandboxServer:
                 logger.info("sandbox: %s (%s)", failed, error)
                 (_separate_uids_failed if separate else _userns_failed).set()
         self._renew_each_run = self.mode == "bwrap" and self.workdir is None and not self.features["fresh_runs"]
+        self._used = False  # a run went through this sandbox (which then needs renewing, above)
         if self._renew_each_run and not _renewal_said.is_set():
             _renewal_said.set()
             logger.warning(
@@ -649,6 +650,7 @@ class SandboxServer:
     def _renew(self) -> None:
         """Start a new sandbox in place of this one (where runs cannot get namespaces of their own)."""
         self.renewals += 1
+        self._used = False
         self.close()
         self._start(*self._start_options, self.separate_uids, self.capable)
 
@@ -852,8 +854,11 @@ class SandboxServer:
     ) -> RunResult:
         if not isinstance(stdin, (bytes, bytearray, memoryview)):
             raise TypeError(f"stdin must be bytes, got {type(stdin).__name__}")
+        if self._renew_each_run and self._used:
+            self._renew()  # (before the run, so that a failure to start is this run's, not the last one's)
         if not self.alive:
             raise SandboxError("sandbox server is not running")
+        self._used = True
         request = {**request, "env": sandbox_env(env), "limits": limits.for_server()}
         result_channel = bool((request.get("python_options") or {}).get("result_fd"))
         mine: list[int] = []  # read ends we keep
@@ -945,8 +950,6 @@ class SandboxServer:
             for fd in pipes:
                 os.close(fd)
             feed.close(None)
-        if self._renew_each_run:
-            self._renew()
         if status.get("limit") == "done":  # stopped by the host once its lines were in: no limit
             status["limit"] = None
         if steps is not None and steps.error is not None:

@@ -379,23 +379,22 @@ def drop_capabilities():
     check(LIBC.capset(header, data), "capset")
 
 
-def receive_fds(sock):
-    """File descriptors waiting on the datagram socket ``sock`` (non-blocking; [] if none)."""
-    found = []
+def receive_scratch(sock):
+    """What runs' first processes sent on the datagram socket ``sock`` (non-blocking): (file
+    descriptors of their scratch file systems, why a run's fresh state could not be made)."""
+    found, problems = [], []
     while True:
         try:
-            _, ancillary, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(4 * 8), socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return found
-        except OSError:
-            return found
+            data, ancillary, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(4 * 8), socket.MSG_DONTWAIT)
+        except OSError:  # (BlockingIOError: nothing more)
+            return found, problems
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 numbers = array.array("i")
                 numbers.frombytes(payload[: len(payload) - len(payload) % numbers.itemsize])
                 found.extend(numbers)
-        if not ancillary:
-            return found
+        if data.startswith(b"!"):
+            problems.append(data[1:].decode(errors="replace"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -648,7 +647,11 @@ def child_main(request, fds, server, tester=False):
             os.write(adjust, b"1000")
             os.close(adjust)
         if server.fresh is not None:  # the run's own namespaces and scratch file systems
-            scratch = server.fresh.enter()
+            try:
+                scratch = server.fresh.enter()
+            except OSError as error:  # the sandbox's failure, not the program's: no verdict
+                server.scratch_sender.send(f"!{type(error).__name__}: {error}".encode()[:4000])
+                hard_exit(127)
             server.scratch_sender.sendmsg([b"s"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", scratch))])
         if request is None:
             leave_privileges(server)
@@ -700,7 +703,7 @@ class Server:
         self.seccomp = seccomp_program(program) if program and LIBC is not None else None
         self.seccomp_syscall = (config.get("seccomp") or {}).get("syscall")
         self.capable = bool(config.get("capable"))
-        self.fresh, self.scratch_fds = None, []
+        self.fresh, self.scratch_fds, self.setup_problems = None, [], []
         self.scratch_sender, self.scratch_receiver = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.reset_pids = False
         if self.seccomp and not self.probe():
@@ -710,9 +713,12 @@ class Server:
         if pooled and self.capable:
             self.fresh = FreshRun(config.get("tmp_mb") or 512, config.get("network"), config.get("tmp_roots") or ())
             if not (hide_other_processes() and self.probe()):
-                sys.stderr.write("sandbox server: runs cannot get namespaces of their own here\n")
+                self.take_scratch()
+                why = f" ({self.setup_problems[0]})" if self.setup_problems else ""
+                sys.stderr.write(f"sandbox server: runs cannot get namespaces of their own here{why}\n")
                 self.fresh = None
             self.close_scratch()
+            self.setup_problems = []
         self.last_pid = open_last_pid() if pooled and config.get("reset_pids") else None
         self.reset_pids = self.last_pid is not None and reset_pid_numbering(self.last_pid)
         if self.cgroup:
@@ -891,6 +897,9 @@ class Server:
             if pidfd is not None:
                 os.close(pidfd)
             self.close_scratch()
+        if self.setup_problems:
+            status["error"] = f"a run's namespaces could not be made: {self.setup_problems[0]}"
+            self.setup_problems = []
         return status
 
     def scratch_bytes(self):
@@ -900,12 +909,18 @@ class Server:
             return 0
         if self.fresh is None:
             return tmpfs_bytes(SCRATCH)
-        self.scratch_fds += receive_fds(self.scratch_receiver)
+        self.take_scratch()
         return tmpfs_bytes(self.scratch_fds)
+
+    def take_scratch(self):
+        fds, problems = receive_scratch(self.scratch_receiver)
+        self.scratch_fds += fds
+        self.setup_problems += problems
 
     def close_scratch(self):
         """Let go of the run's scratch file systems (they are freed with its last process)."""
-        for fd in self.scratch_fds + receive_fds(self.scratch_receiver):
+        self.take_scratch()
+        for fd in self.scratch_fds:
             os.close(fd)
         self.scratch_fds = []
 
