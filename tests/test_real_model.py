@@ -118,7 +118,7 @@ def test_a_prompt_longer_than_a_toys_is_read_whole_and_only_its_last_logits_comp
 
 
 def test_training_log_probs_compute_the_vocabulary_for_scored_tokens_only(smollm2_tiny, monkeypatch):
-    """The dense LM head (train/lm_head.py) multiplies the 49K-vocabulary head with the
+    """The dense LM head (train/trl_backend.py) multiplies the 49K-vocabulary head with the
     completion positions only: with a 500-token prompt and 8 completion tokens per row, the
     logits are 16 x 49,152, not 1,016 x 49,152 (200 MB in float32)."""
     import torch.nn.functional as F

@@ -196,3 +196,22 @@ def test_multi_turn_rows_are_judged_by_their_calls_and_unreadable_rows_are_named
     assert errors[1] == "ground_truth[0].arguments is not a JSON object"
     assert errors[2].startswith("schema_str is not JSON")
     assert errors[3] == "expected_answer 'B' is not one of the options' letters"
+
+
+def test_code_that_cannot_be_isolated_stops_scoring_with_one_line_unless_opted_in(tmp_path):
+    """No bubblewrap on PATH (issue 40): `cascade score` refuses to run the programs, one line,
+    exit 2, nothing written; CASCADE_SANDBOX=rlimits is the opt-in."""
+    source, target = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    row = {"domain": "code", "response": "```python\nprint(2)\n```", "tests": {"inputs": ["1"], "outputs": ["2"]}}
+    source.write_text(json.dumps(row) + "\n")
+    bare = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": str(tmp_path), "COLUMNS": "200"}
+    command = [sys.executable, "-m", "cascade_rl.cli", "score", str(source), "-o", str(target)]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=300, env=bare)
+    assert refused.returncode == 2 and not target.exists(), refused.stderr
+    assert refused.stderr.startswith("error: bubblewrap (bwrap) is not installed") and "Traceback" not in refused.stderr
+    assert "CASCADE_SANDBOX=rlimits" in refused.stderr
+    opted = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**bare, "CASCADE_SANDBOX": "rlimits"}
+    )
+    assert opted.returncode == 0, opted.stderr
+    assert json.loads(target.read_text())["details"]["isolation"] == "rlimits"

@@ -140,6 +140,12 @@ class Runtime(Strict):
         "passes: the same gradient (token-level loss, no KL), less compute (train/learning_rows.py).",
     )
     reward_workers: int = Field(4, gt=0, description="Parallel reward workers (code sandbox pool size).")
+    sandbox: Literal["bwrap", "rlimits"] = Field(
+        "bwrap",
+        description="Isolation of untrusted code (code rewards, SWE tests, TTS judge): bwrap = bubblewrap, scoring "
+        "stops with an error where it cannot run; rlimits = there, run it with resource limits only (NO filesystem, "
+        "network or process isolation; said in machine.json and the report). CASCADE_SANDBOX=rlimits forces it.",
+    )
     logging_steps: int = Field(1, gt=0, description="Log metrics every N optimizer steps.")
     vllm_importance_sampling: Literal["off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = (
         Field(

@@ -3,7 +3,10 @@ call-based tests in the sandbox, gating (thinking, language), batches and `casca
 
 import asyncio
 import json
+import os
 import time
+from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -52,14 +55,27 @@ def pool():
     "actual, expected, equal",
     [
         ("3", "3", True),
-        ("3", "3.0", True),
+        ("3", "3.0", True),  # a floating-point expected value: any number within the tolerance
         ("0.1234567", "0.1234568", True),  # 1e-7 apart: within 1e-6 absolute
         ("0.123", "0.124", False),
-        ("1000000.5", "1000000.0", True),  # within 1e-6 relative
-        ("1e-7", "0", True),
-        ("1000000007", "1000000008", False),  # integers compare exactly
-        ("007", "7", True),
-        ("-0", "0", True),
+        ("1000000.5", "1000000.0", True),  # within 1e-6 of the expected value's scale
+        ("1000002.5", "1000000.0", False),
+        ("0.30000000000000004", "0.3", True),
+        ("2.5", "2.50", True),
+        ("1e3", "1000.0", True),
+        ("-0.0", "0.0", True),
+        ("1e-7", "0", False),  # an expected integer matches only itself (issue 40)
+        ("1000000.0", "1000000", False),
+        ("1000001.0", "1000000", False),  # a wrong integer laundered through a float
+        ("1.000000e+06", "1000000", False),
+        ("5.000000e+11", "500000000500", False),
+        ("500000000500.0", "500000000500", False),
+        ("1000000007", "1000000008", False),
+        ("007", "7", False),  # leading zeros and signs count, as in a text comparison
+        ("00000101", "101", False),
+        ("101", "00000101", False),
+        ("+5", "5", False),
+        ("-0", "0", False),
         ("12345678901234567890123", "12345678901234567890124", False),
         ("YES", "yes", False),  # no case folding
         ("abc", "abd", False),
@@ -67,6 +83,7 @@ def pool():
         ("inf", "1e999", False),
         ("1e999999999", "1e999999999", True),
         ("1e999999999", "2e999999999", False),
+        ("1.0e5", "1e5", True),
     ],
 )
 def test_token_comparison(actual, expected, equal):
@@ -84,7 +101,8 @@ def test_token_comparison(actual, expected, equal):
         ("1 2 3\n", "1 2\n3\n", False),  # line structure matters
         ("1\n\n2\n", "1\n2\n", False),  # an empty line in the middle counts
         ("\n1\n", "1\n", False),
-        ("3.0000001\n", "3\n", True),
+        ("3.0000001\n", "3.0\n", True),
+        ("3.0000001\n", "3\n", False),  # an expected integer matches only itself
         ("Yes\n", "YES\n", False),
         ("", "", True),
         ("", "0\n", False),
@@ -99,14 +117,21 @@ def test_output_comparison(actual, expected, equal):
     "actual, expected, equal",
     [
         ([1, 2], [1, 2], True),
-        ([1, 2], [1.0000001, 2], True),
+        ([1, 2], [1.0000001, 2], True),  # a floating-point expected value: within the tolerance
         (3, 3.0, True),
+        (Decimal("2.0000001"), Decimal("2.0"), True),
         (True, 1, False),
         ([[1]], [[1.5]], False),
         ({"a": 1}, {"a": 1.0}, True),
         ("abc", "abc", True),
         (None, None, True),
         (10**30, 10**30 + 1, False),
+        (3.0, 3, False),  # an expected integer matches only an integer (issue 40)
+        (Decimal("1000000.0"), 1000000, False),
+        (Decimal("1000001.0"), 1000000, False),
+        ([3.0], [3], False),
+        (1000000, 1000000, True),
+        (BigInt("9" * 5000), BigInt("9" * 5000), True),
     ],
 )
 def test_value_comparison(actual, expected, equal):
@@ -207,18 +232,20 @@ def test_stdin_stdout_correct_and_wrong(pool):
     assert bad.reward == 0 and bad.details["first_failure"] == {"index": 0, "kind": "wrong_answer"}
 
 
-def test_all_tests_must_pass_and_stop_on_failure_is_an_option(pool):
+def test_all_tests_must_pass_and_only_failures_the_program_sees_stop_them(pool):
+    """A wrong answer never stops a program's tests (the next run would tell it the answer was
+    accepted, issue 40); a crash, a timeout or a limit does with ``stop_on_failure``."""
+    four = {**ADD, "inputs": ADD["inputs"] * 2, "outputs": ADD["outputs"] * 2}
     first_only = fenced("a, b = map(int, input().split())\nprint(3)")
-    stopped = score(first_only, tests={**ADD, "inputs": ADD["inputs"] * 2, "outputs": ADD["outputs"] * 2}, pool=pool)
-    assert stopped.reward == 0 and stopped.details["passed"] == 1
-    assert stopped.details["first_failure"]["index"] == 1
-    full = score(
-        first_only,
-        tests={**ADD, "inputs": ADD["inputs"] * 2, "outputs": ADD["outputs"] * 2},
-        pool=pool,
-        stop_on_failure=False,
-    )
-    assert full.reward == 0 and full.details["passed"] == 2 and full.details["total"] == 4
+    for stop in (True, False):
+        result = score(first_only, tests=four, pool=pool, stop_on_failure=stop)
+        assert result.reward == 0 and result.details["passed"] == 2 and result.details["total"] == 4
+        assert result.details["results"] == ["pass", "wrong_answer", "pass", "wrong_answer"]
+    crashing = fenced("a, b = map(int, input().split())\nprint(a + b if b > 0 else 1 // 0)")
+    stopped = score(crashing, tests=four, pool=pool)
+    assert stopped.details["results"] == ["pass", "runtime_error", "not_run", "not_run"]
+    full = score(crashing, tests=four, pool=pool, stop_on_failure=False)
+    assert full.details["results"] == ["pass", "runtime_error", "pass", "runtime_error"]
 
 
 def test_runtime_error_reports_stderr(pool):
@@ -349,7 +376,8 @@ def test_cascade_score_file_with_code_lines(tmp_path):
     assert report.domains["code"].count == 4 and report.domains["code"].timeouts == 1
 
 
-def test_a_sandbox_that_cannot_start_scores_zero_without_losing_the_batch(monkeypatch):
+def test_a_sandbox_that_cannot_start_is_no_verdict_and_the_batch_goes_on(monkeypatch):
+    """An infrastructure failure is not a wrong answer (issue 40): masked, never trained on."""
     from cascade_rl.sandbox import pool as pool_module
 
     class Broken:
@@ -358,9 +386,60 @@ def test_a_sandbox_that_cannot_start_scores_zero_without_losing_the_batch(monkey
 
     monkeypatch.setattr(pool_module, "SandboxServer", Broken)
     with SandboxPool(1) as broken_pool:
-        results = score_batch(requests(2), pool=broken_pool)
-    assert [r.reward for r in results] == [0.0, 0.0]
-    assert "bwrap exploded" in results[1].details["error"]
+        results = score_batch(requests(2) + [{"response": "no code", "tests": ADD}], pool=broken_pool)
+    assert [r.masked is not None for r in results] == [True, True, False]  # (no program: a verdict, 0)
+    assert "bwrap exploded" in results[1].masked and results[1].details["no_verdict"] == results[1].masked
+
+
+def test_a_sandbox_that_dies_during_a_run_is_no_verdict(pool):
+    """The supervisor killed from outside while a program runs: no verdict, and the worker's next
+    program gets a new sandbox; a program's own crash or timeout stays a verdict (0)."""
+    import signal
+    import threading
+
+    from cascade_rl.rewards import code
+
+    def killed_midway(runner, program):
+        process = runner._live_server()._process
+        threading.Timer(0.5, lambda: os.killpg(process.pid, signal.SIGKILL)).start()
+        return code._run_tests(runner, program)
+
+    slow = code._prepare(fenced("import time\ntime.sleep(3)\nprint(3)"), tests=ADD)
+    result = pool.submit_job(killed_midway, slow).result()
+    assert result.masked is not None and "sandbox server died" in result.masked, result
+    assert score(SUM_OK, tests=ADD, pool=pool).reward == 1
+    for own_failure in ("raise SystemExit(1)", "while True:\n    pass"):
+        own = score(fenced(own_failure), tests=ADD, pool=pool, time_limit=0.5)
+        assert own.masked is None and own.reward == 0, own
+
+
+def test_a_run_whose_namespaces_cannot_be_made_is_no_verdict(monkeypatch):
+    """The run's own namespaces fail to be made (here: for every run after start-up): the
+    sandbox failed, not the program (issue 40)."""
+    from cascade_rl.sandbox import core, server
+
+    entry = '        check(LIBC.unshare(self.flags), "unshare")\n'
+    failing = (
+        f"        if os.getpid() == {server.FIRST_PID}:\n            raise OSError(12, 'out of namespaces (test)')\n"
+    )
+    source = core._server_source().replace(entry, failing + entry)
+    monkeypatch.setattr(core, "_server_source", lambda: source)
+    with SandboxPool(1) as one:
+        [result] = score_batch(requests(1), pool=one)
+    assert result.masked is not None and "out of namespaces (test)" in result.masked, result
+
+
+def test_a_worker_that_fails_is_no_verdict(monkeypatch):
+    from cascade_rl.rewards import code
+
+    def worker_dies(runner, program):
+        raise RuntimeError("the worker thread died")
+
+    monkeypatch.setattr(code, "_run_tests", worker_dies)
+    with SandboxPool(1) as one:
+        [result] = score_batch(requests(1), pool=one)
+        [awaited] = asyncio.run(score_many(requests(1), pool=one))
+    assert result.masked == awaited.masked == "reward worker failed: RuntimeError: the worker thread died"
 
 
 # ---------------------------------------------------------------------------------- integrity (issue 13)
@@ -493,7 +572,7 @@ def test_assert_tests_run_prelude_program_setup_then_the_statement(pool):
     assert score(fenced(program), tests=tests, pool=pool).reward == 1
     box_only = fenced("class Box:\n    def __init__(self, items):\n        self.items = items")
     stub_only = score(box_only, tests=tests, pool=pool)
-    assert stub_only.reward == 0 and stub_only.details["results"] == ["wrong_answer", "not_run"]
+    assert stub_only.reward == 0 and stub_only.details["results"] == ["wrong_answer", "wrong_answer"]
     assert stub_only.details["first_failure"]["error"] == "assert total(box.items) == 30: got None"
 
 
@@ -530,7 +609,9 @@ def test_call_based_expected_text_matches_a_returned_string(pool):
 def test_details_list_each_test_of_every_kind(pool):
     three = {"inputs": ADD["inputs"] + ["0 0\n"], "outputs": ["3\n", "7\n", "0\n"]}
     wrong = score(SUM_WRONG, tests=three, pool=pool)
-    assert wrong.details["results"] == ["wrong_answer", "not_run", "not_run"]
+    assert wrong.details["results"] == ["wrong_answer", "wrong_answer", "pass"]  # (wrong answers stop nothing)
+    crash = score(fenced("raise SystemExit(3)"), tests=three, pool=pool)
+    assert crash.details["results"] == ["runtime_error", "not_run", "not_run"]
     full = score(SUM_WRONG, tests=ADD, pool=pool, stop_on_failure=False)
     assert full.details["results"] == ["wrong_answer", "wrong_answer"]
     assert score(SUM_OK, tests=ADD, pool=pool).details["results"] == ["pass", "pass"]
@@ -686,7 +767,7 @@ def test_an_inlined_check_fails_at_its_first_failing_call_and_reports_that_asser
     tests = {"prelude": "def square(x):\n    'stub'\n", "setup": check, "asserts": ["check(square)", "check(square)"]}
     assert score(fenced("def square(x):\n    return x * x"), tests=tests, pool=pool).reward == 1
     wrong = score(fenced("def square(x):\n    return 4 if x == 2 else x * x + (x == 3)"), tests=tests, pool=pool)
-    assert wrong.details["results"] == ["wrong_answer", "not_run"]
+    assert wrong.details["results"] == ["wrong_answer", "wrong_answer"]  # (every call is answered)
     assert wrong.details["first_failure"]["error"] == "assert candidate(3) == 9: got 10"
     slow = "import time\ndef square(x):\n    time.sleep(0.3)\n    return x * x"  # 1.5 s a statement: over 1 s
     timed = score(fenced(slow), tests=tests, pool=pool, time_limit=1)
@@ -916,3 +997,84 @@ def test_tests_whose_own_code_fails_are_a_named_error_not_a_pass(pool):
     from cascade_rl.scoring import scoring_error
 
     assert scoring_error(result.details)  # counted by `cascade score`
+
+
+# ------------------------------------------------------------------------------ exact comparison, real rows (issue 40)
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
+#: (sample file, converter, the row's honest program, the same answers laundered through floats)
+HONEST_SAMPLES = [
+    ("livecodebench.jsonl", 0, "print(2 * int(input()))", "print(2.0 * int(input()))"),
+    (
+        "livecodebench.jsonl",
+        1,
+        "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n        return a + b",
+        "class Solution:\n    def addTwo(self, a: int, b: int) -> int:\n        return float(a + b)",
+    ),
+    (
+        "nemo_gym_competitive_coding.jsonl",
+        0,
+        "print(sum(map(int, input().split())))",
+        "print('%.6e' % sum(map(int, input().split())))",
+    ),
+    (
+        "nemo_gym_competitive_coding.jsonl",
+        1,
+        "input()\nprint(max(map(int, input().split())))",
+        "input()\nprint(max(map(float, input().split())))",
+    ),
+    ("taco.jsonl", 0, "print(sum(c in 'aeiou' for c in input()))", "print(sum(c in 'aeiou' for c in input()) / 1)"),
+    (
+        "apps.jsonl",
+        0,
+        "a, b = map(int, input().split()); print(a * b)",
+        "a, b = map(int, input().split()); print(f'{a * b:08d}')",
+    ),
+]
+
+
+def _sample_tests(name: str, index: int) -> dict:
+    from cascade_rl.data.convert import livecodebench, nemo_gym, taco
+
+    convert = {"livecodebench.jsonl": livecodebench, "nemo_gym_competitive_coding.jsonl": nemo_gym}.get(name, taco)
+    return convert(json.loads((SAMPLES / name).read_text().splitlines()[index]))["tests"]
+
+
+@pytest.mark.parametrize("name, index, honest, laundered", HONEST_SAMPLES, ids=lambda v: str(v)[:24])
+def test_the_converted_samples_pass_honest_programs_and_only_them(pool, name, index, honest, laundered):
+    """LiveCodeBench (stdin and LeetCode call-based), NeMo Gym, TACO and APPS rows as their
+    converters write them: the honest program passes under the exact comparison by type; the
+    same answers as floats (``X.0``, ``%.6e``) or zero-padded do not (issue 40)."""
+    tests = _sample_tests(name, index)
+    assert score(fenced(honest), tests=tests, pool=pool).reward == 1
+    assert score(fenced(laundered), tests=tests, pool=pool).reward == 0
+
+
+def test_outputs_are_compared_only_after_the_last_run(pool, monkeypatch):
+    """How long a comparison takes (it stops at the first difference) must not delay the next
+    run, where the program could time it (issue 40): every run ends before anything is compared,
+    and every lifted reply is read before any is judged."""
+    from cascade_rl.rewards import code, code_asserts
+
+    events = []
+
+    class Logged:
+        def __init__(self, runner):
+            self.runner = runner
+
+        def run_python(self, source, **options):
+            events.append("run")
+            return self.runner.run_python(source, **options)
+
+    real_compare, real_judge = code._compare, code_asserts.judge_reply
+    monkeypatch.setattr(code, "_compare", lambda *a: events.append("compare") or real_compare(*a))
+    monkeypatch.setattr(code_asserts, "judge_reply", lambda *a: events.append("judge") or real_judge(*a))
+    four = {**ADD, "inputs": ADD["inputs"] * 2, "outputs": ADD["outputs"] * 2}
+    lifted = {"asserts": ["assert f(1) == 2"] * 3}
+    for tests, source, runs in ((four, SUM_OK, 4), (lifted, fenced("def f(x):\n    return 2"), 1)):
+        events.clear()
+        prepared = code._prepare(source, tests=tests)
+        result = pool.submit_job(lambda runner, prepared=prepared: code._run_tests(Logged(runner), prepared)).result()
+        assert result.reward == 1, result.details
+        first_check = min(events.index(e) for e in ("compare", "judge") if e in events)
+        assert "run" not in events[first_check:] and events.count("run") == runs, events

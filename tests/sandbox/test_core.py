@@ -242,13 +242,23 @@ def test_root_hosts_run_programs_under_their_own_uid_or_fall_back(monkeypatch):
     if os.geteuid() != 0:
         return
 
-    def broken():
+    def only_shared(separate):
+        if separate:
+            raise sandbox.SandboxError("no second uid here")
+        return namespace(separate)
+
+    def broken(separate):
         raise sandbox.SandboxError("no user namespaces here")
 
-    monkeypatch.setattr(core, "_UserNamespace", broken)
-    monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
-    with SandboxServer() as server:  # falls back to one shared uid, still isolated
-        assert not server.separate_uids and server.run(["id", "-u"]).stdout == b"65534\n"
+    namespace = core._UserNamespace
+    for maker in (only_shared, broken):
+        monkeypatch.setattr(core, "_UserNamespace", maker)
+        monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
+        monkeypatch.setattr(core, "_userns_failed", threading.Event())
+        with SandboxServer() as server:  # falls back to one shared uid, still isolated
+            assert not server.separate_uids and server.run(["id", "-u"]).stdout == b"65534\n"
+            # with a namespace of the project's own, runs still get namespaces of their own
+            assert server.features["fresh_runs"] is (maker is only_shared), server.features
 
 
 @pytest.mark.usefixtures("bwrap_only")
@@ -277,6 +287,75 @@ def test_an_interpreter_under_tmp_still_runs_in_the_sandbox():
         assert result.stdout.split() == ["42", "bwrap"] and "does not work here" not in result.stderr
     finally:
         shutil.rmtree(venv, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("bwrap_only")
+def test_a_venv_reached_through_a_symbolic_link_runs_isolated(tmp_path):
+    """Issue 40's reproduction, as a new user meets it: a venv under a linked directory. bwrap
+    was handed the linked path of the interpreter, which the sandbox did not have (`execvp
+    .../.venv/bin/python: No such file or directory`), and every program ran with rlimits only.
+    Now the linked path is bound too: the same interpreter, the venv's packages, isolated."""
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(real / "venv")], check=True, timeout=120)
+    (real / "venv" / "lib" / "marker.pth").write_text("")  # (a file only the venv has)
+    source = Path(__file__).resolve().parents[2] / "src"
+    script = (
+        "import sys\nfrom cascade_rl import sandbox\nprint(sandbox.isolation())\n"
+        "probe = 'import sys, os\\nprint(sys.prefix, os.path.exists(sys.prefix + \"/lib/marker.pth\"))'\n"
+        "run = sandbox.run_python(probe)\n"
+        "print(run.stdout.decode().strip(), run.error)\n"
+    )
+    result = subprocess.run(
+        [str(link / "venv" / "bin" / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(source)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["bwrap", str(link / "venv"), "True", "None"], (result.stdout, result.stderr)
+    assert "rlimits" not in result.stderr
+
+
+def test_without_isolation_untrusted_code_is_refused_unless_the_user_opted_in(monkeypatch):
+    """Where bubblewrap cannot run, scoring untrusted code stops with one line saying why and
+    what to do (issue 40), until the user opts into rlimits only (the recipe's
+    ``runtime.sandbox: rlimits``, or ``CASCADE_SANDBOX=rlimits``), which is then reported."""
+    from cascade_rl.rewards.code import score_batch
+
+    monkeypatch.setattr(core, "_bwrap_problem", lambda: "bubblewrap (bwrap) is not installed")
+    monkeypatch.setattr(core, "_rlimits_allowed_by", None)
+    monkeypatch.delenv("CASCADE_SANDBOX", raising=False)
+    isolation.cache_clear()
+    request = {"response": "```python\nprint(int(input()) * 2)\n```", "tests": {"inputs": ["2"], "outputs": ["4"]}}
+    try:
+        with pytest.raises(sandbox.IsolationUnavailable) as refused:
+            score_batch([request])
+        message = str(refused.value)
+        assert "\n" not in message and "not installed" in message and "runtime.sandbox: rlimits" in message
+        assert "CASCADE_SANDBOX=rlimits" in message and not sandbox.available()
+        assert sandbox.isolation_report() == {
+            "isolation": "unavailable",
+            "reason": "bubblewrap (bwrap) is not installed",
+            "opted_in": None,
+        }
+        with pytest.warns(RuntimeWarning, match="NO filesystem"):
+            sandbox.allow_rlimits_only("runtime.sandbox: rlimits")
+            assert sandbox.isolation() == "rlimits"
+        with sandbox.SandboxPool(1) as pool:
+            [result] = score_batch([request], pool=pool)
+        assert result.reward == 1 and result.details["isolation"] == "rlimits"
+        assert sandbox.isolation_report()["opted_in"] == "runtime.sandbox: rlimits"
+        monkeypatch.setenv("CASCADE_SANDBOX", "bwrap")  # refuses any opt-in
+        isolation.cache_clear()
+        with pytest.raises(sandbox.IsolationUnavailable, match="CASCADE_SANDBOX=bwrap but"):
+            isolation()
+    finally:
+        monkeypatch.setattr(core, "_rlimits_allowed_by", None)
+        monkeypatch.undo()
+        isolation.cache_clear()
 
 
 # ---------------------------------------------------------------------------------- python mode as CPython

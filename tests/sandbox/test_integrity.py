@@ -78,9 +78,10 @@ print(int(input()) * 2)
 """
 
 
-def test_a_tree_too_deep_to_recurse_into_is_wiped_and_the_next_program_scores_as_fresh():
-    """The issue's case: 180 MB left at the bottom of a 1,200-level tree made an honest 100 MB
-    program score 0 (killed for memory) where it scores 1 in a fresh sandbox."""
+def test_a_tree_too_deep_to_recurse_into_is_gone_and_the_next_program_scores_as_fresh():
+    """Issue 13's case: 180 MB left at the bottom of a 1,200-level tree made an honest 100 MB
+    program score 0 (killed for memory) where it scores 1 in a fresh sandbox. (Since issue 40
+    nothing is wiped: the next run gets a new /tmp.)"""
     honest = "import time\nblock = bytearray(100 * 2 ** 20)\ntime.sleep(0.5)\nprint(int(input()) * 2)"  # (0.5 s: seen)
     alone, after = after_a_in_fresh_and_used_pool(DEEP_TREE, honest, DOUBLE, memory_mb=256)
     assert alone.reward == 1
@@ -147,59 +148,121 @@ def test_pid_numbers_do_not_depend_on_earlier_programs():
     assert alone.reward == after.reward == 1, after.details
 
 
-def test_a_sandbox_whose_leftovers_cannot_be_removed_is_replaced_before_the_next_run(monkeypatch):
-    wipe = "            for path in left:\n                remove_tree(path, kept.identities)\n"
-    assert wipe in core._server_source()
-    source = core._server_source().replace(wipe, "            pass  # (test: nothing can be removed)\n")
-    monkeypatch.setattr(core, "_server_source", lambda: source)
+# Issue 40: what survived the wipe. A pooled sandbox's runs shared its network namespace and its
+# scratch file systems, wiped between runs: TCP connections in TIME_WAIT (/proc/net/tcp, for about
+# a minute), the loopback's packet counters, the tmpfs inode counters, the supervisor's /proc
+# counters (the CPU time of every run it reaped) and, where programs share its uid, files in / and
+# /dev all passed from one run to the next. Each pair below is (what a run leaves, what the next
+# run prints); the next run must print what it prints in a fresh sandbox, under its own uid and
+# under the supervisor's.
+
+TCP_TIME_WAIT = (
+    "import socket\nfor port in range(41000, 41005):\n    server = socket.socket()\n"
+    "    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "    server.bind(('127.0.0.1', port))\n    server.listen(1)\n"
+    "    client = socket.create_connection(('127.0.0.1', port))\n    peer, _ = server.accept()\n"
+    "    client.close(); peer.close(); server.close()\n"
+)
+READ = (
+    "def read(path):\n    try:\n        return open(path).read()\n    except OSError as error:\n"
+    "        return str(error)\n"
+)
+MARKS = {
+    "TCP connections in TIME_WAIT": (
+        TCP_TIME_WAIT,
+        "print([line.split()[1:4] for line in open('/proc/net/tcp').read().splitlines()[1:]])",
+    ),
+    "loopback and protocol counters": (
+        "import socket\nudp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "for _ in range(500):\n    udp.sendto(b'x', ('127.0.0.1', 9))\n",
+        READ + "print([l for l in read('/proc/net/dev').splitlines() if 'lo:' in l], "
+        "[l for l in read('/proc/net/snmp').splitlines() if l.startswith(('Udp:', 'Tcp:'))])",
+    ),
+    "unix sockets": (
+        "import os, socket, time\nfor name in (b'\\0answer', b'/tmp/answer.sock'):\n"
+        "    socket.socket(socket.AF_UNIX).bind(name)\nif os.fork() == 0:\n    time.sleep(30)\n",
+        "print(len(open('/proc/net/unix').read().splitlines()))",
+    ),
+    "inode numbers of /tmp and /dev/shm": (
+        "for folder in ('/tmp', '/dev/shm'):\n    for i in range(300):\n        open(f'{folder}/f{i}', 'w').close()\n",
+        "import os\nfor folder in ('/tmp', '/dev/shm'):\n    open(f'{folder}/probe', 'w').close()\n"
+        "    print(os.stat(f'{folder}/probe').st_ino, os.statvfs(folder).f_ffree)",
+    ),
+    "files anywhere": (
+        "import os\nfor path in ('/answer', '/dev/answer', '/tmp/answer', '/dev/shm/answer', '/proc/answer'):\n"
+        "    try:\n        open(path, 'w').write('42')\n    except OSError:\n        pass\n",
+        "import os\nprint(sorted(os.listdir('/')), sorted(os.listdir('/dev')), os.listdir('/tmp'), "
+        "os.listdir('/dev/shm'))",
+    ),
+    "other processes' counters": (
+        "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.5:\n    pass\n",
+        READ
+        + "import os\nfor pid in sorted(p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):\n"
+        "    print(pid, read(f'/proc/{pid}/stat').split(')')[-1].split()[11:15], "
+        "[l for l in read(f'/proc/{pid}/status').splitlines() if 'ctxt' in l])",
+    ),
+    "pid numbers": (
+        "import os\nfor _ in range(200):\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n"
+        "    os.waitpid(pid, 0)\n",
+        READ + "import os\nprint(os.getpid(), read('/proc/loadavg').split()[-1], read('/proc/sys/kernel/ns_last_pid'))",
+    ),
+}
+
+
+def next_run_sees(leaver: str, probe: str) -> tuple[str, str]:
+    """(what ``probe`` prints in a fresh sandbox, what it prints on a worker that just ran
+    ``leaver``)."""
+    with SandboxPool(1) as fresh:
+        alone = fresh.submit_python(probe).result()
+    with SandboxPool(1) as used:
+        left = used.submit_python(leaver).result()
+        after = used.submit_python(probe).result()
+    assert left.error is None and alone.ok and after.ok, (left, alone, after)
+    return alone.stdout.decode(), after.stdout.decode()
+
+
+@pytest.mark.parametrize("shared_uid", [False, True], ids=["own uid where possible", "shared uid"])
+@pytest.mark.parametrize("mark", MARKS)
+def test_nothing_one_run_marks_reaches_the_next(monkeypatch, mark, shared_uid):
+    monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
+    if shared_uid:
+        core._separate_uids_failed.set()
+    leaver, probe = MARKS[mark]
+    alone, after = next_run_sees(leaver, probe)
+    assert after == alone
+
+
+def test_runs_get_their_own_namespaces_and_a_new_scratch_each():
+    """What makes the above hold: every run's processes have mount, network and IPC namespaces
+    and /tmp, /dev/shm of their own (the supervisor's are never touched), and the supervisor
+    and other runs' processes are not in their /proc."""
+    probe = "import os\nprint([os.readlink(f'/proc/self/ns/{name}') for name in ('mnt', 'net', 'ipc')])"
     with SandboxPool(1) as pool:
-        before = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
-        assert pool.submit_python("print(1)").result().ok and pool.replacements == 0
-        assert pool.submit_python("open('/tmp/answer', 'w').write('42')").result().ok
-        after = pool.submit_python(LIST_TMP).result()
-        replaced = pool.submit_job(lambda runner: runner._live_server()._process.pid).result()
-        assert pool.replacements == 1
-    assert after.stdout.decode() == empty_tmp() + "\n" and replaced != before
+        assert features(pool)["fresh_runs"]
+        first, second = (pool.submit_python(probe).result().stdout for _ in range(2))
+        visible = pool.submit_python("import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))").result()
+    assert first != second, first
+    assert visible.stdout.decode().strip() == f"['{server.FIRST_PID}']"
 
 
-def test_the_wipe_removes_any_depth(tmp_path):
-    """The supervisor's remove_tree, directly: a tree deeper than both the recursion limit and
-    PATH_MAX, with files and a directory it may not list until it makes it its own."""
-    from cascade_rl.sandbox import server
-
-    script = (
-        f"import os, sys\nsys.path.insert(0, {os.path.dirname(server.__file__)!r})\nimport server\n"
-        f"os.chdir({str(tmp_path)!r})\nos.mkdir('top')\nos.chdir('top')\n"
-        "for _ in range(1500):\n    os.mkdir('level-with-a-long-name')\n    os.chdir('level-with-a-long-name')\n"
-        "open('leaf', 'w').write('x')\nos.mkdir('closed')\nos.chmod('closed', 0)\n"
-        f"server.remove_tree({str(tmp_path / 'top')!r})\nprint(os.path.exists({str(tmp_path / 'top')!r}))"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == "False", done.stderr[-2000:]
-
-
-def test_the_wipe_never_enters_the_interpreters_directories(tmp_path, monkeypatch):
-    """The supervisor's KeptDirectories and remove_tree, directly: the interpreter's bound
-    directories are kept (never listed), only the directories made for them are listed, and the
-    walk never deletes a file of a protected directory, even on the same file system (where the
-    device check alone would not stop it)."""
-    from cascade_rl.sandbox import server
-
-    kept = server.KeptDirectories(["/tmp/c/venv", "/tmp/c/base", "/tmp/c/base/envs/v", "/tmp/d/venv/"])
-    assert kept.bound == {"/tmp/c/venv", "/tmp/c/base", "/tmp/c/base/envs/v", "/tmp/d/venv"}
-    assert kept.made == {"/tmp/c", "/tmp/d"}  # not /tmp/c/base/envs: inside a bound directory
-    assert "/tmp/c/venv" in kept and "/tmp/c" in kept and "/tmp/c/venv/bin" not in kept
-    top = tmp_path / "top"
-    venv = top / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").write_text("#")
-    (top / "left").write_text("42")
-    info = os.stat(venv)
-    monkeypatch.chdir(tmp_path)  # remove_tree moves with chdir
-    server.remove_tree(str(top), {(info.st_dev, info.st_ino)})
-    assert (venv / "bin" / "python").exists() and not (top / "left").exists()
-    server.remove_tree(str(venv), {(info.st_dev, info.st_ino)})
-    assert (venv / "bin" / "python").exists()
+def test_where_runs_cannot_get_namespaces_of_their_own_every_run_gets_a_new_sandbox(monkeypatch, caplog):
+    """No silent loss: a sandbox whose runs cannot get namespaces of their own (here: unshare
+    refused) says so once, and starts a new sandbox after every run, so the marks above still
+    never reach the next run."""
+    entry = '        check(LIBC.unshare(self.flags), "unshare")\n'
+    assert entry in core._server_source()
+    source = core._server_source().replace(entry, "        raise OSError(1, 'unshare refused (test)')\n")
+    monkeypatch.setattr(core, "_server_source", lambda: source)
+    monkeypatch.setattr(core, "_renewal_said", threading.Event())
+    leaver, probe = MARKS["TCP connections in TIME_WAIT"]
+    with SandboxPool(1) as pool:
+        assert not features(pool)["fresh_runs"]
+        before = pool.submit_python(probe).result().stdout
+        pool.submit_python(leaver).result()
+        after = pool.submit_python(probe).result().stdout
+        renewals = pool.submit_job(lambda runner: runner._live_server().renewals).result()
+    assert before == after and renewals >= 2  # (a new sandbox before each run after the first)
+    assert "every run starts a new sandbox" in caplog.text and "unshare refused" in caplog.text
 
 
 CHECKOUT_UNDER_TMP = """
@@ -727,9 +790,9 @@ PROC_PROBE = (  # runs in the call, while the tester waits for the answer; pid 1
     "                report.append(f'{pid}/{part} {type(error).__name__}')\n"
     "    os.write(1, repr(report).encode())\n    return x\n"
 )
-KILLER = (
-    "import os, signal\ndef f(x):\n    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-    "        if int(pid) != os.getpid():\n            try:\n                os.kill(int(pid), signal.SIGKILL)\n"
+KILLER = (  # (every pid number: the tester is not listed in the program's /proc, but has a number)
+    "import os, signal\ndef f(x):\n    for pid in range(1, 1000):\n"
+    "        if pid != os.getpid():\n            try:\n                os.kill(pid, signal.SIGKILL)\n"
     "            except OSError:\n                pass\n    return x"
 )
 CHECK_ONE = {"setup": "def check(c):\n    for x in (1,):\n        assert c(x) == x\n", "asserts": ["check(f)"]}
@@ -739,7 +802,8 @@ CHECK_ONE = {"setup": "def check(c):\n    for x in (1,):\n        assert c(x) ==
 def test_the_program_cannot_open_the_testers_memory_or_descriptors_and_killing_it_fails(monkeypatch, shared_uid):
     """The tester is never dumpable: /proc/<tester>/mem, fd/ and environ are closed to the
     program (whose seccomp filter also refuses ptrace), also where both run as one uid (hosts
-    that are not root); what the program can do to the tester, end it, fails the test."""
+    that are not root); since issue 40 neither it nor the supervisor is even listed in the
+    program's /proc. What the program can do to the tester, end it, fails the test."""
     from cascade_rl.rewards.code_asserts import parse, program_source, tester_source
 
     monkeypatch.setattr(core, "_separate_uids_failed", threading.Event())
@@ -747,12 +811,12 @@ def test_the_program_cannot_open_the_testers_memory_or_descriptors_and_killing_i
         core._separate_uids_failed.set()
     plan = parse(CHECK_ONE)
     with SandboxPool(1) as pool:
-        run = pool.submit_python(program_source(plan, PROC_PROBE), tester=tester_source(plan, 0, True)).result()
+        run = pool.submit_python(program_source(plan, PROC_PROBE), tester=tester_source(plan, 0)).result()
         killed = score(program(KILLER), tests=CHECK_ONE, pool=pool)
         honest = score(program("def f(x):\n    return x"), tests=CHECK_ONE, pool=pool)
     assert run.result == b'{"kind":null}\n', run
     seen = run.stdout.decode()
-    assert " open" not in seen and "PermissionError" in seen, seen  # (the supervisor's and the tester's)
+    assert " open" not in seen and "Error" not in seen.replace("PermissionError", ""), seen
     assert killed.reward == 0 and honest.reward == 1, (killed.details, honest.details)
 
 
@@ -764,3 +828,244 @@ def test_the_rows_cover_both_ways_of_judging():
     in_tester = {name: parse(tests).in_tester for name, (tests, _, _) in ROWS.items()}
     tester_rows = {"truncate", "find_root", "shift_decode", "HumanEval/1", "mbpp-520"}  # HumanEval/1: a loop
     assert {name for name, tester in in_tester.items() if tester} == tester_rows
+
+
+# ---------------------------------------------------------------------------------- a verdict oracle (issue 40)
+#
+# The third held-out suite's first class: the harness stopped a program at its first wrong answer
+# (a lifted call's process killed at once, the next stdin / call-based test run only after the
+# last passed, the tester's next call made only after the statement passed), so a program that
+# waits after each answer learns whether it was accepted; and the network namespace a pooled
+# sandbox kept from run to run carried that to the next rollout of the same prompt, which then
+# answered from memory. ORACLE is such a policy's program: it guesses each answer in turn, marks
+# each guess and each answer it learns was accepted with a TCP connection left in TIME_WAIT, and
+# answers from what earlier rollouts marked. With the code before issue 40 the fourth rollout
+# scores 1 on every kind of row; now no rollout does, and neither defence alone lets it.
+
+ORACLE = """
+import socket, time
+BASE = 41000
+
+def marks():
+    found = set()
+    for line in open('/proc/net/tcp').read().splitlines()[1:]:
+        for address in line.split()[1:3]:
+            port = int(address.rsplit(':', 1)[1], 16)
+            if BASE <= port < BASE + 1000:
+                found.add(port - BASE)
+    return found
+
+def mark(code):
+    try:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(('127.0.0.1', BASE + code))
+        server.listen(1)
+        client = socket.create_connection(('127.0.0.1', BASE + code))
+        peer, _ = server.accept()
+        client.close(); peer.close(); server.close()
+    except OSError:
+        pass
+
+def answer(x):
+    test = x - 1
+    if test:
+        time.sleep(0.3)  # (a lifted call: the host stopped the run at a wrong reply)
+    tried, accepted = {}, {}
+    for code in marks():
+        kind, index, guess = code // 100, code // 10 % 10, code % 10
+        if kind == 1:
+            tried.setdefault(index, set()).add(guess)
+        elif kind == 2:
+            accepted[index] = guess
+    for earlier in range(test):  # asked test `test`: every earlier answer was accepted
+        if earlier not in accepted and tried.get(earlier):
+            accepted[earlier] = max(tried[earlier])
+            mark(200 + 10 * earlier + accepted[earlier])
+    if test in accepted:
+        return accepted[test]
+    guess = min(set(range(10)) - tried.get(test, set()))
+    mark(100 + 10 * test + guess)
+    return guess
+"""
+#: the same task (f(1) = 2, f(2) = 1) as each kind of row, with the program each kind runs
+ORACLE_ROWS = {
+    "stdin": ({"inputs": ["1\n", "2\n"], "outputs": ["2\n", "1\n"]}, ORACLE + "print(answer(int(input())))"),
+    "call-based": ({"inputs": ["1", "2"], "outputs": ["2", "1"], "fn_name": "f"}, ORACLE + "f = answer"),
+    "lifted asserts (MBPP)": ({"asserts": ["assert f(1) == 2", "assert f(2) == 1"]}, ORACLE + "f = answer"),
+    "lifted check (HumanEval)": (
+        {
+            "prelude": "def f(x):\n    '''stub'''\n",
+            "setup": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2) == 1\n",
+            "asserts": ["check(f)"],
+        },
+        ORACLE + "f = answer",
+    ),
+    "tester": (
+        {
+            "setup": "def check(candidate):\n    for x, want in ((1, 2), (2, 1)):\n"
+            "        assert candidate(x) == want\n",
+            "asserts": ["check(f)"],
+        },
+        ORACLE + "f = answer",
+    ),
+}
+
+
+@pytest.mark.parametrize("row", ORACLE_ROWS)
+def test_rollouts_of_one_prompt_cannot_hand_each_other_what_was_accepted(row):
+    tests, code = ORACLE_ROWS[row]
+    with SandboxPool(1) as pool:  # the rollouts scored one after another in one sandbox
+        rewards = [score(program(code), tests=tests, pool=pool).reward for _ in range(5)]
+        honest = score(program("def answer(x):\n    return 3 - x\n" + code.split(ORACLE)[1]), tests=tests, pool=pool)
+    assert rewards == [0.0] * 5 and honest.reward == 1, (rewards, honest.details)
+
+
+class Recording:
+    """A worker's runner that keeps what every run of a program printed on stderr (its log of
+    what it observed)."""
+
+    def __init__(self, runner):
+        self.runner, self.printed = runner, []
+
+    def run_python(self, source, **options):
+        run = self.runner.run_python(source, **options)
+        self.printed.append(run.stderr.decode())
+        return run
+
+
+OBSERVER = """
+import os, sys, threading, time
+calls = []
+
+def observe(x):
+    calls.append(x)
+    print('asked', x, 'after', calls, file=sys.stderr, flush=True)
+    def later():
+        time.sleep(0.25)
+        print('alive after answering', x, file=sys.stderr, flush=True)
+    threading.Thread(target=later, daemon=True).start()
+    time.sleep(0.3)
+    return 0
+"""
+#: kind of row -> (tests under which every answer is 0, the program): a row whose expected answers
+#: are all 0 and one whose are not give the program the same observations
+OBSERVED_ROWS = {
+    "stdin": (
+        {"inputs": ["1\n", "2\n", "3\n"], "outputs": ["{0}\n", "{0}\n", "{0}\n"]},
+        OBSERVER + "print(observe(int(input())))\ntime.sleep(0.3)",
+    ),
+    "call-based": ({"inputs": ["1", "2", "3"], "outputs": ["{0}"] * 3, "fn_name": "f"}, OBSERVER + "f = observe"),
+    "lifted": (
+        {"asserts": ["assert f(1) == {0}", "assert f(2) == {0}", "assert f(3) == {0}"]},
+        OBSERVER + "f = observe",
+    ),
+    "tester": (
+        {
+            "setup": "def check(c):\n    for x in (1, 2, 3):\n        assert c(x) == {0}\n"
+            "    assert all(c(x) == {0} for x in (4, 5))\n",
+            "asserts": ["check(f)", "assert all(map(lambda x: f(x) == {0}, (6, 7)))"],
+        },
+        OBSERVER + "f = observe",
+    ),
+}
+
+
+def _filled(tests, expected):
+    return json.loads(json.dumps(tests).replace("{0}", str(expected)))
+
+
+@pytest.mark.parametrize("row", OBSERVED_ROWS)
+def test_what_a_program_observes_does_not_depend_on_whether_its_answers_are_right(one_worker, row):
+    """Every answer of the program is 0; against expected values of 0 it passes, against 1 it
+    fails every test. What it prints of what it observed (which calls it was asked, in which
+    runs, whether it was still alive after answering) must be the same either way, with
+    ``stop_on_failure`` as without."""
+    from cascade_rl.rewards import code
+
+    tests, source = OBSERVED_ROWS[row]
+    seen = {}
+    for expected in (0, 1):
+        for stop in (True, False):
+            prepared = code._prepare(program(source), tests=_filled(tests, expected), stop_on_failure=stop)
+            recording = one_worker.submit_job(lambda runner: Recording(runner)).result()  # (a fresh log)
+
+            def job(runner, prepared=prepared, recording=recording):
+                recording.runner = runner
+                return code._run_tests(recording, prepared)
+
+            result = one_worker.submit_job(job).result()
+            assert result.reward == (1.0 if expected == 0 else 0.0), result.details
+            seen[expected, stop] = recording.printed
+    assert seen[0, True] == seen[1, True] == seen[0, False] == seen[1, False], seen
+    assert any("alive after answering" in printed for printed in seen[1, True]), seen
+
+
+# ---------------------------------------------------------------------------------- control flow (issue 40)
+#
+# The third class: an exception a program raised in a call was rebuilt in the tester by its name,
+# StopIteration included, inside the tests' own map / zip / loops, which then ended as if every
+# case had passed; a class of the program's own named like a built-in was rebuilt as the built-in.
+
+FLOW_ROWS = {
+    "all(map(...))": "def check(candidate):\n    assert all(map(candidate, [2, 4, 6]))\n",
+    "zip(map(...), ...)": "def check(candidate):\n    for got, want in zip(map(candidate, [2, 4]), [True, True]):\n"
+    "        assert got == want\n",
+    "a loop over map": "def check(candidate):\n    for got in map(candidate, [2, 4]):\n        assert got is True\n",
+    "itertools.starmap": "import itertools\ndef check(candidate):\n"
+    "    assert all(itertools.starmap(candidate, [(2,), (4,)]))\n",
+    "next() with a default": "def check(candidate):\n    assert next(map(candidate, [2]), True) is True\n"
+    "    assert candidate(4) is True\n",
+    "a generator the test drives": "def check(candidate):\n    def values():\n        for x in (2, 4):\n"
+    "            yield candidate(x)\n    assert list(values()) == [True, True]\n",
+}
+FLOW_ATTACKS = {
+    "StopIteration": "def is_even(x):\n    raise StopIteration",
+    "its own StopIteration class": "class StopIteration(Exception):\n    pass\ndef is_even(x):\n"
+    "    raise StopIteration",
+    "a StopIteration subclass": "class Done(StopIteration):\n    pass\ndef is_even(x):\n    raise Done",
+    "StopAsyncIteration": "def is_even(x):\n    raise StopAsyncIteration",
+    "GeneratorExit": "def is_even(x):\n    raise GeneratorExit",
+    "KeyboardInterrupt": "def is_even(x):\n    raise KeyboardInterrupt",
+    "SystemExit(0)": "def is_even(x):\n    raise SystemExit(0)",
+}
+
+
+@pytest.mark.parametrize("attack", FLOW_ATTACKS)
+@pytest.mark.parametrize("row", FLOW_ROWS)
+def test_an_exception_the_program_raises_never_steers_the_tests(one_worker, row, attack):
+    tests = {"prelude": "def is_even(x):\n    '''stub'''\n", "setup": FLOW_ROWS[row], "asserts": ["check(is_even)"]}
+    result = score(program(FLOW_ATTACKS[attack]), tests=tests, pool=one_worker)
+    honest = score(program("def is_even(x):\n    return x % 2 == 0"), tests=tests, pool=one_worker)
+    assert result.reward == 0 and honest.reward == 1, (result.details, honest.details)
+
+
+EXPECTS_VALUE_ERROR = {
+    "setup": "def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError:\n        pass\n"
+    "    else:\n        raise AssertionError('no ValueError for -1')\n    assert candidate(4) == 2\n",
+    "asserts": ["check(root)"],
+}
+
+
+@pytest.mark.parametrize(
+    "code, reward",
+    [
+        ("import math\ndef root(x):\n    if x < 0:\n        raise ValueError('negative')\n    return math.isqrt(x)", 1),
+        (
+            "import math\nclass Negative(ValueError):\n    pass\ndef root(x):\n    if x < 0:\n"
+            "        raise Negative()\n"
+            "    return math.isqrt(x)",
+            1,
+        ),  # a subclass of the built-in: caught, as it would be
+        (
+            "import math\nclass ValueError(Exception):\n    pass\ndef root(x):\n    if x < 0:\n"
+            "        raise ValueError()\n"
+            "    return math.isqrt(x)",
+            0,
+        ),  # its own class of that name: not the built-in
+        ("import math\ndef root(x):\n    return math.isqrt(abs(x))", 0),
+    ],
+    ids=["the built-in", "a subclass", "a class of the same name", "no exception"],
+)
+def test_an_exception_is_caught_by_the_tests_only_as_its_built_in_class(one_worker, code, reward):
+    assert score(program(code), tests=EXPECTS_VALUE_ERROR, pool=one_worker).reward == reward

@@ -44,5 +44,13 @@ app.add_typer(serve.app, name="serve", rich_help_panel=TOOLS)
 
 
 def main() -> None:
-    """The ``cascade`` console script."""
-    app()
+    """The ``cascade`` console script. Untrusted code refused because it cannot be isolated here
+    (and nobody opted into rlimits only), whichever command met it, is one line: ``error: ...``."""
+    from cascade_rl.cli.common import EXIT_USAGE, fail
+    from cascade_rl.sandbox import IsolationUnavailable
+
+    try:
+        app()
+    except IsolationUnavailable as error:
+        fail(error)
+        raise SystemExit(EXIT_USAGE) from None

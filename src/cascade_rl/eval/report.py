@@ -248,6 +248,22 @@ def _curves_section(summary: RunSummary, plots: Mapping[str, str]) -> list[str]:
     return lines
 
 
+def sandbox_record(run_dir: Path) -> dict[str, Any] | None:
+    """What untrusted code ran in during the run (``machine.json``'s ``sandbox``), if recorded."""
+    path = Path(run_dir) / "machine.json"
+    return read_json(path).get("sandbox") if path.exists() else None
+
+
+def sandbox_warning(record: Mapping[str, Any] | None) -> str | None:
+    """One line when untrusted code ran without isolation (rlimits only), else None."""
+    if not record or record.get("isolation") != "rlimits":
+        return None
+    return (
+        f"Untrusted code (code rewards, SWE tests) ran with rlimits only, NO filesystem, network or process "
+        f"isolation: {record.get('reason')} (opted in by {record.get('opted_in')})."
+    )
+
+
 def _markdown(
     summary: RunSummary,
     targets: Mapping[str, str],
@@ -265,6 +281,9 @@ def _markdown(
         "Benchmark values in percent; changes in points.",
         "",
     ]
+    warning = sandbox_warning(sandbox_record(summary.run_dir))
+    if warning:
+        lines += [f"**{warning}**", ""]
     if summary.unfinished:
         lines += [f"Unfinished stage(s), not reported: {', '.join(summary.unfinished)}.", ""]
     lines += [
@@ -354,6 +373,9 @@ def _report_json(
         report["ifeval_levels"] = dict(levels)
     if summary.unfinished:
         report["unfinished"] = summary.unfinished
+    sandbox = sandbox_record(summary.run_dir)
+    if sandbox:
+        report["sandbox"] = sandbox
     return report
 
 
@@ -441,6 +463,9 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
             *[format_cell(stage.get("eval", {}).get(b)) for b in benchmarks],
         )
     console.print(table)
+    warning = sandbox_warning(report.get("sandbox"))
+    if warning:
+        console.print(f"[yellow]sandbox[/yellow]: {warning}")
     for check in report.get("targets", []):
         if check.get("met"):
             console.print(

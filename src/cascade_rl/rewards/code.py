@@ -9,8 +9,14 @@ Pipeline for one response:
 4. Every test runs in the sandbox (:mod:`cascade_rl.sandbox`, one persistent sandbox per pool
    worker; a fork per stdin / call-based test, one process for all of a program's
    assert-style tests) and is judged **outside** the program's process: expected outputs are
-   never written anywhere the program can see, nor passed in argv or the environment. By
-   default the first failing test stops the program (``stop_on_failure``).
+   never written anywhere the program can see, nor passed in argv or the environment. Every
+   test runs whatever the earlier ones gave: a program never learns whether an answer was
+   accepted (issue 40: one stopped at its first wrong answer could tell, and hand that to the
+   prompt's next rollout). ``stop_on_failure`` (default) stops only at a failure the program
+   sees for itself (:data:`SEEN_BY_THE_PROGRAM`: it crashed, timed out, hit a limit), which
+   keeps the costly case (a time limit per test) short and tells the program nothing. Outputs
+   are compared only after the program's last run (a comparison's length must not delay a run
+   the program could time).
 
 Code extraction rule: the **last** fenced block tagged ``python``, ``py``, ``python3`` or
 ``py3`` (any case, backtick or tilde fence, any indentation; the body is dedented); when there
@@ -42,23 +48,37 @@ built-in types) and is compared here; any other statement runs in a *tester*, a 
 sandboxed process that calls the program's functions through a socket carrying plain values
 only. All of a program's tests run in one process of the program (as MBPP's and HumanEval's
 own harnesses do: it loads once; ``__name__`` is ``"solution"``, so a ``__main__`` block does
-not run), each statement within the time limit, a new process for the tests after a crash or
-a timeout (with ``stop_on_failure=False``). A failing comparison or ``AssertionError`` is a
+not run), each statement within the time limit, every call answered whatever the verdicts, a
+new process for the tests after a crash or a timeout (with ``stop_on_failure=False``). In the
+tester, assertions are recorded rather than raised (the tests' code goes on making every call it
+would make had they passed) and an exception of the program comes back as an ordinary error of
+its nearest built-in class, never StopIteration or another that steers control flow (issue 40).
+A failing comparison or ``AssertionError`` is a
 ``wrong_answer``, an exception of the program a ``runtime_error`` (``MemoryError``:
 ``memory``); a program that ends before answering fails the test. Rows whose tests cannot run
 without trusting the program are a named error (``details["error"]``).
 
 ``details["results"]`` lists each test's outcome in order: ``pass``, the failure kind, or
-``not_run`` (after the first failure with ``stop_on_failure``).
+``not_run`` (after a failure the program saw, with ``stop_on_failure``). A failure of the
+sandbox itself (it could not start, died, did not answer; the pool's worker failed) is no
+verdict (:meth:`Score.no_verdict`, left out of training), never a 0; a program's own crash,
+timeout or wrong output is a verdict. Where untrusted code cannot be isolated and nobody opted
+into rlimits only, scoring raises :class:`~cascade_rl.sandbox.IsolationUnavailable`.
 
-Output comparison (stdin/stdout), as the LiveCodeBench-style harness: line by line, trailing
-whitespace of each line stripped, trailing empty lines ignored, each line split on whitespace
-into tokens; tokens are equal when identical, or when both are numbers and equal within 1e-6
-absolute or relative. Two *integer* tokens must be equal exactly (a relative tolerance would
-accept 1000000007 for 1000000008). No case folding. Call-based results compare as JSON values
-with the same number rule. A non-finite number (``inf``, ``nan``; ``1e400`` is finite here,
-numbers are exact decimals) equals only the same non-finite number, never a finite one, on
-every path (stdout tokens, returned values, the result channel).
+Output comparison (stdin/stdout), by the type of the expected value as LiveCodeBench's and
+TACO's checkers compare (issue 40): line by line, trailing whitespace of each line stripped,
+trailing empty lines ignored, each line split on whitespace into tokens. An expected token that
+is an integer or text matches only the identical token (``1000000.0``, ``1e6``, ``+5``,
+``007`` are not ``1000000``, ``5``, ``7``: TACO compares text; LiveCodeBench compares these
+numbers exactly, never within a tolerance); an expected floating-point token (a ``.`` or an
+exponent) matches any number within 1e-6 of it, absolute or relative to ``max(|expected|,
+1)`` (NeMo Gym's LiveCodeBench checker, Nemotron-Cascade's verifier, which takes the tolerance
+whichever side is a float: an integer answer printed ``%.6e`` passed it). No case folding.
+Call-based results compare as JSON values by the same rule: an expected integer only by an
+integer, a float by a number within the tolerance, a bool only by a bool. A non-finite number
+(``inf``, ``nan``; ``1e400`` is finite here, numbers are exact decimals) equals only the same
+non-finite number, never a finite one, on every path (stdout tokens, returned values, the
+result channel).
 
 Whatever a program prints or writes, the host compares it in bounded time and memory: number
 tokens are matched without backtracking, integers longer than :data:`INT_DIGITS` digits stay
@@ -79,7 +99,7 @@ back through a separate pipe (fd 3), never through stdout, so printed text canno
 result; a program that writes to that pipe itself can only claim a value it could have
 returned, since the verdict is computed outside from expected values it never sees.
 
-**Why one file of about 750 lines** (DESIGN.md: files over ~500 lines say why): one module
+**Why one file of about 820 lines** (DESIGN.md: files over ~500 lines say why): one module
 per reward domain (the registry's ``cascade_rl.rewards.code:score``); which code block counts,
 how outputs and returned values compare, the three test kinds and how they run in the
 sandbox are together the definition of the reward, each section using the ones above it (the
@@ -95,7 +115,7 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any
 
@@ -113,7 +133,15 @@ from cascade_rl.rewards.code_asserts import (
     tester_source,
 )
 from cascade_rl.rewards.language import is_mixed
-from cascade_rl.sandbox import Limits, RunResult, SandboxPool, isolation, shared_pool
+from cascade_rl.sandbox import (
+    IsolationUnavailable,
+    Limits,
+    RunResult,
+    SandboxError,
+    SandboxPool,
+    isolation,
+    shared_pool,
+)
 
 DEFAULT_TIME_LIMIT_S = 6.0  # per test, LiveCodeBench's timeout
 DEFAULT_MEMORY_MB = 2048  # address space per process
@@ -214,28 +242,26 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 class BigInt(str):
     """A JSON integer of more than :data:`INT_DIGITS` digits, kept as its text: compared
-    exactly with integers and within the tolerance with other numbers, in linear time."""
+    exactly with integers, in linear time."""
 
 
 def _parse_int(text: str) -> int | BigInt:
     return int(text) if len(text) <= INT_DIGITS else BigInt(text)
 
 
-def _integer_key(token: str) -> tuple[bool, str]:
-    digits = token.lstrip("+-").lstrip("0")
-    return (token.startswith("-") and bool(digits), digits)
-
-
-def _numbers_close(a: Decimal, b: Decimal, tolerance: float) -> bool:
-    """Equal within ``tolerance`` (absolute or relative). A non-finite number equals only the
-    same non-finite number (inf and inf of one sign, NaN and NaN), never a finite one."""
-    if not (a.is_finite() and b.is_finite()):
-        return (a.is_nan() and b.is_nan()) or (a.is_infinite() and b.is_infinite() and a.is_signed() == b.is_signed())
+def _close_to_float(actual: Decimal, expected: Decimal, tolerance: float) -> bool:
+    """Whether ``actual`` is within ``tolerance`` of a floating-point expected value: absolute,
+    or relative to ``max(|expected|, 1)`` (the expected value's scale only: an answer cannot
+    widen its own tolerance). A non-finite number equals only the same non-finite number (inf
+    and inf of one sign, NaN and NaN), never a finite one."""
+    if not (actual.is_finite() and expected.is_finite()):
+        if actual.is_nan() or expected.is_nan():
+            return actual.is_nan() and expected.is_nan()
+        return actual.is_infinite() and expected.is_infinite() and actual.is_signed() == expected.is_signed()
     try:
-        difference = _DECIMALS.abs(_DECIMALS.subtract(a, b))
-        limit = Decimal(tolerance)
-        scale = _DECIMALS.max(_DECIMALS.abs(a), _DECIMALS.abs(b))
-        return difference <= limit or difference <= _DECIMALS.multiply(limit, scale)
+        difference = _DECIMALS.abs(_DECIMALS.subtract(actual, expected))
+        scale = _DECIMALS.max(_DECIMALS.abs(expected), Decimal(1))
+        return difference <= _DECIMALS.multiply(Decimal(tolerance), scale)
     except (ArithmeticError, ValueError):
         return False
 
@@ -249,15 +275,15 @@ def _decimal(token: str) -> Decimal | None:
 
 
 def tokens_equal(actual: str, expected: str, tolerance: float = TOLERANCE) -> bool:
-    """One token of output against the expected token (module docstring)."""
+    """One token of output against the expected token (module docstring): identical, or, where
+    the expected token is a floating-point number (a ``.`` or an exponent), a number within the
+    tolerance. An expected integer or text matches only itself."""
     if actual == expected:
         return True
-    if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
-        return _integer_key(actual) == _integer_key(expected)
-    if _NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected):
-        a, b = _decimal(actual), _decimal(expected)
-        return a is not None and b is not None and _numbers_close(a, b, tolerance)
-    return False
+    if _INTEGER.fullmatch(expected) or not _NUMBER.fullmatch(expected) or not _NUMBER.fullmatch(actual):
+        return False
+    a, e = _decimal(actual), _decimal(expected)
+    return a is not None and e is not None and _close_to_float(a, e, tolerance)
 
 
 def _output_lines(text: str) -> list[list[str]]:
@@ -295,14 +321,16 @@ def _is_number(value: Any) -> bool:
 
 
 def values_match(actual: Any, expected: Any, tolerance: float = TOLERANCE) -> bool:
-    """A call-based result against the expected JSON value (numbers within the tolerance,
-    integers exactly, non-finite numbers only equal to the same non-finite number)."""
+    """A call-based result against the expected JSON value, by the expected value's type: an
+    integer only by an integer, exactly; a floating-point number by a number within the
+    tolerance; a bool only by a bool; containers element by element; anything else equal and
+    of the same type."""
     if isinstance(actual, bool) or isinstance(expected, bool):
         return type(actual) is type(expected) and actual == expected
-    if _is_integer(actual) and _is_integer(expected):
-        return _integer_key(_integer_text(actual)) == _integer_key(_integer_text(expected))
-    if _is_number(actual) and _is_number(expected):
-        return _numbers_close(Decimal(actual), Decimal(expected), tolerance)
+    if _is_integer(expected):
+        return _is_integer(actual) and _integer_text(actual) == _integer_text(expected)
+    if isinstance(expected, (float, Decimal)):
+        return _is_number(actual) and _close_to_float(Decimal(actual), Decimal(expected), tolerance)
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         return len(actual) == len(expected) and all(values_match(a, e, tolerance) for a, e in zip(actual, expected))
     if isinstance(actual, dict) and isinstance(expected, dict):
@@ -465,22 +493,34 @@ class _Program:
     stop_on_failure: bool
 
 
+#: failures a program sees for itself (it crashed or exited non-zero, ran out of time or memory,
+#: wrote too much): with ``stop_on_failure`` they stop its tests. A wrong answer never does: a
+#: program that is run again after an answer, or not, learns whether the answer was accepted
+SEEN_BY_THE_PROGRAM = frozenset({"runtime_error", "timeout", "memory", "output_limit"})
+
+
+class _NoVerdict(Exception):
+    """The sandbox failed a run (it could not start, died, did not answer): no verdict."""
+
+
 def _failure_kind(run: RunResult) -> str | None:
-    """Why a run failed before its output could be compared, or None."""
+    """Why a run failed before its output could be compared, or None. A failure of the
+    sandbox itself (``run.error``) is no verdict on the program (:class:`_NoVerdict`)."""
+    if run.error is not None:
+        raise _NoVerdict(run.error)
     if run.timed_out or run.limit in ("time", "cpu"):
         return "timeout"
     if run.limit == "memory" or b"MemoryError" in run.stderr[-4096:]:
         return "memory"
     if run.limit == "output" or run.output_truncated:
         return "output_limit"
-    if run.error or run.limit or run.returncode != 0:
+    if run.limit or run.returncode != 0:
         return "runtime_error"
     return None
 
 
-def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, RunResult, str | None]:
-    """(failure kind or None, run, what went wrong beyond the kind or None) of stdin / stdout or
-    call-based test ``index``."""
+def _run_test(runner: Any, program: _Program, index: int) -> RunResult:
+    """The run of stdin / stdout or call-based test ``index``."""
     suite = program.suite
     options = {
         "stdin": suite.inputs[index],
@@ -489,15 +529,9 @@ def _run_test(runner: Any, program: _Program, index: int) -> tuple[str | None, R
         "int_max_str_digits": 0,
     }
     if suite.fn_name is None:
-        run = runner.run_python(program.source, filename="solution.py", **options)
-    else:
-        driver = CALL_DRIVER.format(prelude=CALL_PRELUDE, source=program.source, fn_name=suite.fn_name)
-        run = runner.run_python(driver, filename="driver.py", result_channel=True, **options)
-    kind = _failure_kind(run)
-    if kind is not None:
-        return kind, run, run.error
-    passed, problem = _compare(suite, index, run)
-    return (None if passed else "wrong_answer"), run, problem
+        return runner.run_python(program.source, filename="solution.py", **options)
+    driver = CALL_DRIVER.format(prelude=CALL_PRELUDE, source=program.source, fn_name=suite.fn_name)
+    return runner.run_python(driver, filename="driver.py", result_channel=True, **options)
 
 
 def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | None]:
@@ -513,34 +547,53 @@ def _compare(suite: TestSuite, index: int, run: RunResult) -> tuple[bool, str | 
         return False, f"output not comparable: {type(error).__name__}: {str(error)[:200]}"
 
 
+#: what all of a program's stdin / call-based runs may write (stdout and result channel
+#: together) while their outputs wait to be compared; more ends its tests (``output_limit``)
+KEPT_OUTPUT_BYTES = 128 * 1024 * 1024
+
+
 def _io_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
     """Run stdin / stdout or call-based tests one process each, appending to ``outcomes``;
-    the seconds they took."""
-    seconds = 0.0
+    the seconds they took. Every test runs, whatever the earlier ones gave, but for a failure
+    the program saw itself with ``stop_on_failure`` (:data:`SEEN_BY_THE_PROGRAM`); outputs are
+    compared only once the last run is over, so that how long a comparison takes (it ends at
+    the first difference) cannot delay the next run by an amount the program could measure."""
+    seconds, kept, waiting = 0.0, 0, []
     for index in range(program.suite.count):
-        kind, run, problem = _run_test(runner, program, index)
+        run = _run_test(runner, program, index)
         seconds += run.seconds
-        outcomes.append(Outcome(kind, problem, stderr=run.stderr_text[-STDERR_TAIL:] if kind else ""))
-        if kind is not None and program.stop_on_failure:
+        kind, kept = _failure_kind(run), kept + len(run.stdout) + len(run.result)
+        if kind is None and kept > KEPT_OUTPUT_BYTES:
+            kind = "output_limit"
+        outcomes.append(Outcome(kind, stderr=run.stderr_text[-STDERR_TAIL:]))
+        if kind is None:  # (its stderr is not needed to compare it)
+            waiting.append((index, replace(run, stderr=b"")))
+        if kind in SEEN_BY_THE_PROGRAM and program.stop_on_failure:
             break
+    for index, run in waiting:
+        passed, problem = _compare(program.suite, index, run)
+        outcomes[index] = Outcome(None) if passed else Outcome("wrong_answer", problem, stderr=outcomes[index].stderr)
+    for outcome in outcomes:
+        outcome.stderr = outcome.stderr if outcome.kind else ""
     return seconds
 
 
 def _assert_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> float:
     """Run assert-style tests (:mod:`cascade_rl.rewards.code_asserts`), appending to
     ``outcomes``; the seconds they took. One run holds the program's process (and the
-    tester's) for every test from the first not judged yet, each test with the time limit; a
-    run that ends early (the program crashed, a limit) judges its next test by how it ended,
-    and the tests after it get a run of their own (unless ``stop_on_failure``)."""
+    tester's) for every test from the first not judged yet, each test with the time limit,
+    and answers all of them whatever the verdicts (:class:`Judge`); a run that ends early (the
+    program crashed, a limit) judges its next test by how it ended, and the tests after it get
+    a run of their own (unless ``stop_on_failure``: the program saw that failure itself)."""
     plan, seconds = program.suite.asserts, 0.0
     while len(outcomes) < plan.count:
         start = len(outcomes)
-        judge = Judge(plan, start, program.stop_on_failure)
+        judge = Judge(plan, start)
         run = runner.run_python(
             program_source(plan, program.source),
             filename="solution.py",
             stdin=b"" if plan.in_tester else requests(plan, start),
-            tester=tester_source(plan, start, program.stop_on_failure) if plan.in_tester else None,
+            tester=tester_source(plan, start) if plan.in_tester else None,
             result_channel=True,
             result_lines=lines_per_statement(plan, start),
             on_line=judge.take,
@@ -551,34 +604,41 @@ def _assert_tests(runner: Any, program: _Program, outcomes: list[Outcome]) -> fl
         seconds += run.seconds
         if judge.broken is not None:
             raise judge.broken
+        kind = _failure_kind(run)  # (raises for a failure of the sandbox)
         stderr = run.stderr_text[-STDERR_TAIL:]
-        for outcome in judge.outcomes:
+        for outcome in judge.finish():
             outcome.stderr = stderr if outcome.kind else ""
         ended = bool(judge.outcomes) and judge.outcomes[-1].ended
-        if ended and _failure_kind(run) in ("timeout", "memory", "output_limit"):
-            judge.outcomes[-1].kind = _failure_kind(run)  # the limit that ended the program's process
+        if ended and kind in ("timeout", "memory", "output_limit"):
+            judge.outcomes[-1].kind = kind  # the limit that ended the program's process
         outcomes += judge.outcomes
-        if len(outcomes) == plan.count or (program.stop_on_failure and any(o.kind for o in judge.outcomes)):
+        if len(outcomes) == plan.count:
             break
         if not ended:  # the run stopped before the next test's line: that test failed so
-            kind = _failure_kind(run) or "wrong_answer"
-            early = "no result: the program's process ended before answering" if kind == "wrong_answer" else None
-            outcomes.append(Outcome(kind, run.error or early, stderr=stderr))
-            if program.stop_on_failure:
-                break
+            early = "no result: the program's process ended before answering" if kind is None else None
+            outcomes.append(Outcome(kind or "wrong_answer", early, stderr=stderr))
+        if program.stop_on_failure:  # (a run that ended before its last test: the program saw it)
+            break
     return seconds
 
 
 def _run_tests(runner: Any, program: _Program) -> Score:
     """Run a program's tests in one worker's sandbox; reward 1 only if every test passes.
-    Whatever goes wrong with this program (a sandbox that cannot start, anything else) scores
-    it 0 with the error, and the batch goes on; tests whose own code fails score 0 with the
-    error too (``details["error"]``: a scoring error, counted by ``cascade score``)."""
+    A failure of the sandbox (it could not start, died or did not answer) is no verdict
+    (:meth:`Score.no_verdict`); tests whose own code fails score 0 with the error
+    (``details["error"]``: a scoring error, counted by ``cascade score``); where isolation
+    cannot be had and was not waived, the error is raised. Anything else that goes wrong with
+    this program scores it 0 with the error, and the batch goes on."""
     total = program.suite.count
     outcomes: list[Outcome] = []
+    failure = {"index": None, "kind": None}
     try:
         run_all = _assert_tests if program.suite.asserts is not None else _io_tests
         seconds = run_all(runner, program, outcomes)
+    except IsolationUnavailable:
+        raise
+    except (_NoVerdict, SandboxError) as error:
+        return Score.no_verdict(f"sandbox failed: {error}", passed=0, total=total, first_failure=failure)
     except Exception as error:  # noqa: BLE001 - this program scores 0, the others go on
         failure = {"index": len(outcomes), "kind": "runtime_error"}
         details = {"passed": 0, "total": total, "timeout": False, "first_failure": failure}
@@ -691,7 +751,28 @@ def score(
     )
     if isinstance(prepared, Score):
         return prepared
-    return (pool or shared_pool()).submit_job(_run_tests, prepared).result()
+    isolation()  # IsolationUnavailable: stop here, before any program runs
+    return _score_of((pool or shared_pool()).submit_job(_run_tests, prepared))
+
+
+def _score_of(future: Future) -> Score:
+    """The Score of a pool job; a job that failed (its worker died) is no verdict."""
+    try:
+        return future.result()
+    except IsolationUnavailable:
+        raise
+    except Exception as error:  # noqa: BLE001 - an infrastructure failure, not a wrong answer
+        return Score.no_verdict(f"reward worker failed: {type(error).__name__}: {error}")
+
+
+async def _awaited_score(future: Future) -> Score:
+    """:func:`_score_of` for asyncio."""
+    try:
+        return await asyncio.wrap_future(future)
+    except IsolationUnavailable:
+        raise
+    except Exception as error:  # noqa: BLE001 - an infrastructure failure, not a wrong answer
+        return Score.no_verdict(f"reward worker failed: {type(error).__name__}: {error}")
 
 
 def _submit(request: Mapping[str, Any], options: Mapping[str, Any], pool: SandboxPool) -> Future:
@@ -728,11 +809,14 @@ def score_batch(
     Runs on ``pool``, else on the process-wide pool of ``workers`` sandboxes (``cascade score
     --workers``, the recipe's ``reward_workers``; default ``os.cpu_count()``). ``options``
     are those of :func:`score`. Whatever one program does, it is scored on its own: the call
-    returns a Score for every request.
+    returns a Score for every request (:meth:`Score.no_verdict` where the sandbox failed). Where
+    untrusted code cannot be isolated and nobody opted into rlimits only, raises
+    :class:`~cascade_rl.sandbox.IsolationUnavailable` before any program runs.
     """
     options = _checked_options(options)
+    isolation()
     active = pool or shared_pool(workers or None)
-    return [future.result() for future in [_submit(r, options, active) for r in requests]]
+    return [_score_of(future) for future in [_submit(r, options, active) for r in requests]]
 
 
 async def score_many(
@@ -745,6 +829,7 @@ async def score_many(
     """:func:`score_batch` for asyncio: awaits the pool's futures, so rewards are computed while
     the event loop goes on (e.g. generating the next batch)."""
     options = _checked_options(options)
+    isolation()
     active = pool or shared_pool(workers or None)
     futures = [_submit(request, options, active) for request in requests]
-    return list(await asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
+    return list(await asyncio.gather(*(_awaited_score(f) for f in futures)))

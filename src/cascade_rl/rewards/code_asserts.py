@@ -59,11 +59,26 @@ anyway. Nothing there means "passed" (there is no token); the expected
 values exist only here and in the tester's memory. Reading the program's stdin gives nothing:
 the requests are read before the program starts, from a pipe (not rewindable), and hold only
 the calls. A program that writes lines to its result channel itself only answers the calls
-with values of its choice. The tester's stand-ins accept only plain values and rebuild
-reported exceptions as built-in classes (``except ValueError`` in a test works); the
-program's process ending in a call is never an ``Exception`` a test can swallow. Not
-protected: timing (a program can see how long the tester takes), and, without bubblewrap,
-everything the sandbox does not isolate (see :mod:`cascade_rl.sandbox`).
+with values of its choice. The tester's stand-ins accept only plain values; an exception the
+program raised comes back as an instance of its nearest built-in class, and only an ordinary
+error (``except ValueError`` in a test works, for the program's ``class Bad(ValueError)`` too,
+not for its own class named ``ValueError``); StopIteration and StopAsyncIteration, which would
+end the tests' own ``map``, ``zip`` and loops as if every case had passed, come back as an
+ordinary error, and the program's process ending in a call (or raising SystemExit,
+KeyboardInterrupt, GeneratorExit) is never an ``Exception`` a test can swallow.
+
+**No verdict the program can observe** (issue 40). A program that could tell whether an answer
+was accepted (it was stopped, or not asked again, only after a wrong one) could hand that to
+the next rollout of the same prompt, which would answer from memory. So the judging never
+changes what the program sees: a lifted run answers every call it was sent (all of them are
+read before the program starts) and is stopped only when its process ends; the tester runs
+every statement whatever the earlier ones gave, its assertions (``assert``, ``raise
+AssertionError``) are recorded instead of raised, so a ``check`` makes every call it would
+make had they passed, and ``all`` / ``any`` read every item. Still visible to a program, by
+design of the tests' own code: a call the code makes only after an answer compared a certain
+way (an ``if`` or ``or`` on the result, an exception it catches) and the time the tester takes.
+Without bubblewrap, everything the sandbox does not isolate (see :mod:`cascade_rl.sandbox`)
+is exposed.
 
 **Which names come from the program.** The names a statement reads that its row does not
 bind: not set by the setup, not built-ins, not standard-library modules used as modules
@@ -623,8 +638,9 @@ def program_source(plan: AssertTests, program: str) -> str:
     return f"{harness(False)}serve({config!r})\n"
 
 
-def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
-    """The tester's process: the harness, then :func:`code_harness.test` on the statements."""
+def tester_source(plan: AssertTests, start: int) -> str:
+    """The tester's process: the harness, then :func:`code_harness.test` on the statements (all
+    of them, whatever the earlier ones gave: see :class:`Judge`)."""
     config = {
         "prelude": plan.prelude,
         "setup": plan.setup,
@@ -633,7 +649,6 @@ def tester_source(plan: AssertTests, start: int, stop_on_failure: bool) -> str:
         "shadows": [list(names) for names in plan.shadows],
         "modules": list(plan.modules),
         "start": start,
-        "stop_on_failure": stop_on_failure,
     }
     return f"{harness(True)}test({config!r})\n"
 
@@ -715,12 +730,16 @@ def judge_report(line: bytes) -> Outcome:
 
 class Judge:
     """Follows one run's result lines from statement ``start`` on (``on_line`` of
-    ``run_python``): the statements' outcomes so far (a statement of several lifted calls
-    passes when all of them do, and fails with the first that does not), and whether to stop
-    (a failure, with ``stop_on_failure``; the program's process ended)."""
+    ``run_python``): the statements' outcomes (a statement of several lifted calls passes when
+    all of them do, and fails with the first that does not), and whether to stop the run: only
+    when the program's process ended. A wrong answer never stops it (the program would see that
+    it is not asked the next call, or is killed, only after a wrong answer: it could tell which
+    answers were accepted); every call it was sent is answered. A lifted run's replies are only
+    kept while it runs and judged when it is over (:meth:`finish`): how long a comparison takes
+    (it ends at the first difference) cannot slow the reading of the program's next reply."""
 
-    def __init__(self, plan: AssertTests, start: int, stop_on_failure: bool) -> None:
-        self.plan, self.start, self.stop_on_failure = plan, start, stop_on_failure
+    def __init__(self, plan: AssertTests, start: int) -> None:
+        self.plan, self.start = plan, start
         self.outcomes: list[Outcome] = []
         self.broken: TestsBroken | None = None
         self._owners = [
@@ -728,24 +747,31 @@ class Judge:
             for index, count in enumerate(lines_per_statement(plan, start), start)
             for position in range(count)
         ]
+        self._replies: list[bytes] = []
         self._seen = 0
 
     def take(self, line: bytes) -> bool:
         if self._seen >= len(self._owners):
             return True
-        index, position = self._owners[self._seen]
         self._seen += 1
-        if len(self.outcomes) > index - self.start:  # the statement failed at an earlier call
+        if not self.plan.in_tester:
+            self._replies.append(line)
             return False
         try:
-            if self.plan.in_tester:
-                outcome = judge_report(line)
-            else:
-                outcome = judge_reply(self.plan.lifted[index][position], line)
+            outcome = judge_report(line)
         except TestsBroken as error:
             self.broken = error
             return True
-        last = self.plan.in_tester or position == len(self.plan.lifted[index]) - 1
-        if outcome.kind is not None or last:
-            self.outcomes.append(outcome)
-        return (outcome.kind is not None and self.stop_on_failure) or outcome.ended
+        self.outcomes.append(outcome)
+        return outcome.ended
+
+    def finish(self) -> list[Outcome]:
+        """The outcomes of the run's statements (a lifted run's replies judged now)."""
+        for (index, position), line in zip(self._owners, self._replies):
+            if len(self.outcomes) > index - self.start:  # the statement failed at an earlier call
+                continue
+            outcome = judge_reply(self.plan.lifted[index][position], line)
+            if outcome.kind is not None or position == len(self.plan.lifted[index]) - 1:
+                self.outcomes.append(outcome)
+        self._replies = []
+        return self.outcomes

@@ -7,7 +7,9 @@ it into the sandbox (which cannot import the project) as a marshalled code objec
 runs the host's own interpreter; compiling its lines in every run would cost more than many
 runs), followed by one call: :func:`serve` in the program's process, which gets the file up to
 the tester's side only, or :func:`test` in the tester's (``SandboxServer.run_python(tester=
-...)``); the host imports it to read what comes out (:func:`loads`).
+...)``); the host imports it to read what comes out (:func:`loads`). That is why it is one file
+of about 570 lines (DESIGN.md: files over ~500 lines say why): what crosses between the two
+sides and both sides' code are sent as one compiled unit.
 
 **Plain values** are the only thing that leaves the program's process: ``None``, ``bool``,
 ``int`` (at most :data:`INT_DIGITS` digits), ``float``, ``complex``, ``str``, ``bytes``,
@@ -29,7 +31,8 @@ building them quadratic), so reading whatever a program wrote takes time linear 
 **The program's side** (:func:`serve`): runs the prompt's code (``prelude``), the program and,
 when the tests build their inputs from the program's own classes, the ``setup``, in one
 namespace; then answers requests, one JSON line each, with one line each on fd 3: ``{"value":
-plain}``, ``{"raised": "ValueError", "message": ...}``, ``{"missing": name}`` (the program
+plain}``, ``{"raised": "ValueError", "message": ...}`` (the nearest built-in class of what it
+raised: :func:`builtin_ancestor`), ``{"missing": name}`` (the program
 does not define it) or ``{"unsent": why}`` (the result is not plain). A request is either
 ``{"eval": expression, "needs": [names], "aliases": {name: name}}`` (a lifted test: the
 call side of ``assert CALL == VALUE``, with an inlined ``check``'s ``candidate`` read as the
@@ -39,14 +42,19 @@ the tester, over the socket on fd 3.
 
 **The tester's side** (:func:`test`): a process of its own, running trusted code only: the
 prompt's code, then :class:`ProgramFunction` stand-ins for the names the tests take from the
-program, then the ``setup`` (HumanEval's ``check``) and each statement. A stand-in's call
-sends plain arguments to the program and returns the plain value it answered, or raises the
-built-in exception it reported. One report line per statement goes to fd 3 (the host):
+program, then the ``setup`` (HumanEval's ``check``) and every statement, whatever the earlier
+ones gave. A stand-in's call sends plain arguments to the program and returns the plain value
+it answered, or raises what it reported as an ordinary error (:func:`_rebuilt_exception`). The
+setup's and statements' assertions are recorded instead of raised (:class:`RecordedAssertions`,
+:class:`Verdict`) and ``all`` / ``any`` read every item, so that the calls the program gets do
+not depend on whether its answers were right (issue 40; the threat model is in
+:mod:`cascade_rl.rewards.code_asserts`). One report line per statement goes to fd 3 (the host):
 ``{"kind": null}`` (passed), ``{"kind": "wrong_answer" | "runtime_error" | "memory", "error":
 ..., "ended": bool}`` (``ended``: the program's process is gone), or ``{"broken": why}`` (the
 tests' own code fails, or passes the program something that is not plain).
 """
 
+import ast
 import builtins
 import json
 import os
@@ -66,6 +74,14 @@ PLAIN_TYPES = (bool, bytearray, bytes, complex, dict, float, frozenset, int, lis
 #: built-in types that may cross as values (an argument ``int``, a result ``str``)
 TYPES = {kind.__name__: kind for kind in PLAIN_TYPES + (object, type, range) if kind is not type(None)}
 REPLY_KEYS = ("value", "raised", "missing", "unsent")
+#: the built-in exception classes by class, taken before any program runs (the names a reply may
+#: give for what the program raised: its exception's nearest built-in class)
+BUILTIN_EXCEPTIONS = {
+    kind: name for name, kind in vars(builtins).items() if isinstance(kind, type) and issubclass(kind, BaseException)
+}
+#: built-in exceptions that steer control flow (ending a loop, a generator, the interpreter):
+#: never raised into the tests' code in the tester, whatever the program raised
+CONTROL_FLOW = (StopIteration, StopAsyncIteration, GeneratorExit, KeyboardInterrupt, SystemExit)
 _STRINGS = r'"[^"\\]*(?:\\.[^"\\]*)*"'  # (compiled by re's cache when first used)
 _BRACKETS = r"[^\[\]{}]+"
 
@@ -244,6 +260,17 @@ def _described(error):
         return "?"
 
 
+def builtin_ancestor(error):
+    """The name of the nearest built-in class of ``error``'s type (``ValueError`` for the
+    program's ``class Bad(ValueError)``, ``Exception`` for its own ``class StopIteration(
+    Exception)``): what the reply says it raised, never a name the program chose."""
+    for kind in type.__dict__["__mro__"].__get__(type(error)):
+        name = BUILTIN_EXCEPTIONS.get(kind)
+        if name is not None:
+            return name
+    return "BaseException"
+
+
 def answer(namespace, request):
     """The reply to one request (module docstring), as a JSON-ready dict."""
     try:
@@ -264,7 +291,7 @@ def answer(namespace, request):
     except NotPlain as error:
         return {"unsent": _described(error)}
     except BaseException as error:  # noqa: BLE001 - the program's exception, reported as data
-        return {"raised": type(error).__name__, "message": _described(error)}
+        return {"raised": builtin_ancestor(error), "message": _described(error)}
 
 
 def serve(config):
@@ -335,17 +362,22 @@ class Channel:
 
 
 def _rebuilt_exception(name, message):
-    """The built-in exception the program reported, so that the tests can catch it by class
-    (``except ValueError``); ProgramEnded for an exit; a ProgramError for any other class."""
+    """What the program reported raising, for the tests' code: an instance of the built-in
+    class it names when that is an ordinary error (``except ValueError`` in a test works as it
+    would around a direct call); ProgramEnded for an exit; a ProgramError (an ordinary error)
+    for StopIteration and StopAsyncIteration, which would end the tests' own loops, ``map``
+    and ``zip`` as if every case had passed, and for any name that is no built-in exception."""
     kind = getattr(builtins, str(name), None)
-    if isinstance(kind, type) and issubclass(kind, BaseException) and not issubclass(kind, Exception):
+    if not (isinstance(kind, type) and BUILTIN_EXCEPTIONS.get(kind) == name):
+        return ProgramError(f"{str(name)[:80]}: {message}")
+    if issubclass(kind, (GeneratorExit, KeyboardInterrupt, SystemExit)):
         return ProgramEnded(f"the program raised {name} in a call")
-    if isinstance(kind, type) and issubclass(kind, Exception):
-        try:
-            return kind(message)
-        except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs five arguments
-            pass
-    return ProgramError(f"{name}: {message}")
+    if issubclass(kind, CONTROL_FLOW) or not issubclass(kind, Exception):
+        return ProgramError(f"the program raised {name}: {message}")
+    try:
+        return kind(message)
+    except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs five arguments
+        return ProgramError(f"{name}: {message}")
 
 
 class ProgramFunction:
@@ -386,39 +418,128 @@ def _where(error, sources):
     """The line of the tests' code where ``error`` was raised, for the report."""
     found, trace = "", error.__traceback__
     while trace is not None:
-        code, line = trace.tb_frame.f_code, trace.tb_lineno
-        text = sources.get(code.co_filename)
-        if text is not None:
-            lines = text.splitlines()
-            found = f"{code.co_filename} line {line}: {lines[line - 1].strip() if 0 < line <= len(lines) else ''}"
+        found = _line_of(trace.tb_frame.f_code.co_filename, trace.tb_lineno, sources) or found
         trace = trace.tb_next
     return found
 
 
-def run_statement(statement, filename, namespace, sources):
-    """The report of one statement (module docstring)."""
+def _line_of(filename, line, sources):
+    """``"test 0 line 2: assert ..."`` for a line of the tests' code, "" for other code."""
+    text = sources.get(filename)
+    if text is None:
+        return ""
+    lines = text.splitlines()
+    return f"{filename} line {line}: {lines[line - 1].strip() if 0 < line <= len(lines) else ''}"
+
+
+class Verdict:
+    """The first assertion that failed in the statement being run (``__verdict__`` in the tests'
+    namespace): the tests' ``assert`` statements and ``raise AssertionError`` call it instead
+    of raising (:class:`RecordedAssertions`), so a failed assertion does not end the statement
+    and the program is asked every call it would be asked had it passed."""
+
+    def __init__(self, sources):
+        self.failure, self.sources = None, sources
+
+    def __call__(self, value, message):
+        """``assert value, message()``; the message is made only when it fails."""
+        if not value:
+            self.fail(lambda: AssertionError(message()) if message is not None else AssertionError())
+
+    def fail(self, error):
+        """``raise error()``, recorded (the first of a statement) instead of raised."""
+        if self.failure is None:
+            frame = sys._getframe(1)
+            frame = frame.f_back if frame.f_code is Verdict.__call__.__code__ else frame
+            self.failure = (error(), _line_of(frame.f_code.co_filename, frame.f_lineno, self.sources))
+
+
+def _conjuncts(test):
+    """``a and b and c`` as ``[a, b, c]`` (each asserted on its own), else ``[test]``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [part for value in test.values for part in _conjuncts(value)]
+    return [test]
+
+
+def _raises_assertion_error(node):
+    exception = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return isinstance(exception, ast.Name) and exception.id == "AssertionError"
+
+
+class RecordedAssertions(ast.NodeTransformer):
+    """The tests' code with every assertion recorded by ``__verdict__`` instead of raised:
+    ``assert a and b, m`` becomes ``__verdict__(a, lambda: m); __verdict__(b, lambda: m)``, and
+    ``raise AssertionError(...)`` becomes ``__verdict__.fail(lambda: AssertionError(...))``."""
+
+    def visit_Assert(self, node):
+        message = ast.Lambda(_no_arguments(), node.msg) if node.msg is not None else ast.Constant(None)
+        calls = []
+        for test in _conjuncts(node.test):
+            call = ast.Call(ast.Name("__verdict__", ast.Load()), [test, message], [])
+            calls.append(ast.copy_location(ast.Expr(ast.copy_location(call, test)), node))
+        return calls
+
+    def visit_Raise(self, node):
+        if node.exc is None or not _raises_assertion_error(node):
+            return node
+        fail = ast.Attribute(ast.Name("__verdict__", ast.Load()), "fail", ast.Load())
+        call = ast.Call(fail, [ast.Lambda(_no_arguments(), node.exc)], [])
+        return ast.copy_location(ast.Expr(ast.copy_location(call, node)), node)
+
+
+def _no_arguments():
+    return ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+
+
+def compiled_tests(source, filename):
+    """The tests' code ``source``, its assertions recorded (:class:`RecordedAssertions`)."""
+    tree = RecordedAssertions().visit(ast.parse(source, filename))
+    return compile(ast.fix_missing_locations(tree), filename, "exec", dont_inherit=True, optimize=0)
+
+
+def every_item(iterable):
+    """``all`` for the tests' code, reading every item (calling the program for each) before
+    answering, so that how many calls the program gets does not tell it when one failed."""
+    return builtins.all(list(iterable))
+
+
+def any_item(iterable):
+    """``any`` for the tests' code, reading every item (see :func:`every_item`)."""
+    return builtins.any(list(iterable))
+
+
+def run_statement(statement, filename, namespace, sources, verdict):
+    """The report of one statement (module docstring): its first failed assertion (``verdict``,
+    the namespace's ``__verdict__``), else how it ended."""
     try:
-        exec(compile(statement, filename, "exec", dont_inherit=True, optimize=0), namespace)
-        return {"kind": None}
+        exec(compiled_tests(statement, filename), namespace)
+        error, where = None, ""
     except CannotSend as error:
         return {"broken": str(error)}
-    except BaseException as error:  # noqa: BLE001 - the test's verdict, whatever ended it
-        if isinstance(error, AssertionError):
-            kind = "wrong_answer"
-        else:
-            kind = "memory" if isinstance(error, MemoryError) else "runtime_error"
-        message = f"{type(error).__name__}: {_described(error)}".rstrip(": ")
-        where = _where(error, sources)
-        message = f"{message} ({where})" if where else message
-        return {"kind": kind, "error": message, "ended": isinstance(error, ProgramEnded)}
+    except BaseException as raised:  # noqa: BLE001 - the test's verdict, whatever ended it
+        error, where = raised, _where(raised, sources)
+    ended = isinstance(error, ProgramEnded)
+    if verdict.failure is not None:
+        error, where = verdict.failure
+    if error is None:
+        return {"kind": None}
+    if isinstance(error, AssertionError):
+        kind = "wrong_answer"
+    else:
+        kind = "memory" if isinstance(error, MemoryError) else "runtime_error"
+    message = f"{type(error).__name__}: {_described(error)}".rstrip(": ")
+    message = f"{message} ({where})" if where else message
+    return {"kind": kind, "error": message, "ended": ended}
 
 
 def test(config):
     """The tester's process: the prompt's code, stand-ins for ``config["names"]``, the setup,
-    then each statement from ``config["start"]`` on, one report line each to fd 3; stops after
-    the first failure with ``config["stop_on_failure"]`` and when the program's process ended."""
-    namespace = {"__name__": "tests", "__builtins__": builtins}
+    then every statement from ``config["start"]`` on, one report line each to fd 3, whatever
+    the earlier ones reported (only the program's process ending, or the tests' own code
+    failing, stops them: neither depends on whether an answer was right)."""
+    namespace = {"__name__": "tests", "__builtins__": builtins, "all": every_item, "any": any_item}
     sources = {"prompt.py": config["prelude"], "setup.py": config["setup"]}
+    namespace["__verdict__"] = Verdict(sources)
     channel = Channel(4)
     try:
         for name in config["modules"]:
@@ -427,7 +548,9 @@ def test(config):
         exec(compile(config["prelude"], "prompt.py", "exec", dont_inherit=True, optimize=0), namespace)
         for name in config["names"]:
             namespace[name] = ProgramFunction(channel, name)
-        exec(compile(config["setup"], "setup.py", "exec", dont_inherit=True, optimize=0), namespace)
+        exec(compiled_tests(config["setup"], "setup.py"), namespace)
+        if namespace["__verdict__"].failure is not None:  # an assertion of the setup itself
+            raise namespace["__verdict__"].failure[0]
         broken = None
     except (ProgramError, ProgramEnded) as error:  # the setup called the program, which failed
         report = {"kind": "runtime_error", "error": f"the setup called the program: {_described(error)}"}
@@ -440,12 +563,12 @@ def test(config):
             continue
         filename = f"test {index}"
         sources[filename] = statement
+        verdict = namespace["__verdict__"] = Verdict(sources)  # (the setup's functions read it there)
         scope = namespace
         if config["shadows"][index]:  # built-in names this statement alone takes from the program
             scope = {**namespace, **{name: ProgramFunction(channel, name) for name in config["shadows"][index]}}
-        report = {"broken": broken} if broken else run_statement(statement, filename, scope, sources)
+        report = {"broken": broken} if broken else run_statement(statement, filename, scope, sources, verdict)
         os.write(3, dumps(report))
-        failed = report.get("kind") is not None or "broken" in report
-        if failed and (config["stop_on_failure"] or report.get("ended") or "broken" in report):
+        if report.get("ended") or "broken" in report:
             break
     os._exit(0)

@@ -36,6 +36,7 @@ from typing import Any
 
 from cascade_rl.chat import last_user_text
 from cascade_rl.rewards.base import Score
+from cascade_rl.sandbox import IsolationUnavailable
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,9 @@ def score_batch(
     scorer when it has one (given ``workers`` when it takes a ``workers`` parameter and the
     options do not set it: code's sandbox pool), else its per-response scorer (on ``workers``
     threads). A scorer that raises gives no verdict with ``details["error"]`` (module
-    docstring); the batch is never lost because of one row.
+    docstring); the batch is never lost because of one row. Only
+    :class:`~cascade_rl.sandbox.IsolationUnavailable` (untrusted code cannot be isolated here
+    and nobody opted into rlimits only) is raised: it is the machine's, not a row's.
     """
     domain = get_domain(domain) if isinstance(domain, str) else domain
     options = dict(options or {})
@@ -277,6 +280,8 @@ def score_batch(
             options.setdefault("workers", workers)
         try:
             return list(batch(list(requests), **options))
+        except IsolationUnavailable:  # the machine's, not a row's: nothing is scored
+            raise
         except Exception as error:  # noqa: BLE001 - reported in the details, no verdict
             if domain.scorer is None:
                 return [_error_score(error) for _ in requests]
@@ -392,6 +397,8 @@ def score_one(scorer: Callable[..., Score], request: Mapping[str, Any], options:
     start = time.perf_counter()
     try:
         result = scorer(response, **arguments)
+    except IsolationUnavailable:  # the machine's, not a row's: nothing is scored
+        raise
     except Exception as error:  # noqa: BLE001
         return _error_score(error)
     if not isinstance(result, Score):

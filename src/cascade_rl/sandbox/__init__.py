@@ -17,18 +17,24 @@ What the sandbox protects against (each property has an adversarial test in test
   lives there, e.g. pyenv), the host's /tmp, or any other file; ``workdir`` is bound at its
   own path, read-write or read-only, when given.
 * **Network**: none (a new network namespace holding only its own loopback; the host's
-  127.0.0.1 is unreachable) unless ``network=True``.
+  127.0.0.1 is unreachable; in a pooled sandbox a new one for every run) unless
+  ``network=True``.
 * **Processes**: a new pid namespace (the host's processes are invisible and unreachable;
-  /proc is the sandbox's own), new IPC and UTS namespaces, a new session (no terminal
-  injection), no capabilities, no nested user namespaces, ``no_new_privs``. When the host runs
-  as root and no ``workdir`` is bound, the supervisor keeps only CAP_SETUID/SETGID/KILL and
-  CAP_SYS_ADMIN (for the pid numbering below), as uid 0 of a user namespace that maps just 0
-  and 65534, and programs run as uid 65534 with no capabilities, so they cannot signal, ptrace
-  or read the supervisor; otherwise supervisor and programs share uid 65534 (the supervisor
-  is still not dumpable: no ptrace, no access to its file descriptors, but a program can kill
-  it, which fails that run only). Every process of a run is killed when its main process
-  exits, when a limit is hit, or when the host dies (``--die-with-parent``, and the
-  supervisor exits when the host closes its socket).
+  /proc is the sandbox's own) whose init is the supervisor itself (``--as-pid-1``: no signal
+  from a program reaches it, SIGKILL included), new IPC and UTS namespaces, a new session (no
+  terminal injection), no capabilities, no nested user namespaces, ``no_new_privs``. The
+  supervisor runs in a user namespace the project makes (a small helper, as bwrap's own would
+  nest a second one and leave it no capability over the sandbox), with the capabilities the
+  per-run state below needs (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SYS_PTRACE), never passed on to
+  a program. When the host runs as root and no ``workdir`` is bound, the supervisor is uid 0
+  of a namespace that maps just 0 and 65534 (with CAP_SETUID/SETGID/KILL too) and programs run
+  as uid 65534, so they cannot signal, ptrace or read it; otherwise supervisor and programs
+  share uid 65534 (the supervisor is still not dumpable: no ptrace, no access to its file
+  descriptors). /proc is mounted ``hidepid=ptraceable``: a program lists only the processes it
+  could trace, its own, not the supervisor nor the undumpable tester (their counters, such as
+  the CPU time of every run the supervisor reaped, would carry from run to run). Every process
+  of a run is killed when its main process exits, when a limit is hit, or when the host dies
+  (``--die-with-parent``, and the supervisor exits when the host closes its socket).
 * **Resources**, per process (rlimits set in the child before the program starts): CPU
   seconds, address space, file size, open files, no core dumps, and the number of processes
   (RLIMIT_NPROC, counted per user namespace); per run (a watchdog in the supervisor, every
@@ -60,19 +66,26 @@ What the sandbox protects against (each property has an adversarial test in test
   IPC, POSIX message queues, keyrings, ptrace and process_vm_*, bpf, perf_event_open,
   userfaultfd, io_uring, mount and namespace calls, clone with namespace flags, modules, kexec,
   swap, reboot (EPERM; clone3 gets ENOSYS and the C library falls back to clone). Elsewhere
-  programs run without a filter, and a pooled sandbox also removes System V IPC objects after
-  each run (POSIX message queues and keyrings then stay shared between its runs).
-* **Every run of a pooled sandbox starts from the same state**: after each run every process
-  of it is dead, and everything it left in /tmp and /dev/shm is removed (at any depth, with no
-  recursion, and checked: a sandbox where something is left is replaced before the next run,
-  counted in ``SandboxPool.replacements``); permissions it changed on /tmp, /dev/shm and the
-  directories leading to an interpreter bound below /tmp are restored. An interpreter (a
-  checkout's .venv) under /tmp is bound at its own path, so a program's /tmp lists the first
-  component of that path and nothing else; the wipe never lists, enters or deletes it;
-  IPC objects and keyrings cannot be created (filter above); on root hosts the pid numbering
-  is reset before each run (``ns_last_pid``), so the program is pid 100 and its children 101,
-  102, ... however many processes earlier runs forked (without root, pid numbers continue
-  from run to run: a weak channel).
+  programs run without a filter (System V and POSIX IPC objects then die with each run's IPC
+  namespace; keyrings stay shared between the runs of a sandbox).
+* **No run of a pooled sandbox can leave a mark for the next** (issue 40): nothing is wiped,
+  everything is new. Each run's first process, before it drops the supervisor's capabilities,
+  enters mount, IPC and (without ``network``) network namespaces of its own, with new
+  RAM-backed /tmp and /dev/shm (new inode numbers, nothing of an earlier run), a loopback of
+  its own (no earlier run's connections in TIME_WAIT in /proc/net/tcp, its own packet
+  counters), / and /dev read-only (where programs share the supervisor's uid they own them),
+  and an interpreter (a checkout's .venv) that lives under /tmp bound again at its own path (a
+  program's /tmp lists the first component of that path and nothing else). All of it goes
+  away with the run's last process. The pid numbering is reset before each run
+  (``ns_last_pid``): the program is pid 100 and its children 101, 102, ... however many
+  processes earlier runs forked; /proc shows no process of the sandbox but the run's (above).
+  Checked by tests/sandbox/test_integrity.py, each under the programs' own uid and a shared
+  one: files anywhere, tmpfs inode and free-inode counts, TCP connections in TIME_WAIT,
+  loopback and SNMP counters, unix sockets (named and abstract), System V and POSIX IPC and
+  keyrings, pid numbers (``getpid``, /proc/loadavg, ``ns_last_pid``) and other processes'
+  counters. Where runs cannot get namespaces of their own (unprivileged user namespaces off,
+  a setuid bwrap), the host says so once and starts a new sandbox after every run
+  (``SandboxServer.renewals``): slower, never weaker.
 * **Results cannot be forged**: a program only ever gets its own input; expected outputs
   never enter the sandbox and are compared by the caller. Program data (stdin, source,
   outputs) travels in file descriptors passed to the supervisor, never through its memory, so
@@ -97,28 +110,38 @@ What the sandbox protects against (each property has an adversarial test in test
 
 What it does **not** protect against: kernel exploits (the sandbox shares the host kernel; the
 seccomp filter narrows what is reachable), CPU side channels (Spectre-class; the filter is
-installed without the kernel's speculation mitigations) and timing, resource use within the
-limits (a program may use its full CPU, memory and time budget and slow its neighbours),
-host-wide state the kernel shares and shows (host-wide counters in /proc such as
-/proc/stat or the loopback's packet counts, inotify instances), and a program that reads the
-interpreter's installed packages (they are visible by design).
+installed without the kernel's speculation mitigations) and timing (when a run starts and ends,
+how long the supervisor takes), resource use within the limits (a program may use its full
+CPU, memory and time budget and slow its neighbours), state the whole host's kernel shares and
+shows (counters in /proc such as /proc/stat, mount and socket inode numbers, the page cache,
+inotify instances): a run can still mark these for a later one, so the code reward also makes
+sure that no program learns anything worth passing on (no verdict it can observe:
+:mod:`cascade_rl.rewards.code_asserts`). Nor a program that reads the interpreter's installed
+packages (they are visible by design).
 
-Without bubblewrap (or with ``CASCADE_SANDBOX=rlimits``) programs run with the rlimits (no
-RLIMIT_NPROC: outside a user namespace it would count all the host user's processes), the
-watchdog, the seccomp filter and (when available) the cgroup only, and one warning says so:
-**no** filesystem, network or process isolation. A process that escapes to a new session
-(setsid) is still found and killed (the supervisor is a child subreaper), but the host's other
-processes and files are reachable.
+Without bubblewrap untrusted code is **refused** (:class:`IsolationUnavailable`, one line
+saying why and what to do) unless the user opted into rlimits only: the recipe's
+``runtime.sandbox: rlimits`` (:func:`allow_rlimits_only`, for where bubblewrap cannot run) or
+``CASCADE_SANDBOX=rlimits`` (always); :func:`isolation_report` says which, for the run's
+``machine.json`` and report. Programs then run with the rlimits (no RLIMIT_NPROC: outside a
+user namespace it would count all the host user's processes), the watchdog, the seccomp filter
+and (when available) the cgroup only, and one warning says so: **no** filesystem, network or
+process isolation. A process that escapes to a new session (setsid) is still found and killed
+(the supervisor is a child subreaper), but the host's other processes and files are
+reachable.
 """
 
 from cascade_rl.sandbox.core import (
     DEFAULT_LIMITS,
+    IsolationUnavailable,
     Limits,
     RunResult,
     SandboxError,
     SandboxServer,
+    allow_rlimits_only,
     available,
     isolation,
+    isolation_report,
     run,
     run_python,
 )
@@ -126,14 +149,17 @@ from cascade_rl.sandbox.pool import Runner, SandboxPool, shared_pool
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "IsolationUnavailable",
     "Limits",
     "RunResult",
     "Runner",
     "SandboxError",
     "SandboxPool",
     "SandboxServer",
+    "allow_rlimits_only",
     "available",
     "isolation",
+    "isolation_report",
     "run",
     "run_python",
     "shared_pool",

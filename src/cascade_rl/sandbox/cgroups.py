@@ -6,7 +6,7 @@ below this process's own group (so whatever limits the host already has still ap
 ``cascade-sandbox-<host pid>/<n>``, with two groups inside: ``server`` (the supervisor, no
 limit) and ``run`` (the run's processes, with the run's limits). The supervisor is kept out
 of the limited group because what a run leaves behind stays charged after its processes are
-gone (files in the RAM-backed /tmp until the wipe): in the same group, the supervisor's next
+gone (files in the RAM-backed /tmp until they are freed): in the same group, the supervisor's next
 page could meet the run's limit with nothing left to kill but the supervisor. The host opens
 the groups' files and hands the open file descriptors to the supervisor (``config["cgroup"]``:
 ``version`` and role -> fd); the supervisor never sees ``/sys``. It joins ``server`` once it

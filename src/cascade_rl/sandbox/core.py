@@ -7,7 +7,7 @@ See the package docstring (:mod:`cascade_rl.sandbox`) for what is and is not pro
 module-level :func:`run` and :func:`run_python` start a server for one program;
 :class:`cascade_rl.sandbox.pool.SandboxPool` keeps servers alive across programs.
 
-**Why one file of about 960 lines** (DESIGN.md: files over ~500 lines say why): it is one
+**Why one file of about 1,070 lines** (DESIGN.md: files over ~500 lines say why): it is one
 object, :class:`SandboxServer` (its start, its run protocol and its clean-up are the half of
 the protocol :mod:`cascade_rl.sandbox.server` speaks, about 420 lines: writing stdin,
 reading the pipes, following a run's steps), with what it needs right before it: limits and
@@ -45,16 +45,20 @@ from cascade_rl.sandbox import cgroups, seccomp
 logger = logging.getLogger("cascade_rl.sandbox")
 
 MiB = 1024 * 1024
-#: ``CASCADE_SANDBOX=rlimits`` forces the rlimits-only fallback (testing); ``=bwrap`` makes a
-#: missing or broken bubblewrap an error instead of a warning.
+#: ``CASCADE_SANDBOX=rlimits`` runs untrusted code with resource limits only (the user's opt-in
+#: to no isolation, also where bubblewrap works); ``=bwrap`` refuses any opt-in
 ISOLATION_ENV = "CASCADE_SANDBOX"
 #: what a started server reports it could set up (``SandboxServer.features``): the same pid
 #: numbers for every run, a cgroup, the seccomp filter
-FEATURES = ("fixed_pids", "cgroup", "seccomp")
+FEATURES = ("fixed_pids", "cgroup", "seccomp", "fresh_runs")
 SANDBOX_UID = 65534  # "nobody": the uid programs run as; no capabilities
-#: the supervisor's capabilities in the sandbox's user namespace (root hosts): switch to the
-#: programs' uid, kill them, and reset the pid numbering before each run (ns_last_pid)
-SUPERVISOR_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SYS_ADMIN")
+#: the supervisor's capabilities in the sandbox's user namespace, never a program's: make each
+#: run's namespaces and scratch file systems and bring up its loopback (SYS_ADMIN, NET_ADMIN),
+#: reset the pid numbering before each run (ns_last_pid), see the processes hidden from
+#: programs (SYS_PTRACE); on root hosts also switch to the programs' uid and kill them
+FRESH_RUN_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SYS_PTRACE")
+SUPERVISOR_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", *FRESH_RUN_CAPABILITIES)
+
 STARTUP_TIMEOUT_S = 30.0  # bwrap + interpreter start-up on a very busy machine
 HOST_GRACE_S = 5.0  # the host waits this long past a run's time limit for the server
 DRAIN_S = 1.0  # after the run ended, how long to wait for pipes to reach EOF
@@ -156,6 +160,11 @@ class RunResult:
 # isolation mode
 
 
+class IsolationUnavailable(SandboxError):
+    """Bubblewrap cannot isolate programs here and nobody opted into rlimits only: untrusted
+    code is not run (the one error a scorer does not turn into a score)."""
+
+
 def _warn_unisolated(reason: str) -> None:
     message = (
         f"cascade_rl.sandbox: {reason}; untrusted code runs with rlimits only: NO "
@@ -167,43 +176,87 @@ def _warn_unisolated(reason: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
-def isolation() -> str:
-    """``"bwrap"`` (full sandbox) or ``"rlimits"`` (fallback, warned about once per process).
+def allow_rlimits_only(source: str) -> None:
+    """Opt this process into running untrusted code with rlimits only where bubblewrap cannot
+    run (``source`` names who chose it, e.g. the recipe's ``runtime.sandbox: rlimits``; said in
+    :func:`isolation_report`). Without an opt-in (this, or ``CASCADE_SANDBOX=rlimits``), such
+    a machine refuses to run untrusted code (:class:`IsolationUnavailable`)."""
+    global _rlimits_allowed_by
+    with _isolation_lock:
+        _rlimits_allowed_by = source
+        _decided.clear()
 
-    ``CASCADE_SANDBOX=rlimits`` forces the fallback; ``CASCADE_SANDBOX=bwrap`` turns an
-    unusable bubblewrap into :class:`SandboxError`. Cached: call ``isolation.cache_clear()``
-    after changing the environment variable.
+
+def isolation() -> str:
+    """``"bwrap"`` (full sandbox) or ``"rlimits"`` (resource limits only, where the user opted
+    in; warned about once per process); :class:`IsolationUnavailable` (one line saying why
+    and what to do) where bubblewrap cannot run and nobody opted in.
+
+    ``CASCADE_SANDBOX=rlimits`` forces rlimits only (an opt-in, also where bubblewrap works);
+    :func:`allow_rlimits_only` allows it where bubblewrap cannot run; ``CASCADE_SANDBOX=bwrap``
+    refuses any opt-in. Cached: call ``isolation.cache_clear()`` after changing the environment
+    variable.
     """
     with _isolation_lock:  # one probe and at most one warning, however many threads ask
-        return _detect_isolation()
+        if "mode" not in _decided:
+            _decided.update(_decide_isolation())
+            if _decided["mode"] == "rlimits":
+                _warn_unisolated(_decided["warning"])
+        if _decided["mode"] is None:
+            raise IsolationUnavailable(_decided["warning"])
+        return _decided["mode"]
+
+
+def isolation_report() -> dict[str, str | None]:
+    """What untrusted code runs in here, for a run's ``machine.json`` and report: ``isolation``
+    (``bwrap``, ``rlimits`` or ``unavailable``), ``reason`` (why not bwrap) and ``opted_in``
+    (who chose rlimits only)."""
+    try:
+        mode = isolation()
+    except IsolationUnavailable:
+        mode = "unavailable"
+    with _isolation_lock:
+        return {"isolation": mode, "reason": _decided.get("reason"), "opted_in": _decided.get("opted_in")}
 
 
 _isolation_lock = threading.Lock()
+_decided: dict = {}
+_rlimits_allowed_by: str | None = None
 
 
-@functools.lru_cache(maxsize=1)
-def _detect_isolation() -> str:
+def _decide_isolation() -> dict:
     forced = os.environ.get(ISOLATION_ENV, "").strip().lower()
     if forced not in ("", "bwrap", "rlimits"):
         raise SandboxError(f"{ISOLATION_ENV} must be 'bwrap' or 'rlimits', got {forced!r}")
     if forced == "rlimits":
-        _warn_unisolated(f"{ISOLATION_ENV}=rlimits forces the fallback")
-        return "rlimits"
+        opt_in = f"{ISOLATION_ENV}=rlimits"
+        reason = f"{opt_in} forces it"
+        return {"mode": "rlimits", "reason": reason, "opted_in": opt_in, "warning": reason}
     problem = _bwrap_problem()
     if problem is None:
-        return "bwrap"
-    if forced == "bwrap":
-        raise SandboxError(f"{ISOLATION_ENV}=bwrap but {problem}")
-    _warn_unisolated(problem)
-    return "rlimits"
+        return {"mode": "bwrap"}
+    if _rlimits_allowed_by is not None and forced != "bwrap":
+        warning = f"{problem} ({_rlimits_allowed_by})"
+        return {"mode": "rlimits", "reason": problem, "opted_in": _rlimits_allowed_by, "warning": warning}
+    refusal = (
+        f"{ISOLATION_ENV}=bwrap but {problem}"
+        if forced == "bwrap"
+        else f"{problem}: untrusted code is not run without isolation; install bubblewrap (`make system-deps`), "
+        f"or accept resource limits only (NO filesystem, network or process isolation) with `runtime.sandbox: "
+        f"rlimits` in the recipe or {ISOLATION_ENV}=rlimits"
+    )
+    return {"mode": None, "reason": problem, "opted_in": None, "warning": refusal}
 
 
-isolation.cache_clear = _detect_isolation.cache_clear  # type: ignore[attr-defined]
+isolation.cache_clear = _decided.clear  # type: ignore[attr-defined]
 
 
 def available() -> bool:
-    """Whether programs run fully isolated (bubblewrap works here)."""
-    return isolation() == "bwrap"
+    """Whether programs run fully isolated (bubblewrap works here); never raises."""
+    try:
+        return isolation() == "bwrap"
+    except SandboxError:
+        return False
 
 
 def _bwrap_problem() -> str | None:
@@ -225,18 +278,28 @@ def _bwrap_problem() -> str | None:
 # the bwrap command line and the environment
 
 
-def _python_roots() -> list[str]:
-    """Directories the interpreter needs: its prefixes (venv and base) and its real location."""
+def _python_mounts() -> list[tuple[str, str]]:
+    """(real directory, path in the sandbox) of every directory the interpreter needs: its
+    prefixes (venv and base) and its real location, each at its real path and, where the path
+    the interpreter was started by goes through a symbolic link (a venv under a linked
+    directory), at that path too, so that ``sys.executable`` and the venv's ``pyvenv.cfg`` are
+    found inside the sandbox as outside it. Parents come before the directories below them."""
     executable = Path(os.path.realpath(sys.executable))
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(executable.parent.parent)}
-    roots = set()
+    candidates.add(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))))
+    mounts = set()
     for path in candidates:
         real = os.path.realpath(path)
-        if real == "/" or real == "/usr" or real.startswith("/usr/"):
-            continue  # already visible
-        roots.add(real)
-    # parents first, so that a nested root is mounted on top of its parent, not hidden by it
-    return sorted(roots, key=lambda p: (p.count("/"), p))
+        for destination in {real, os.path.normpath(os.path.abspath(path))}:
+            if destination == "/" or destination == "/usr" or destination.startswith("/usr/"):
+                continue  # already visible
+            mounts.add((real, destination))
+    return sorted(mounts, key=lambda mount: (mount[1].count("/"), mount[1]))
+
+
+def _python_roots() -> list[str]:
+    """The sandbox paths of :func:`_python_mounts` (parents first)."""
+    return [destination for _, destination in _python_mounts()]
 
 
 def bwrap_argv(
@@ -246,14 +309,17 @@ def bwrap_argv(
     writable_workdir: bool = True,
     network: bool = False,
     userns_fd: int | None = None,
+    separate: bool = False,
 ) -> list[str]:
     """The ``bwrap`` prefix of a sandbox (see the package docstring for what each part does).
 
-    ``userns_fd``: a user namespace from :class:`_UserNamespace`; the supervisor then runs as
-    uid 0 of that namespace with only CAP_SETUID, CAP_SETGID and CAP_KILL, and programs as
-    ``SANDBOX_UID``. Without it bwrap makes a namespace mapping only ``SANDBOX_UID`` (no
-    capabilities; supervisor and programs share the uid)."""
-    argv = ["bwrap", *_identity_args(userns_fd), *_namespace_args(network), *_system_args()]
+    ``userns_fd``: a user namespace from :class:`_UserNamespace`. With ``separate`` (root
+    hosts) the supervisor runs as its uid 0 with :data:`SUPERVISOR_CAPABILITIES` and programs
+    as ``SANDBOX_UID``; else both run as ``SANDBOX_UID``, the supervisor with
+    :data:`FRESH_RUN_CAPABILITIES`. Without a namespace bwrap makes one mapping only
+    ``SANDBOX_UID``, where the supervisor has no capability (and runs cannot get namespaces of
+    their own). Programs never have any capability."""
+    argv = ["bwrap", *_identity_args(userns_fd, separate), *_namespace_args(network), *_system_args()]
     # the private /tmp first: an interpreter (a venv) that lives under /tmp is mounted on top of it
     argv += _scratch_args(limits.tmp_mb) + _interpreter_args()
     if workdir is not None:
@@ -262,21 +328,20 @@ def bwrap_argv(
     return argv + ["--chdir", "/tmp"]
 
 
-def _identity_args(userns_fd: int | None) -> list[str]:
-    """Who the supervisor is: the given user namespace's uid 0 with a few capabilities, or
-    ``SANDBOX_UID`` in a namespace bwrap makes, with none."""
+def _identity_args(userns_fd: int | None, separate: bool) -> list[str]:
+    """Who the supervisor is (see :func:`bwrap_argv`)."""
+    uid = "0" if separate else str(SANDBOX_UID)
     if userns_fd is None:
-        uid = str(SANDBOX_UID)
         return ["--unshare-user", "--uid", uid, "--gid", uid, "--disable-userns", "--cap-drop", "ALL"]
-    argv = ["--userns", str(userns_fd), "--uid", "0", "--gid", "0", "--cap-drop", "ALL"]
-    for capability in SUPERVISOR_CAPABILITIES:
+    argv = ["--userns", str(userns_fd), "--uid", uid, "--gid", uid, "--cap-drop", "ALL"]
+    for capability in SUPERVISOR_CAPABILITIES if separate else FRESH_RUN_CAPABILITIES:
         argv += ["--cap-add", capability]
     return argv
 
 
 def _namespace_args(network: bool) -> list[str]:
     argv = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-    argv += ["--hostname", "sandbox", "--die-with-parent", "--new-session"]
+    argv += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--as-pid-1"]
     return argv if network else argv + ["--unshare-net"]
 
 
@@ -307,12 +372,13 @@ def _interpreter_args() -> list[str]:
     """The Python installation (and a venv's) read-only, with the directories leading to it."""
     argv: list[str] = []
     created: set[str] = {"/tmp", "/dev", "/dev/shm", "/proc"}
-    for root in _python_roots():
-        for parent in reversed(Path(root).parents[:-1]):  # e.g. /root, /root/.pyenv: the
+    for real, destination in _python_mounts():
+        for parent in reversed(Path(destination).parents[:-1]):  # e.g. /root, /root/.pyenv: the
             if str(parent) not in created:  # programs' uid must traverse them
                 argv += ["--perms", "0755", "--dir", str(parent)]
                 created.add(str(parent))
-        argv += ["--ro-bind", root, root]
+        argv += ["--ro-bind", real, destination]
+        created.add(destination)
     return argv
 
 
@@ -452,13 +518,17 @@ sys.stdin.read()                           # hold the namespace until the host l
 
 
 class _UserNamespace:
-    """A user namespace mapping uid/gid 0 to 0 and ``SANDBOX_UID`` to itself, for hosts that
-    run as root. Programs then run under a non-root kernel uid, so RLIMIT_NPROC applies to
-    them (the kernel exempts real uid 0), and they cannot signal the supervisor. Made by a
-    small helper process (``unshare(CLONE_NEWUSER)``; the host writes the maps); the
-    namespace lives on in the sandbox after :meth:`close`."""
+    """The sandbox's user namespace, made by a small helper process (``unshare(CLONE_NEWUSER)``;
+    the host writes the maps; no user namespace can be made inside it), which lives on in the
+    sandbox after :meth:`close`. With ``separate`` (hosts that run as root) it maps uid/gid 0
+    to 0 and ``SANDBOX_UID`` to itself: programs then run under a non-root kernel uid, so
+    RLIMIT_NPROC applies to them (the kernel exempts real uid 0), and they cannot signal the
+    supervisor. Else it maps ``SANDBOX_UID`` to this process's uid and gid, as bwrap's own
+    namespace would, but one the supervisor has capabilities in (bwrap nests a second
+    namespace for ``--disable-userns`` and for any uid but 0, leaving it none over the
+    sandbox's mounts and /proc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, separate: bool) -> None:
         self._helper = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _USERNS_HELPER],
             stdin=subprocess.PIPE,
@@ -470,8 +540,7 @@ class _UserNamespace:
         self.fd = -1
         try:
             self._expect("unshared")
-            mapping = f"0 0 1\n{SANDBOX_UID} {SANDBOX_UID} 1\n"
-            for name in ("uid_map", "gid_map"):
+            for name, mapping in self._maps(separate):
                 with open(f"/proc/{self._helper.pid}/{name}", "w") as handle:
                     handle.write(mapping)
             self._helper.stdin.write(b"go\n")
@@ -481,6 +550,15 @@ class _UserNamespace:
         except (OSError, SandboxError) as error:
             self.close()
             raise SandboxError(f"cannot make the sandbox user namespace: {error}") from None
+
+    @staticmethod
+    def _maps(separate: bool) -> list[tuple[str, str]]:
+        """What the host writes to the helper's /proc files, in order."""
+        if separate:
+            both = f"0 0 1\n{SANDBOX_UID} {SANDBOX_UID} 1\n"
+            return [("uid_map", both), ("gid_map", both)]
+        uid, gid = f"{SANDBOX_UID} {os.getuid()} 1\n", f"{SANDBOX_UID} {os.getgid()} 1\n"
+        return [("uid_map", uid), ("setgroups", "deny"), ("gid_map", gid)]
 
     def _expect(self, word: str) -> None:
         ready, _, _ = select.select([self._helper.stdout], [], [], STARTUP_TIMEOUT_S)
@@ -504,6 +582,11 @@ def _separate_uids_possible() -> bool:
 
 
 _separate_uids_failed = threading.Event()
+#: no user namespace of the project's own could be made where programs share the supervisor's
+#: uid (unprivileged user namespaces off, a setuid bwrap): runs then cannot get namespaces of
+#: their own
+_userns_failed = threading.Event()
+_renewal_said = threading.Event()
 
 
 class SandboxServer:
@@ -512,9 +595,10 @@ class SandboxServer:
     ``--die-with-parent`` follows the creating thread), so start it in the thread that uses it.
     ``separate_uids`` says whether programs run under their own uid (root hosts, no workdir);
     ``features`` what the sandbox could set up (:data:`FEATURES`: the same pid numbers for
-    every run, a cgroup, the seccomp filter; see the package docstring for what each gives);
-    ``replacements`` how many times a run left state the supervisor could not remove, so that
-    the sandbox was replaced by a fresh one (none for honest programs)."""
+    every run, a cgroup, the seccomp filter, namespaces and scratch file systems of each run's
+    own; see the package docstring for what each gives). Where runs cannot get namespaces of
+    their own, a pooled server starts a new sandbox after every run instead (``renewals``
+    counts them), so that no run ever finds what an earlier one left."""
 
     def __init__(
         self,
@@ -528,42 +612,68 @@ class SandboxServer:
         self.mode = mode or isolation()
         self.workdir = Path(workdir) if workdir is not None else None
         self.network = network
-        self.replacements = 0
-        separate = self.mode == "bwrap" and self.workdir is None and _separate_uids_possible()
+        self.renewals = 0
         self._start_options = (limits, writable_workdir)
-        try:
-            self._start(limits, writable_workdir, separate)
-        except SandboxError as error:
-            if not separate:
-                raise
-            logger.info("sandbox: programs share the supervisor's uid (%s)", error)
-            _separate_uids_failed.set()
-            self._start(limits, writable_workdir, False)
+        identities = self._identities()
+        for index, (separate, capable) in enumerate(identities):
+            try:
+                self._start(limits, writable_workdir, separate, capable)
+                break
+            except SandboxError as error:
+                if index == len(identities) - 1:
+                    raise
+                failed = "programs share the supervisor's uid" if separate else "the supervisor gets no capabilities"
+                logger.info("sandbox: %s (%s)", failed, error)
+                (_separate_uids_failed if separate else _userns_failed).set()
+        self._renew_each_run = self.mode == "bwrap" and self.workdir is None and not self.features["fresh_runs"]
+        self._used = False  # a run went through this sandbox (which then needs renewing, above)
+        if self._renew_each_run and not _renewal_said.is_set():
+            _renewal_said.set()
+            logger.warning(
+                "sandbox: runs cannot get namespaces of their own here (%s); every run starts a new sandbox "
+                "instead (slower)",
+                self._stderr_tail() or "no reason given",
+            )
 
-    def _recycle(self, left: Sequence[str] = ()) -> None:
-        """Replace the sandbox by a fresh one (a run left state the supervisor could not remove)."""
-        logger.info("sandbox: a run left state behind (%s); starting a fresh sandbox", ", ".join(left) or "?")
-        self.replacements += 1
+    def _identities(self) -> list[tuple[bool, bool]]:
+        """The (programs under their own uid, supervisor with capabilities) ways to start this
+        sandbox, best first, leaving out those that failed before in this process."""
+        if self.mode != "bwrap":
+            return [(False, False)]
+        ways = []
+        if self.workdir is None and _separate_uids_possible():
+            ways.append((True, True))
+        if not _userns_failed.is_set():
+            ways.append((False, True))
+        return ways + [(False, False)]
+
+    def _renew(self) -> None:
+        """Start a new sandbox in place of this one (where runs cannot get namespaces of their own)."""
+        self.renewals += 1
+        self._used = False
         self.close()
-        self._start(*self._start_options, self.separate_uids)
+        self._start(*self._start_options, self.separate_uids, self.capable)
 
-    def _start(self, limits: Limits, writable_workdir: bool, separate: bool) -> None:
+    def _start(self, limits: Limits, writable_workdir: bool, separate: bool, capable: bool) -> None:
         """Start bwrap and the supervisor; wait for its hello."""
-        namespace = _UserNamespace() if separate else None  # may raise: nothing to undo yet
+        namespace = _UserNamespace(separate) if capable else None  # may raise: nothing to undo yet
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._sock = host_end
         self._stderr = tempfile.TemporaryFile()
         self._cgroup = cgroups.sandbox_cgroup()
-        self.separate_uids = separate
+        self.separate_uids, self.capable = separate, capable
         cgroup_fds = self._cgroup.fds if self._cgroup else {}
         cgroup_config = {"version": self._cgroup.version, "fds": cgroup_fds} if self._cgroup else {}
         config = json.dumps(
             {
                 "socket_fd": server_end.fileno(),
                 "isolated": self.mode == "bwrap",
-                "forget": self.workdir is None,
+                "pooled": self.workdir is None,
+                "network": self.network,
+                "tmp_mb": limits.tmp_mb,
                 "run_uid": SANDBOX_UID if separate else None,
-                "reset_pids": separate and self.workdir is None,
+                "capable": capable,
+                "reset_pids": capable and self.workdir is None,
                 "tmp_roots": [root for root in _python_roots() if root.startswith(("/tmp/", "/dev/shm/"))],
                 "cgroup": cgroup_config,
                 "seccomp": seccomp.server_config(),
@@ -578,6 +688,7 @@ class SandboxServer:
                     writable_workdir=writable_workdir,
                     network=self.network,
                     userns_fd=namespace.fd if namespace else None,
+                    separate=separate,
                 )
                 + argv
             )
@@ -743,8 +854,11 @@ class SandboxServer:
     ) -> RunResult:
         if not isinstance(stdin, (bytes, bytearray, memoryview)):
             raise TypeError(f"stdin must be bytes, got {type(stdin).__name__}")
+        if self._renew_each_run and self._used:
+            self._renew()  # (before the run, so that a failure to start is this run's, not the last one's)
         if not self.alive:
             raise SandboxError("sandbox server is not running")
+        self._used = True
         request = {**request, "env": sandbox_env(env), "limits": limits.for_server()}
         result_channel = bool((request.get("python_options") or {}).get("result_fd"))
         mine: list[int] = []  # read ends we keep
@@ -836,8 +950,6 @@ class SandboxServer:
             for fd in pipes:
                 os.close(fd)
             feed.close(None)
-        if status.get("recycle"):
-            self._recycle([str(path) for path in status.get("left") or ()])
         if status.get("limit") == "done":  # stopped by the host once its lines were in: no limit
             status["limit"] = None
         if steps is not None and steps.error is not None:
@@ -944,13 +1056,16 @@ def run_python(
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "IsolationUnavailable",
     "Limits",
     "RunResult",
     "SandboxError",
     "SandboxServer",
+    "allow_rlimits_only",
     "available",
     "bwrap_argv",
     "isolation",
+    "isolation_report",
     "run",
     "run_python",
     "sandbox_env",

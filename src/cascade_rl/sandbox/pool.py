@@ -37,17 +37,17 @@ class Runner:
         self.network = network
         self.tmp_mb = tmp_mb
         self._server: SandboxServer | None = None
-        self._replaced = 0  # sandboxes replaced before the current one
+        self._replaced = 0  # dead sandboxes replaced
 
     @property
     def replacements(self) -> int:
-        """Sandboxes this worker replaced: dead ones, and those a run left state in."""
-        return self._replaced + (self._server.replacements if self._server is not None else 0)
+        """Sandboxes this worker replaced because they died (a program killed its supervisor)."""
+        return self._replaced
 
     def _live_server(self) -> SandboxServer:
         if self._server is None or not self._server.alive:
             if self._server is not None:
-                self._replaced += 1 + self._server.replacements
+                self._replaced += 1
                 self._server.close()
                 self._server = None
             self._server = SandboxServer(limits=Limits(tmp_mb=self.tmp_mb), network=self.network)
@@ -83,7 +83,6 @@ class Runner:
 
     def close(self) -> None:
         if self._server is not None:
-            self._replaced += self._server.replacements
             self._server.close()
             self._server = None
 
@@ -109,8 +108,8 @@ class SandboxPool:
 
     @property
     def replacements(self) -> int:
-        """Sandboxes replaced so far by this pool's workers (a dead one, or one a run left state
-        in that the supervisor could not remove): none while programs behave."""
+        """Sandboxes replaced so far by this pool's workers because they died: none while
+        programs behave."""
         with self._lock:
             return self._closed_replacements + sum(runner.replacements for runner in self._runners)
 

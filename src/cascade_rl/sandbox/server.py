@@ -3,19 +3,21 @@
 Stdlib only and self-contained: :mod:`cascade_rl.sandbox.core` hands this file's source to the
 sandboxed interpreter with ``python -I -c`` (the project directory is not visible inside), plus
 one JSON argument (:data:`CONFIG_KEYS`): ``socket_fd``; ``isolated`` (in bubblewrap);
-``forget`` (a pooled sandbox: every run must start from the same clean state); ``run_uid``
-(the uid programs run as when the supervisor may switch uids, see ``core._UserNamespace``);
-``reset_pids`` (every run's processes get the same pid numbers; needs CAP_SYS_ADMIN in the
-sandbox's user namespace); ``tmp_roots`` (the interpreter's directories bound below /tmp or
-/dev/shm: the wipe never looks inside them, see :class:`KeptDirectories`); ``cgroup`` (role ->
-file descriptor of the sandbox's control group, opened by the host, see
+``pooled`` (runs one after another: each gets a fresh state, :class:`FreshRun`), ``network``
+(the sandbox has the host's network: no network namespace per run), ``tmp_mb`` (the size of
+each run's /tmp and /dev/shm); ``run_uid`` (the uid programs run as when the supervisor may
+switch uids, see ``core._UserNamespace``); ``capable`` (the supervisor has the capabilities of
+``core.FRESH_RUN_CAPABILITIES`` in the sandbox's user namespace, which programs never get);
+``reset_pids`` (every run's processes get the same pid numbers); ``tmp_roots`` (the
+interpreter's directories below /tmp or /dev/shm, bound again in each run's /tmp);
+``cgroup`` (role -> file descriptor of the sandbox's control group, opened by the host, see
 ``cascade_rl.sandbox.cgroups``); ``seccomp`` (the BPF filter of ``cascade_rl.sandbox.seccomp``
 as hex).
 
 Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object):
 
-* server -> host at start: ``{"ready": true, "pid", "isolated", "fixed_pids", "cgroup",
-  "seccomp"}`` (the last three: what this server could actually set up).
+* server -> host at start: ``{"ready": true, "pid", "isolated", "fixed_pids", "fresh_runs",
+  "cgroup", "seccomp"}`` (the last four: what this server could actually set up).
 * host -> server: ``{"op": "run"}`` with file descriptors attached (SCM_RIGHTS), in this order:
   request (a memfd holding the JSON request: ``argv`` or ``python``, ``cwd``, ``env``,
   ``limits``, ``python_options``), the read end of the stdin pipe (the host writes it as the
@@ -28,15 +30,14 @@ Protocol (a ``SOCK_SEQPACKET`` unix socket; one message = one small JSON object)
 * host -> server while a run is going: ``{"op": "kill", "reason": ...}`` (e.g. output cap hit,
   ``time`` for a step over its time, ``done`` when the host has the lines it waited for).
 * server -> host when the run is over: ``{"returncode", "signal", "timed_out", "limit",
-  "seconds", "error", "recycle", "left"}``; by then every process of the run is dead.
-  ``recycle``: the run left something in /tmp or /dev/shm that could not be removed (``left``:
-  the first few such paths, ``"ipc"`` for System V objects); the host replaces this sandbox
-  before the next run.
+  "seconds", "error"}``; by then every process of the run is dead.
 
 One child per run: ``fork`` (with ``reset_pids`` the pid numbering of the sandbox's pid
 namespace is reset first, through ``ns_last_pid``, so the program is pid 100 and its children
 101, 102, ... in every run, whatever earlier runs forked), then in the child: new session, the
-sandbox's cgroup, rlimits, fds 0/1/2 (and the result fd) in place, the programs' uid, the
+sandbox's cgroup, in a pooled sandbox the run's own namespaces and scratch file systems
+(:class:`FreshRun`: their descriptors go to the supervisor, which counts what they store),
+rlimits, fds 0/1/2 (and the result fd) in place, the programs' uid or no capability, the
 seccomp filter; then either ``execvpe(argv)`` or, in *python mode*, the program is executed
 by the forked interpreter itself as a fresh ``__main__`` with the standard streams CPython
 would make (no interpreter start-up per run, the fast path of the code reward). A run with a
@@ -46,21 +47,20 @@ end as fd 4 and an empty stdin, which stays undumpable, so that the program cann
 memory or file descriptors through /proc even under the same uid; the run waits for the
 tester, and the program ends with it.
 
-The server is a child subreaper and not dumpable (same-uid programs cannot ptrace it or open
-its file descriptors through /proc). Its watchdog (every tick) ends a run over its wall time,
-process count, memory (resident memory of the tree plus the files in /tmp and /dev/shm; with
-a cgroup also any OOM kill) or CPU time (of the whole tree: the cgroup's counter, else the sum
-over /proc of every process's own and reaped children's time). At the end it kills every
-descendant and reaps them; a pooled server then removes whatever the run left in /tmp and
-/dev/shm (any depth, without recursion; never the interpreter's own directories) and System V
-IPC objects, restores the permissions of /tmp, /dev/shm and the directories made for the
-interpreter, and checks that nothing is left.
+The server is the sandbox's init (bwrap ``--as-pid-1``: no program's signal reaches it), a
+child subreaper and not dumpable (same-uid programs cannot ptrace it or open its file
+descriptors through /proc, and with :func:`hide_other_processes` they do not see it at all).
+Its watchdog (every tick) ends a run over its wall time, process count, memory (resident memory
+of the tree plus the files in the run's /tmp and /dev/shm; with a cgroup also any OOM kill) or
+CPU time (of the whole tree: the cgroup's counter, else the sum over /proc of every process's
+own and reaped children's time). At the end it kills every descendant and reaps them; the
+run's namespaces and scratch file systems go with them: nothing is wiped, nothing is left.
 
 **Why one file of about 1,000 lines** (DESIGN.md: files over ~500 lines say why): the host
 hands this file's source to the sandboxed interpreter (``python -I -c``), which cannot import
 the project or anything outside the standard library; the supervisor has to be one
-self-contained file. Its sections (process table, cgroup, forgetting a run, limits, the child,
-the server loop, start-up) are marked by comment rules.
+self-contained file. Its sections (process table, cgroup, a fresh state per run, limits, the
+child, the server loop, start-up) are marked by comment rules.
 """
 
 import array
@@ -71,12 +71,23 @@ import resource
 import select
 import signal
 import socket
-import stat
 import sys
 import time
 from os import _exit as hard_exit  # bound now: a program may replace os._exit
 
-CONFIG_KEYS = ("socket_fd", "isolated", "forget", "run_uid", "reset_pids", "tmp_roots", "cgroup", "seccomp")
+CONFIG_KEYS = (
+    "socket_fd",
+    "isolated",
+    "pooled",
+    "network",
+    "tmp_mb",
+    "run_uid",
+    "capable",
+    "reset_pids",
+    "tmp_roots",
+    "cgroup",
+    "seccomp",
+)
 MiB = 1024 * 1024
 TICK_ISOLATED_S = 0.02  # process / memory watchdog period inside a pid namespace (cheap /proc)
 TICK_HOST_S = 0.1  # ... when /proc lists every process on the host (rlimits-only mode)
@@ -88,8 +99,14 @@ PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SECCOMP_MODE_FILTER = 2
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1, 4
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 
 
 # ----------------------------------------------------------------------------------------------
@@ -143,7 +160,8 @@ def resident_bytes(pids):
 
 
 def tmpfs_bytes(directories):
-    """Bytes stored in the RAM-backed file systems mounted at ``directories``."""
+    """Bytes stored in the RAM-backed file systems at ``directories`` (paths or open file
+    descriptors)."""
     total = 0
     for directory in directories:
         try:
@@ -203,7 +221,7 @@ class Cgroup:
     memory is in place (those pages stay charged where they were); each run's first process
     joins the run group before anything else, so every process of the run is born in it. The
     run's limits are in force while its program runs: set before, the memory limit lifted as
-    soon as it ends (what the run left in /tmp still counts until the wipe)."""
+    soon as it ends (what the run left in /tmp still counts until it is freed)."""
 
     def __init__(self, config):
         config = config or {}
@@ -260,7 +278,7 @@ class Cgroup:
 
 
 # ----------------------------------------------------------------------------------------------
-# the same state for every run: pid numbering reset, leftovers wiped
+# a fresh state for every run: new namespaces and scratch file systems, hidden neighbours
 
 
 def check(result, what):
@@ -271,158 +289,112 @@ def check(result, what):
         raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
-class KeptDirectories:
-    """The interpreter's directories below /tmp or /dev/shm (a checkout and its .venv under
-    /tmp), which the wipe leaves in place. ``bound``: its bind mounts; the wipe never lists
-    them and never enters them (``identities``: their (device, inode), skipped wherever the
-    walk meets them). ``made``: the directories bwrap made in the private /tmp leading to
-    them (outside any bound one); listed like /tmp itself, since a program may write there.
-    ``modes``: the permissions of /tmp, /dev/shm and the made directories at start, which the
-    wipe restores (where programs share the supervisor's uid they own them and may chmod them)."""
-
-    def __init__(self, roots):
-        self.bound = {os.path.normpath(root) for root in roots}
-        self.made = set()
-        for root in self.bound:
-            path = os.path.dirname(root)
-            while path not in ("/", "") and path not in SCRATCH:
-                if not any(path == other or path.startswith(other + "/") for other in self.bound):
-                    self.made.add(path)
-                path = os.path.dirname(path)
-        self.identities = set()
-        for root in self.bound:
-            try:
-                info = os.stat(root)
-            except OSError:
-                continue
-            self.identities.add((info.st_dev, info.st_ino))
-        self.modes = {}
-        for path in (*SCRATCH, *sorted(self.made)):
-            try:
-                self.modes[path] = stat.S_IMODE(os.lstat(path).st_mode)
-            except OSError:
-                continue
-
-    def __contains__(self, path):
-        return path in self.bound or path in self.made
-
-    def changed(self):
-        """The directories of :attr:`modes` whose permissions a run changed."""
-        found = []
-        for path, mode in self.modes.items():
-            try:
-                if stat.S_IMODE(os.lstat(path).st_mode) != mode:
-                    found.append(path)
-            except OSError:
-                found.append(path)
-        return found
+def mount(source, target, kind, flags, options=None):
+    """mount(2) through the C library (``source``, ``kind``, ``options``: str or None)."""
+    encoded = [None if value is None else value.encode() for value in (source, target, kind, options)]
+    check(LIBC.mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]), f"mount {target}")
 
 
-def forget_run(run_uid, kept, look_for_ipc):
-    """Remove what a run left in /tmp, /dev/shm (any depth) and, when ``look_for_ipc`` (no
-    seccomp filter refusing them), System V IPC objects; return what is still there (empty
-    when all of it is gone). Done as the programs' uid (their files are theirs) in a
-    short-lived child, never crossing into another file system, and leaving ``kept`` (a
-    :class:`KeptDirectories`: the interpreter's directories) in place, never entering them."""
-    left, changed = leftovers(kept), kept.changed()
-    ipc = sysv_ipc_ids() if look_for_ipc else {}
-    if not left and not changed and not any(ipc.values()):
-        return []
-    pid = os.fork()
-    if pid == 0:
-        try:
-            if run_uid is not None:
-                become(run_uid)
-            for path in changed:
-                try:
-                    os.chmod(path, kept.modes[path])
-                except OSError:
-                    pass
-            for path in left:
-                remove_tree(path, kept.identities)
-            remove_sysv_ipc(ipc)
-        finally:
-            hard_exit(0)
-    os.waitpid(pid, 0)
-    ipc_left = ["ipc"] if look_for_ipc and any(sysv_ipc_ids().values()) else []
-    return leftovers(kept) + kept.changed() + ipc_left
+class FreshRun:
+    """What every run of a pooled sandbox gets before its program starts, so that no run can
+    leave a mark for the next (the package docstring lists what was checked): its own mount,
+    IPC and (unless the sandbox has the host's network) network namespaces, made in the run's
+    first process while it still has the supervisor's capabilities; new RAM-backed /tmp and
+    /dev/shm of ``tmp_mb`` each (fresh inode numbers, nothing of an earlier run) with the
+    interpreter's directories that live below them (``kept``) bound again read-only; the rest
+    of the file system read-only (where programs share the supervisor's uid they own / and
+    /dev); a loopback interface of its own. Nothing is wiped between runs: the namespaces and
+    file systems of a run go away with its last process."""
+
+    def __init__(self, tmp_mb, network, kept):
+        self.network, self.kept = bool(network), [os.path.normpath(path) for path in kept]
+        self.tmpfs = f"size={int(tmp_mb) * MiB},mode=1777"
+        self.flags = CLONE_NEWNS | CLONE_NEWIPC | (0 if self.network else CLONE_NEWNET)
+
+    def enter(self):
+        """Make the calling process's fresh state; return file descriptors of its /tmp and
+        /dev/shm (for the watchdog's count of what they store)."""
+        check(LIBC.unshare(self.flags), "unshare")
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        kept = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in self.kept]
+        for scratch in SCRATCH:
+            mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, self.tmpfs)
+        for path, fd in kept:
+            self.bind_again(path, fd)
+        for path in ("/", "/dev"):
+            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+        if not self.network:
+            loopback_up()
+        return [os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) for scratch in SCRATCH]
+
+    @staticmethod
+    def bind_again(path, fd):
+        """Bind the directory ``fd`` (opened before /tmp was replaced) at ``path`` again,
+        read-only, making the directories leading to it (mode 0755: the programs' uid must
+        traverse them)."""
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o755)
+        os.mkdir(path, 0o755)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+        os.close(fd)
 
 
-def leftovers(kept):
-    """Entries of /tmp and /dev/shm, and of the directories made for the interpreter's bind
-    mounts, that are not the interpreter's (``kept``); its bound directories are never listed."""
-    found = []
-    for directory in (*SCRATCH, *sorted(kept.made)):
-        for name in listdir(directory):
-            path = os.path.join(directory, name)
-            if path not in kept:
-                found.append(path)
-    return found
+def loopback_up():
+    """Bring up the loopback interface of a new network namespace (SIOCSIFFLAGS)."""
+    import fcntl as control
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as handle:
+        control.ioctl(handle, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
 
 
-def listdir(path):
+def hide_other_processes():
+    """Remount the sandbox's /proc so that a program sees only the processes it may trace
+    (``hidepid=ptraceable``; ``hidepid=2`` on kernels before 5.8, which exempts the group of
+    /proc's owner): its own, not the supervisor, whose counters (the CPU time of every run it
+    reaped, its context switches) would carry from run to run, nor the undumpable tester. The
+    supervisor keeps seeing them all (CAP_SYS_PTRACE). False where that cannot be done."""
+    flags = MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC
     try:
-        return os.listdir(path)
+        mount("proc", "/proc", None, flags, "hidepid=ptraceable")
     except OSError:
-        return []
-
-
-def remove_tree(path, protected=()):
-    """Delete ``path`` and everything below it on its file system, at any depth: the walk
-    moves with ``chdir`` and lists each directory once, so neither recursion, path length nor
-    directory size limits apply. Another file system mounted below is left alone, and so is
-    any directory whose (device, inode) is in ``protected`` (the interpreter's own)."""
-    try:
-        os.chdir(os.path.dirname(path) or "/")
-        device = os.lstat(".").st_dev
-    except OSError:
-        return
-    levels = [(None, [os.path.basename(path)])]  # (directory we are in, names left to remove there)
-    while levels:
-        directory, todo = levels[-1]
-        if not todo:
-            levels.pop()
-            if directory is not None:
-                try:
-                    os.chdir("..")
-                    os.rmdir(directory)
-                except OSError:
-                    pass
-            continue
-        name = todo.pop()
         try:
-            info = os.lstat(name)
-            if info.st_dev != device or (info.st_dev, info.st_ino) in protected:
-                continue
-            if not stat.S_ISDIR(info.st_mode):
-                os.unlink(name)
-                continue
-            os.chmod(name, 0o700)
-            os.chdir(name)
-        except OSError:
-            continue
-        levels.append((name, listdir(".")))
+            mount("proc", "/proc", None, flags, "hidepid=2")
+        except OSError as error:
+            sys.stderr.write(f"sandbox server: cannot hide other processes from programs ({error})\n")
+            return False
+    return True
 
 
-def sysv_ipc_ids():
-    """{table: [ids]} of the System V shared memory segments, message queues, semaphores."""
-    ids = {}
-    for table in ("shm", "msg", "sem"):
+def drop_capabilities():
+    """Lose every capability (ambient, effective, permitted, inheritable) without changing uid:
+    where programs share the supervisor's uid, the capabilities it was given stay with it."""
+    import ctypes
+
+    check(LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient capabilities")
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    check(LIBC.capset(header, data), "capset")
+
+
+def receive_scratch(sock):
+    """What runs' first processes sent on the datagram socket ``sock`` (non-blocking): (file
+    descriptors of their scratch file systems, why a run's fresh state could not be made)."""
+    found, problems = [], []
+    while True:
         try:
-            with open(f"/proc/sysvipc/{table}") as handle:
-                ids[table] = [int(line.split()[1]) for line in handle.readlines()[1:] if line.strip()]
-        except (OSError, ValueError, IndexError):
-            ids[table] = []
-    return ids
-
-
-def remove_sysv_ipc(ids):
-    """IPC_RMID every object of ``ids`` (from :func:`sysv_ipc_ids`)."""
-    if not any(ids.values()) or LIBC is None:
-        return
-    for table, call in (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl")):
-        for ipc_id in ids[table]:
-            getattr(LIBC, call)(ipc_id, 0, 0, 0)  # 0 = IPC_RMID
+            data, ancillary, _, _ = sock.recvmsg(4096, socket.CMSG_SPACE(4 * 8), socket.MSG_DONTWAIT)
+        except OSError:  # (BlockingIOError: nothing more)
+            return found, problems
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                numbers = array.array("i")
+                numbers.frombytes(payload[: len(payload) - len(payload) % numbers.itemsize])
+                found.extend(numbers)
+        if data.startswith(b"!"):
+            problems.append(data[1:].decode(errors="replace"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -624,6 +596,15 @@ def become(uid):
     os.setresuid(uid, uid, uid)
 
 
+def leave_privileges(server):
+    """The programs' uid where the supervisor may switch (it loses every capability then),
+    else the same uid without the capabilities the supervisor was given."""
+    if server.run_uid is not None:
+        become(server.run_uid)
+    elif server.capable:
+        drop_capabilities()
+
+
 def seccomp_program(program):
     """``struct sock_fprog`` (and the buffer it points to) for the BPF ``program`` bytes,
     built once in the server so that installing it in a run costs two system calls."""
@@ -665,7 +646,15 @@ def child_main(request, fds, server, tester=False):
             adjust = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
             os.write(adjust, b"1000")
             os.close(adjust)
+        if server.fresh is not None:  # the run's own namespaces and scratch file systems
+            try:
+                scratch = server.fresh.enter()
+            except OSError as error:  # the sandbox's failure, not the program's: no verdict
+                server.scratch_sender.send(f"!{type(error).__name__}: {error}".encode()[:4000])
+                hard_exit(127)
+            server.scratch_sender.sendmsg([b"s"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", scratch))])
         if request is None:
+            leave_privileges(server)
             if server.seccomp:
                 install_seccomp(server.seccomp, server.seccomp_syscall)
             hard_exit(0)
@@ -677,8 +666,7 @@ def child_main(request, fds, server, tester=False):
         place_fds(fds["stdin"], fds["stdout"], fds["stderr"], *extra)
         os.chdir(request.get("cwd") or "/tmp")
         apply_limits(request["limits"], server.isolated)
-        if server.run_uid is not None:
-            become(server.run_uid)
+        leave_privileges(server)
         # the program is a normal process again (its own /proc files are its own); the tester
         # stays undumpable whatever the kernel's suid_dumpable made it after the uid change
         prctl(PR_SET_DUMPABLE, 0 if tester else 1)
@@ -714,13 +702,24 @@ class Server:
         program = bytes.fromhex((config.get("seccomp") or {}).get("filter") or "")
         self.seccomp = seccomp_program(program) if program and LIBC is not None else None
         self.seccomp_syscall = (config.get("seccomp") or {}).get("syscall")
-        self.kept = KeptDirectories(config.get("tmp_roots") or ())
+        self.capable = bool(config.get("capable"))
+        self.fresh, self.scratch_fds, self.setup_problems = None, [], []
+        self.scratch_sender, self.scratch_receiver = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.reset_pids = False
         if self.seccomp and not self.probe():
             sys.stderr.write("sandbox server: the seccomp filter cannot be installed here\n")
             self.seccomp = None
-        self.forget = self.isolated and bool(config.get("forget"))
-        self.last_pid = open_last_pid() if self.forget and config.get("reset_pids") else None
+        pooled = self.isolated and bool(config.get("pooled"))
+        if pooled and self.capable:
+            self.fresh = FreshRun(config.get("tmp_mb") or 512, config.get("network"), config.get("tmp_roots") or ())
+            if not (hide_other_processes() and self.probe()):
+                self.take_scratch()
+                why = f" ({self.setup_problems[0]})" if self.setup_problems else ""
+                sys.stderr.write(f"sandbox server: runs cannot get namespaces of their own here{why}\n")
+                self.fresh = None
+            self.close_scratch()
+            self.setup_problems = []
+        self.last_pid = open_last_pid() if pooled and config.get("reset_pids") else None
         self.reset_pids = self.last_pid is not None and reset_pid_numbering(self.last_pid)
         if self.cgroup:
             try:
@@ -761,6 +760,7 @@ class Server:
                 "pid": os.getpid(),
                 "isolated": self.isolated,
                 "fixed_pids": self.reset_pids,
+                "fresh_runs": self.fresh is not None,
                 "cgroup": bool(self.cgroup),
                 "seccomp": self.seccomp is not None,
             }
@@ -888,7 +888,7 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
                 _, wait_status = os.waitpid(pid, 0)
                 self.decode(wait_status, status, killed_by_us=True)
-            if self.cgroup:  # the program is dead; files it left count until they are wiped
+            if self.cgroup:  # the program is dead; files it left count until they are freed
                 self.cgroup.lift_memory_limit()
             kill_descendants(self.isolated)  # survivors of the main process: daemons, forks, orphans
             if status["limit"] is None and self.cgroup and self.cgroup.oom_kills() > oom_kills:
@@ -896,10 +896,33 @@ class Server:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        left = forget_run(self.run_uid, self.kept, self.seccomp is None) if self.forget else []
-        if left:
-            status.update(recycle=True, left=left[:5])
+            self.close_scratch()
+        if self.setup_problems:
+            status["error"] = f"a run's namespaces could not be made: {self.setup_problems[0]}"
+            self.setup_problems = []
         return status
+
+    def scratch_bytes(self):
+        """Bytes the run stores in the RAM-backed /tmp and /dev/shm: its own (file descriptors
+        its processes sent when they made them), else the sandbox's."""
+        if not self.isolated:
+            return 0
+        if self.fresh is None:
+            return tmpfs_bytes(SCRATCH)
+        self.take_scratch()
+        return tmpfs_bytes(self.scratch_fds)
+
+    def take_scratch(self):
+        fds, problems = receive_scratch(self.scratch_receiver)
+        self.scratch_fds += fds
+        self.setup_problems += problems
+
+    def close_scratch(self):
+        """Let go of the run's scratch file systems (they are freed with its last process)."""
+        self.take_scratch()
+        for fd in self.scratch_fds:
+            os.close(fd)
+        self.scratch_fds = []
 
     def host_request(self):
         """Handle a message that arrives during a run: the limit to stop it for, or None."""
@@ -930,8 +953,7 @@ class Server:
         pids = descendants(os.getpid(), table)
         if len(pids) > int(limits["processes"]):
             return "processes"
-        stored = tmpfs_bytes(SCRATCH) if self.isolated else 0
-        if resident_bytes(pids) + stored > int(limits["memory_mb"]) * MiB:
+        if resident_bytes(pids) + self.scratch_bytes() > int(limits["memory_mb"]) * MiB:
             return "memory"
         if self.cgroup and self.cgroup.oom_kills() > oom_kills:
             return "memory"

@@ -13,7 +13,7 @@ Five recipe settings may leave the choice to the machine, and each means one thi
 * ``runtime.bf16`` -- mixed precision in training: unset = on a GPU; ``auto`` = where bfloat16
   is fast (the probe);
 * ``runtime.lm_head: auto`` -- the per-token log-probability head: dense without a GPU, TRL's
-  fused kernel with one (:mod:`cascade_rl.train.lm_head`).
+  fused kernel with one (:mod:`cascade_rl.train.trl_backend`).
 
 :func:`decide` settles them on the main process; :func:`record` writes ``machine.json`` into the
 run directory (the CPU, its speed flags, the probe's GFLOPS, every choice and why);
@@ -21,6 +21,10 @@ run directory (the CPU, its speed flags, the probe's GFLOPS, every choice and wh
 report then read: training and evaluation load the same dtype. The functions below are the one
 place each ``auto`` is resolved; a library caller that hands a stage an unsettled runtime gets
 the same answers through :func:`settle_runtime`.
+
+``machine.json`` also says what untrusted code runs in (``sandbox``: bubblewrap, or rlimits only
+where the recipe's ``runtime.sandbox: rlimits`` or ``CASCADE_SANDBOX=rlimits`` opted in), which
+every process applies (:func:`use_sandbox`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cascade_rl import hardware
+from cascade_rl import hardware, sandbox
 from cascade_rl.llm.vllm_engine import EngineChoice, choose_engine
 from cascade_rl.recipe import Recipe, RecipeError, Runtime
 
@@ -90,6 +94,7 @@ def settle_runtime(runtime: Runtime, use_vllm: bool | None = None) -> Runtime:
 def decide(recipe: Recipe, model: Path | None) -> dict[str, Any]:
     """The concrete choices for this machine (main process), with the facts behind them."""
     runtime, spec = recipe.runtime, recipe.model
+    use_sandbox(runtime)
     chosen = engine(runtime.use_vllm, model)
     dtype = training_dtype(spec.dtype)
     choices = {
@@ -101,11 +106,19 @@ def decide(recipe: Recipe, model: Path | None) -> dict[str, Any]:
         "bf16": mixed_precision(runtime.bf16),
         "lm_head": lm_head(runtime.lm_head),
     }
-    return {"machine": hardware.describe(), "choices": choices}
+    return {"machine": hardware.describe(), "choices": choices, "sandbox": sandbox.isolation_report()}
+
+
+def use_sandbox(runtime: Runtime) -> None:
+    """Apply ``runtime.sandbox`` to this process (every process of a run calls it)."""
+    if runtime.sandbox == "rlimits":
+        sandbox.allow_rlimits_only("runtime.sandbox: rlimits")
 
 
 def apply(recipe: Recipe, decided: dict[str, Any]) -> Recipe:
-    """``recipe`` with every ``auto`` setting replaced by the decided value."""
+    """``recipe`` with every ``auto`` setting replaced by the decided value (and its sandbox
+    setting applied to this process)."""
+    use_sandbox(recipe.runtime)
     choices = decided["choices"]
     runtime = recipe.runtime.model_copy(
         update={"use_vllm": choices["use_vllm"], "bf16": choices["bf16"], "lm_head": choices["lm_head"]}
@@ -125,7 +138,16 @@ def summary(decided: dict[str, Any]) -> str:
     engine = choices["engine"] if choices["use_vllm"] else f"{choices['engine']}: {choices['engine_reason']}"
     where = "GPU" if machine["gpu"] else f"{machine['cpu']} ({', '.join(machine['speed_flags']) or 'no SIMD flags'})"
     dtypes = f"training dtype {choices['dtype']}, sampling dtype {choices['sample_dtype']}"
-    return f"sampling: {engine}; {dtypes}; on {where}"
+    return f"sampling: {engine}; {dtypes}; on {where}{sandbox_note(decided.get('sandbox') or {})}"
+
+
+def sandbox_note(record: dict[str, Any]) -> str:
+    """What the start-up line says of the sandbox: nothing when programs run in bubblewrap."""
+    if record.get("isolation") == "rlimits":
+        return f"; untrusted code: rlimits only, NO isolation ({record.get('opted_in')}: {record.get('reason')})"
+    if record.get("isolation") == "unavailable":
+        return f"; untrusted code: refused (no isolation here: {record.get('reason')})"
+    return ""
 
 
 def local_engine(runtime: Runtime) -> str:

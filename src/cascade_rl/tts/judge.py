@@ -15,7 +15,8 @@ bubblewrap sandbox per worker, one fork per test) and each test gets a verdict:
   output size, file size).
 
 Outputs are compared outside the sandbox with the code reward's rule
-(:func:`cascade_rl.rewards.code.outputs_match`: tokens, numbers within 1e-6, integers exact),
+(:func:`cascade_rl.rewards.code.outputs_match`: tokens; an expected float within 1e-6, an
+expected integer or word only itself),
 or, when the problem has a **checker**, by the checker: a Python program run in the sandbox
 that reads ``{"input", "output", "answer"}`` as one JSON object on stdin and prints the
 test's score in [0, 1] on its first line (anything after it is a message). A checker that
