@@ -122,6 +122,44 @@ def test_bad_recipes_name_the_field(stage, field, message):
     assert field in str(error.value) and message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"math": {"languge_penalty": -1}},
+            "stages[0] (math).reward_options.math.languge_penalty: unknown option; math accepts: language_penalty, "
+            "mixing_min_letters, timeout",
+        ),
+        (
+            {"code": {"time_limt": 2}},
+            "stages[0] (math).reward_options.code.time_limt: unknown option; code accepts: cpu_limit, "
+            "language_penalty, memory_mb, output_bytes, stop_on_failure, time_limit",
+        ),
+        (
+            {"math": {"language_penalty": "abc"}},
+            "stages[0] (math).reward_options.math.language_penalty: Input should be a valid number",
+        ),
+        ({"maths": {}}, "stages[0] (math).reward_options.maths: unknown reward domain 'maths'; known: code,"),
+        ({"swe": {"similarity": "exact"}}, "reward_options.swe.similarity: Input should be 'lexical' or 'semantic'"),
+    ],
+)
+def test_reward_options_are_checked_when_the_recipe_loads(options, message):
+    """Issue 39: `reward_options: {math: {languge_penalty: -1}}` trained with the default penalty
+    without a word; now the recipe is refused, naming the stage, the domain and the option."""
+    stage = {"kind": "grpo", "name": "math", "data": "m.jsonl", "reward_options": options}
+    with pytest.raises(RecipeError) as error:
+        parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [stage]})
+    assert message in str(error.value)
+
+
+def test_reward_option_values_are_read_as_their_types():
+    stage = {"kind": "grpo", "name": "math", "data": "m.jsonl", "reward_options": {"math": {"language_penalty": "-1"}}}
+    recipe = parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [stage]})
+    assert recipe.stages[0].reward_options == {"math": {"language_penalty": -1.0}}
+    with pytest.raises(RecipeError, match=r"stages\[0\] \(math\)\.domain: unknown reward domain 'mth'"):
+        parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [{**stage, "domain": "mth"}]})
+
+
 def test_missing_model_and_unknown_benchmark_are_reported(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text(
@@ -188,6 +226,20 @@ def eval_recipe(**eval_spec):
         ({"benchmarks": [{"name": "lcb", "data": "l.jsonl", "since": "August"}]}, "eval.benchmarks[0].since"),
         ({"benchmarks": [{"name": "b", "data": "b.jsonl", "kind": "judge"}]}, "eval.benchmarks[0].kind"),
         ({"max_concurrency": 0}, "eval.max_concurrency"),
+        (
+            {"benchmarks": [{"name": "m", "data": "m.jsonl", "domain": "math", "options": {"timout": 2}}]},
+            "eval.benchmarks[0]: options.timout: unknown option; math accepts: language_penalty, mixing_min_letters, "
+            "timeout",
+        ),
+        (
+            {"benchmarks": [{"name": "c", "data": "c.jsonl", "domain": "code", "options": {"time_limit": "two"}}]},
+            "eval.benchmarks[0]: options.time_limit: Input should be a valid number",
+        ),
+        (
+            {"benchmarks": [{"name": "a", "data": "a.jsonl", "kind": "arena", "options": {"style_contrl": False}}]},
+            "eval.benchmarks[0]: options.style_contrl: unknown arena option; accepted: style_control",
+        ),
+        ({"benchmarks": [{"name": "m", "data": "m.jsonl", "domain": "maths"}]}, "unknown reward domain 'maths'"),
     ],
 )
 def test_bad_eval_sections_name_the_field(eval_spec, message):

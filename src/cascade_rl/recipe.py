@@ -43,6 +43,8 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cascade_rl.rewards.registry import OptionError, check_options, get_domain
+
 ThinkingMode = Literal["think", "no_think", "half"]
 ModelKind = Literal["unified", "thinking"]
 
@@ -291,7 +293,8 @@ class Benchmark(Strict):
     pass_threshold: float = Field(1.0, description="A sample is correct when its reward is at least this.")
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Scorer options for the domain (arena: style_control, strong_weight, judge_max_tokens).",
+        description="verify: the reward domain's scorer options (as a stage's reward_options); arena: "
+        "style_control, strong_weight, judge_max_tokens, judge_temperature.",
     )
     fields: dict[str, str] = Field(
         default_factory=dict,
@@ -320,6 +323,43 @@ class Benchmark(Strict):
         if self.since and self.until and self.since > self.until:
             raise ValueError(f"since ({self.since}) is after until ({self.until})")
         return self
+
+    @model_validator(mode="after")
+    def _known_options(self) -> Benchmark:
+        """Arena options are the arena's; a verified benchmark's are its domain's (checked here
+        when ``domain`` is given, else against each row's domain when the rows are read)."""
+        if self.kind == "arena":
+            unknown = sorted(set(self.options) - set(ARENA_OPTIONS))
+            if unknown:
+                raise ValueError(f"options.{unknown[0]}: unknown arena option; accepted: {', '.join(ARENA_OPTIONS)}")
+            for name, value in self.options.items():
+                self.options[name] = _arena_option(name, value)
+        elif self.domain is not None:
+            _known_domain(self.domain, "domain")
+            try:
+                self.options.update(check_options(self.domain, self.options))
+            except OptionError as error:
+                raise ValueError(f"options.{error.option}: {error.reason}") from None
+        return self
+
+
+#: options of an ``arena`` benchmark (eval/arena.py): style control of the judged win rate, the
+#: weight of a strong preference ([[A>>B]]), the judge's reply budget and temperature
+ARENA_OPTIONS: dict[str, type] = {
+    "style_control": bool,
+    "strong_weight": int,
+    "judge_max_tokens": int,
+    "judge_temperature": float,
+}
+
+
+def _arena_option(name: str, value: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(ARENA_OPTIONS[name]).validate_python(value)
+    except ValidationError as error:
+        raise ValueError(f"options.{name}: {error.errors()[0]['msg']} (got {value!r})") from None
 
 
 class EvalSpec(Strict):
@@ -578,7 +618,9 @@ class GRPOStage(OnPolicyStage):
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
 
     def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
-        """The reward models its options name are earlier reward_model stages."""
+        """Its reward domains and their options are known (issue 39), and the reward models its
+        options name are earlier reward_model stages."""
+        _check_reward_options(self, index)
         _check_reward_models(self, index, stages, released)
 
     def mode_of(self, domain: str) -> str:
@@ -815,6 +857,31 @@ def _check_reward_models(stage: GRPOStage, index: int, stages: list[Any], releas
     rm_stages = [s.name for s in stages[:index] if s.trains_reward_model]
     _default_reward_model(stage, index, rm_stages)
     _check_reward_model_stages(stage, index, rm_stages, released)
+
+
+def _check_reward_options(stage: GRPOStage, index: int) -> None:
+    """The stage's reward domains are known, and each domain's ``reward_options`` are options it
+    takes, of the right types (issue 39: a misspelt option is a recipe error, not a run with the
+    default)."""
+    where = f"stages[{index}] ({stage.name})"
+    for field_name, domain in [("domain", stage.domain)] + [
+        (f"data[{i}].domain", source.domain) for i, source in enumerate(stage.data)
+    ]:
+        if domain is not None:
+            _known_domain(domain, f"{where}.{field_name}")
+    for domain, options in stage.reward_options.items():
+        _known_domain(domain, f"{where}.reward_options.{domain}")
+        try:
+            options.update(check_options(domain, options))
+        except OptionError as error:
+            raise ValueError(f"{where}.reward_options.{error}") from None
+
+
+def _known_domain(name: str, where: str) -> None:
+    try:
+        get_domain(name)
+    except (KeyError, ValueError, ImportError, AttributeError) as error:
+        raise ValueError(f"{where}: {str(error).strip(chr(34) + chr(39))}") from None
 
 
 def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) -> None:

@@ -42,8 +42,10 @@ def score(
 
     Writes every line back with `reward` and `details` (a line with `responses`, a prompt's group:
     `rewards` and `details`, one per response; a workplace line may give the model's `calls`, in
-    order, instead of a `response`) and prints a summary per domain. Bad lines are reported with
-    their line number and get `reward: null`; the exit code is 1 if any. Lines a scorer could not
+    order, instead of a `response`) and prints a summary per domain. Bad lines (not JSON, not an
+    object, a field of the wrong type, a missing reference field) are reported with their line
+    number, not scored and written with `reward: null`; the exit code is 1 if any. Options are
+    checked before any line is scored (exit code 2 naming the option). Lines a scorer could not
     score (`details.error`: an unknown instruction id, a malformed reference) keep reward 0 and are
     summarised by error with their line numbers. Responses without a verdict (a judge or
     reward-model server that failed, a scorer that raised) get reward null and `masked: REASON`,
@@ -51,12 +53,16 @@ def score(
     --allow-errors. Reward servers named in --option (a reward model, the SWE judge) must answer
     first (exit code 2).
     """
+    from cascade_rl.rewards.registry import OptionError
     from cascade_rl.scoring import score_file
 
     target = output or source.with_suffix(".scored.jsonl")
-    options = parse_options(option)
+    options = checked_options(parse_options(option))
     check_servers(options, wait)
-    report = score_file(source, target, workers=workers, options=options)
+    try:
+        report = score_file(source, target, workers=workers, options=options)
+    except OptionError as error:  # an option a domain of the file cannot score without
+        raise fail(f"--option {error}") from None
     stdout.print(domain_table(report, f"scored {report.total} lines -> {target}"))
     for number, problem in report.bad_lines:
         console.print(f"[red]line {number}[/red]: {escape(problem)}", highlight=False)
@@ -69,6 +75,22 @@ def score(
         raise typer.Exit(EXIT_PROBLEMS)
     if (report.errored or report.masked) and not allow_errors:
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+def checked_options(options: dict[str, dict]) -> dict[str, dict]:
+    """Every ``--option`` names a known domain and an option it takes, with a value of its type
+    (exit code 2 naming the option otherwise), before any line is scored."""
+    from cascade_rl.rewards.registry import OptionError, check_options
+
+    checked = {}
+    for domain, values in options.items():
+        try:
+            checked[domain] = check_options(domain, values)
+        except KeyError as error:
+            raise fail(f"--option {domain}.{next(iter(values))}: {str(error).strip(chr(34) + chr(39))}") from None
+        except OptionError as error:
+            raise fail(f"--option {error}") from None
+    return checked
 
 
 def check_servers(options: dict[str, dict], wait: float) -> None:
