@@ -217,7 +217,7 @@ def eval_recipe(**eval_spec):
     [
         (
             {"benchmarks": [{"name": "aime25", "data": "a.jsonl"}], "targets": {"math": "aime24"}},
-            "eval: targets.math: unknown benchmark 'aime24'; defined in eval.benchmarks: ['aime25']",
+            "eval.targets.math: unknown benchmark 'aime24'; defined in eval.benchmarks: ['aime25']",
         ),
         (
             {"benchmarks": [{"name": "lcb", "data": "l.jsonl", "since": "2025-05-01", "until": "2024-08-01"}]},
@@ -228,16 +228,16 @@ def eval_recipe(**eval_spec):
         ({"max_concurrency": 0}, "eval.max_concurrency"),
         (
             {"benchmarks": [{"name": "m", "data": "m.jsonl", "domain": "math", "options": {"timout": 2}}]},
-            "eval.benchmarks[0]: options.timout: unknown option; math accepts: language_penalty, mixing_min_letters, "
+            "eval.benchmarks[0].options.timout: unknown option; math accepts: language_penalty, mixing_min_letters, "
             "timeout",
         ),
         (
             {"benchmarks": [{"name": "c", "data": "c.jsonl", "domain": "code", "options": {"time_limit": "two"}}]},
-            "eval.benchmarks[0]: options.time_limit: Input should be a valid number",
+            "eval.benchmarks[0].options.time_limit: Input should be a valid number",
         ),
         (
             {"benchmarks": [{"name": "a", "data": "a.jsonl", "kind": "arena", "options": {"style_contrl": False}}]},
-            "eval.benchmarks[0]: options.style_contrl: unknown arena option; accepted: style_control",
+            "eval.benchmarks[0].options.style_contrl: unknown arena option; accepted: style_control",
         ),
         ({"benchmarks": [{"name": "m", "data": "m.jsonl", "domain": "maths"}]}, "unknown reward domain 'maths'"),
     ],
@@ -279,3 +279,34 @@ def test_tiny_recipe_declares_the_toy_targets_its_report_checks():
         "code": "toy-code",
         "swe": "toy-swe",
     }
+
+
+def test_relative_paths_are_read_from_the_recipe_file(tmp_path, monkeypatch):
+    """One rule for every input path (docs/recipes.md, "Paths"): relative to the file that
+    writes it, like `extends:`; a variable's value from the environment as the shell gives it."""
+    (tmp_path / "recipes").mkdir()
+    path = tmp_path / "recipes" / "r.yaml"
+    stage = {
+        "kind": "grpo",
+        "name": "math",
+        "data": ["data/a.jsonl", {"path": "${CASCADE_TEST_DATA:-../data}/b.jsonl"}, "${world}/c.jsonl"],
+        "reward_options": {"swe": {"judge": "local:models/judge"}},
+    }
+    path.write_text(
+        yaml.safe_dump({"name": "x", "model": {"path": "../models/m"}, "output_dir": "runs/x", "stages": [stage]})
+    )
+    monkeypatch.chdir(tmp_path / "recipes")
+    monkeypatch.delenv("CASCADE_TEST_DATA", raising=False)
+    recipe = load_recipe(path)
+    assert recipe.model.path == str(tmp_path / "models" / "m")
+    data = [source.path for source in recipe.stages[0].data]
+    assert data == [
+        str(path.parent / "data" / "a.jsonl"),
+        f"${{CASCADE_TEST_DATA:-{tmp_path / 'data'}}}/b.jsonl",
+        "${world}/c.jsonl",
+    ]
+    assert expand(data[1]) == str(tmp_path / "data" / "b.jsonl")
+    monkeypatch.setenv("CASCADE_TEST_DATA", "elsewhere")  # from the shell: relative to where cascade runs
+    assert expand(data[1]) == "elsewhere/b.jsonl"
+    assert recipe.stages[0].reward_options["swe"]["judge"] == f"local:{path.parent / 'models' / 'judge'}"
+    assert recipe.output_dir == "runs/x"  # an output: where cascade runs

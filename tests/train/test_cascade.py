@@ -260,7 +260,7 @@ def test_a_step_that_cannot_split_over_the_processes_is_named_before_compute(rec
     check_process_layout(recipe, 2)  # 2 prompts x 2 rollouts split over 2 processes
     with pytest.raises(RecipeError, match=r"stages \(rlhf\).prompts_per_batch: 2 is not divisible by the 4 processes"):
         check_process_layout(recipe, 4)
-    recipe.stages[2].per_device_batch_size = 3
+    recipe.stages[2] = recipe.stages[2].model_copy(update={"per_device_batch_size": 3})  # as one process it fits
     with pytest.raises(
         RecipeError, match=r"stages \(rlhf\).per_device_batch_size: 3 does not divide the 2 completions"
     ):
