@@ -35,6 +35,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperOption
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -62,6 +63,25 @@ def note(message: str) -> None:
 def say(message: str) -> None:
     """A line of progress or a result path on stderr, printed as it is."""
     console.print(message, markup=False, highlight=False)
+
+
+# ---------------------------------------------------------------------------- command groups and help
+def command_group(help: str, **settings: Any) -> typer.Typer:
+    """A group of commands (``cascade data``, ``cascade swe``, ...) as every group is made: help
+    read as Markdown (a docstring's paragraphs reflow into sentences; ``[default: ...]`` stays
+    text), no shell-completion commands, the help when no command is given."""
+    return typer.Typer(help=help, rich_markup_mode="markdown", no_args_is_help=True, add_completion=False, **settings)
+
+
+def _option_type(option: TyperOption, ctx: Any) -> str | None:
+    """The value an option takes in help (``<int>``), and none for a flag: typer 0.29 shows a
+    flag as ``--resume <bool>`` though it takes no value."""
+    return None if option.is_flag else _TYPER_OPTION_TYPE(option, ctx)
+
+
+# typer's own method, replaced in this one place (tests/cli/test_common.py pins the effect)
+_TYPER_OPTION_TYPE = TyperOption.display_type_rich
+TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
 
 
 # ---------------------------------------------------------------------------- parsing options
@@ -163,3 +183,16 @@ def sampling_options(max_tokens: int, *, top_k: bool = True, panel: str | None =
             raise fail(error) from None
 
     return dataclasses.make_dataclass("SamplingOptions", fields, namespace={"sampling": sampling})
+
+
+def split_format(text: str, option: str) -> tuple[Path, str | None]:
+    """``FILE[:FORMAT]`` of a ``NAME=FILE[:FORMAT]`` option: the file and the public format it is
+    read through (as ``cascade data convert -f``), when the text after the last ``:`` names one."""
+    from cascade_rl.data.formats import FORMATS
+
+    path, sep, fmt = text.rpartition(":")
+    if sep and fmt in FORMATS:
+        return Path(path).expanduser(), fmt
+    if sep and fmt and "/" not in fmt and not Path(text).exists():
+        raise fail(f"{option} {text!r}: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    return Path(text).expanduser(), None

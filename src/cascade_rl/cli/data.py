@@ -30,6 +30,7 @@ from rich.table import Table
 from cascade_rl.cli.common import (
     EXIT_PROBLEMS,
     GENERATOR_HELP,
+    command_group,
     fail,
     open_generator,
     option_groups,
@@ -39,11 +40,7 @@ from cascade_rl.cli.common import (
     stdout,
 )
 
-app = typer.Typer(
-    help="Data curation: convert, dedup, decontaminate, constrain, difficulty, offtopic, ...",
-    no_args_is_help=True,
-    add_completion=False,
-)
+app = command_group("Data curation: convert, dedup, decontaminate, constrain, difficulty, offtopic, ...")
 
 
 @dataclass

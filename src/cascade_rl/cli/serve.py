@@ -9,12 +9,10 @@ from pathlib import Path
 
 import typer
 
-from cascade_rl.cli.common import parse_options, say
+from cascade_rl.cli.common import command_group, parse_options, say
 
-app = typer.Typer(
-    help="Serve a reward model or a distillation teacher (the protocols of vLLM), or the verifiers (NeMo Gym's).",
-    no_args_is_help=True,
-    add_completion=False,
+app = command_group(
+    "Serve a reward model or a distillation teacher (the protocols of vLLM), or the verifiers (NeMo Gym's)."
 )
 
 

@@ -25,6 +25,7 @@ from rich.table import Table
 from cascade_rl.cli.common import (
     EXIT_PROBLEMS,
     GENERATOR_HELP,
+    command_group,
     console,
     fail,
     open_generator,
@@ -35,11 +36,7 @@ from cascade_rl.cli.common import (
     stdout,
 )
 
-app = typer.Typer(
-    help="The Agentless SWE pipeline: localise, repair, validate, rank; SWE data.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+app = command_group("The Agentless SWE pipeline: localise, repair, validate, rank; SWE data.")
 
 
 # ---------------------------------------------------------------------------- option groups

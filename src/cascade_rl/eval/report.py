@@ -379,6 +379,23 @@ def _report_json(
     return report
 
 
+class NotARunError(ValueError):
+    """A directory that ``cascade run`` did not write (one line, naming it)."""
+
+
+def check_run_directory(run_dir: Path) -> None:
+    """``run_dir`` is a run: ``cascade run`` wrote its ``recipe.json`` or a stage's
+    ``NN-stage/stage.json`` there. Anything else is refused before a file is written into it."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
+    stages = [path for path in run_dir.glob("[0-9]*-*/stage.json") if path.is_file()]
+    if not (run_dir / "recipe.json").is_file() and not stages:
+        raise NotARunError(
+            f"{run_dir} is not a run directory: no recipe.json and no stage (NN-STAGE/stage.json) that "
+            "`cascade run` writes; give the directory of a run, e.g. runs/NAME"
+        )
+
+
 def build_report(
     run_dir: Path,
     targets: Mapping[str, str] | None = None,
@@ -394,6 +411,7 @@ def build_report(
     (:func:`recipe_targets`).
     """
     run_dir = Path(run_dir)
+    check_run_directory(run_dir)
     recipe_map, recipe_gain, recipe_limit = recipe_targets(run_dir)
     targets = recipe_map if targets is None else dict(targets)
     min_gain = recipe_gain if min_gain is None else min_gain
