@@ -385,12 +385,13 @@ class EvalSpec(Strict):
         "(SPEC 3; counted in each stage's data_report.json). The toy world is decontaminated when built instead.",
     )
     decontaminate_n: int = Field(9, ge=1, description="n-gram length of the decontamination (paper: 9).")
-    decontaminate_template: int | None = Field(
-        2,
-        ge=2,
-        description="An n-gram found in this many questions of one benchmark or more is its template (a shared "
-        "instruction such as the request for a boxed answer), not matched; null: every n-gram matches (plain "
-        "overlap, which also drops every training row carrying a benchmark's instruction wording).",
+    decontaminate_template: float | None = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A run of 4 or more words that this share of one benchmark's questions carry is its template "
+        "(a shared instruction such as the request for a boxed answer), not matched; null: every n-gram matches "
+        "(the paper's literal rule, which also drops every training row carrying a benchmark's instruction wording).",
     )
 
     @model_validator(mode="after")

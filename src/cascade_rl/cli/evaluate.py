@@ -34,9 +34,9 @@ def evaluate(
         [],
         "--benchmark",
         "-b",
-        help="A benchmark of the recipe by NAME, or NAME=FILE[:FORMAT] for a file (FORMAT: as `cascade data "
-        "convert`, e.g. gsm8k; without one the rows carry `domain`); repeatable [default: every benchmark of the "
-        "recipe].",
+        help="A benchmark of the recipe by NAME, or NAME=FILE[:FORMAT[,KEY=VALUE...]] for a file (FORMAT and its "
+        "options: as `cascade data convert`, e.g. gsm8k or mbpp,split=test; without one the rows carry `domain`); "
+        "repeatable [default: every benchmark of the recipe].",
     ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate at most N prompts of each benchmark."),
     max_new_tokens: int | None = typer.Option(
@@ -181,8 +181,9 @@ def _benchmarks(recipe, specs: list[str]) -> list:
     for spec in specs:
         name, sep, where = (part.strip() for part in spec.partition("="))
         if sep:
-            path, fmt = split_format(where, "--benchmark")
-            chosen.append(_validated(Benchmark, {"name": name, "data": str(path.resolve()), "format": fmt}, spec))
+            path, fmt, options = split_format(where, "--benchmark")
+            given = {"name": name, "data": str(path.resolve()), "format": fmt, "format_options": options}
+            chosen.append(_validated(Benchmark, given, spec))
         elif name in known:
             chosen.append(known[name])
         else:
