@@ -82,10 +82,11 @@ def test_commands_that_need_no_model_start_without_the_heavy_libraries(words, tm
 def test_a_file_format_is_read_from_the_end_of_a_file_option(tmp_path):
     from cascade_rl.cli.common import split_format
 
-    assert split_format("data/gsm8k/test.jsonl:gsm8k", "-b") == (Path("data/gsm8k/test.jsonl"), "gsm8k")
-    assert split_format("data/test.jsonl", "-b") == (Path("data/test.jsonl"), None)
+    assert split_format("data/gsm8k/test.jsonl:gsm8k", "-b") == (Path("data/gsm8k/test.jsonl"), "gsm8k", {})
+    assert split_format("mbpp.jsonl:mbpp,split=test", "-b") == (Path("mbpp.jsonl"), "mbpp", {"split": "test"})
+    assert split_format("data/test.jsonl", "-b") == (Path("data/test.jsonl"), None, {})
     odd = tmp_path / "a:b.jsonl"  # a colon in the file's own name
     odd.write_text("")
-    assert split_format(str(odd), "-b") == (odd, None)
+    assert split_format(str(odd), "-b") == (odd, None, {})
     with pytest.raises(typer.Exit):
         split_format("test.jsonl:gsmk8", "-b")
