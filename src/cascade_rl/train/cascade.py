@@ -281,6 +281,8 @@ class Cascade:
                 "processes": distributed.world_size(),
             }
             distributed.on_main("stage trained", partial(write_status, stage_dir, status))
+            if isinstance(stage, GRPOStage):
+                distributed.on_main("what the stage learned", partial(self._say_if_idle, stage, stage_dir))
         else:
             handover = finished_handover(stage, stage_dir, status, handover)
         eval_started = time.perf_counter()
@@ -289,6 +291,15 @@ class Cascade:
         status.update(_wall_time(status, trained_here, earlier_s))
         distributed.on_main("stage done", partial(_close_stage, stage_dir, status))
         return handover
+
+    def _say_if_idle(self, stage: GRPOStage, stage_dir: Path) -> None:
+        """A stage, or a stretch of it, that learned nothing is said at once (eval/learning.py)."""
+        from cascade_rl.eval.learning import learning_note
+        from cascade_rl.eval.runs import read_metrics
+
+        note = learning_note(stage.name, read_metrics(stage_dir / "metrics.jsonl")[0])
+        if note:
+            self.echo(f"warning: {note}")
 
     @cached_property
     def training_screen(self) -> Screen | None:
