@@ -160,6 +160,7 @@ def stage(**fields) -> dict:
             "stages[0] (math).reward_options.math.languge_penalty: unknown option; math accepts: language_penalty",
         ),
         ({**MATH, "model": {"path": "nowhere"}}, "model.path: {dir}/nowhere does not exist"),
+        (stage(data="base"), "stages[0] (math).data[0].path: data file not found: {dir}/base"),  # no data file in it
         (
             {
                 **MATH,
@@ -200,6 +201,7 @@ def stage(**fields) -> dict:
         "micro-batch",
         "reward option",
         "model",
+        "directory",
         "server spec",
         "local reward model",
         "no stages",
