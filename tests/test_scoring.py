@@ -289,7 +289,9 @@ def test_an_option_a_domain_of_the_file_needs_is_asked_for_up_front(tmp_path):
 def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path):
     """A BOM before the first line made it "invalid JSON (column 1)" though the line was valid."""
     source = tmp_path / "in.jsonl"
-    source.write_bytes(b"\xef\xbb\xbf" + json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"}).encode())
+    source.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"}).encode()
+    )
     out = tmp_path / "out.jsonl"
     assert run_cli(str(source), "-o", str(out)).returncode == 0
     assert json.loads(out.read_text())["reward"] == 1.0

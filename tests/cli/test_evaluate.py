@@ -98,3 +98,17 @@ def test_report_refuses_a_directory_that_is_not_a_run_and_writes_nothing(tmp_pat
     result = cascade("report", tmp_path)
     assert result.returncode == 2 and "not a run directory" in result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_judge_given_on_the_command_line_stands_for_the_recipes(tmp_path):
+    arena = tmp_path / "arena.jsonl"
+    arena.write_text(json.dumps({"prompt": "Write a haiku."}) + "\n")
+    recipe = tmp_path / "eval.yaml"
+    bench = {"name": "arena", "data": str(arena), "kind": "arena", "judge": "${CASCADE_TEST_UNSET_JUDGE}"}
+    recipe.write_text(yaml.safe_dump({"name": "e", "eval": {"benchmarks": [bench]}}))
+    unset = cascade("eval", tmp_path / "no-model", "--recipe", recipe)
+    assert unset.returncode == 2 and "CASCADE_TEST_UNSET_JUDGE" in unset.stderr
+    given = cascade("eval", tmp_path / "no-model", "--recipe", recipe, "--judge", "http://127.0.0.1:9/v1#judge")
+    assert "CASCADE_TEST_UNSET_JUDGE" not in given.stderr  # checked past the judge: the model is what is missing
+    bad = cascade("eval", tmp_path / "no-model", "--recipe", recipe, "--judge", "judges/none")
+    assert bad.returncode == 2 and "--judge: " in bad.stderr and "is neither a model directory" in bad.stderr

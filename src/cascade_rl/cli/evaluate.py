@@ -93,7 +93,7 @@ def evaluate(
     overrides.update(top_p=top_p, mode=mode)
     chosen = _overridden(_benchmarks(parsed, benchmark), overrides)
     variables = run_variables(run or parsed.run_dir)
-    _check(chosen, variables)
+    _check(chosen, variables, judge)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     parsed, engine = _settled(parsed, model)
     settings = EvalSettings(
@@ -214,13 +214,13 @@ def _validated(model: type, data: dict[str, Any], given: str):
         raise fail(f"{given}: {where + ': ' if where else ''}{problem['msg'].removeprefix('Value error, ')}") from None
 
 
-def _check(benchmarks: list, variables: dict[str, str]) -> None:
+def _check(benchmarks: list, variables: dict[str, str], judge: str | None) -> None:
     """What the run checks of its benchmarks (files, formats, judges), before a model loads."""
     from cascade_rl.recipe import RecipeError
     from cascade_rl.train.preflight import check_benchmarks
 
     try:
-        check_benchmarks(benchmarks, variables)
+        check_benchmarks(benchmarks, variables, judge)
     except RecipeError as error:
         raise fail(error) from None
 

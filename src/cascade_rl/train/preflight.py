@@ -42,16 +42,18 @@ def check_recipe(recipe: Recipe, variables: dict[str, str]) -> None:
     check_source(recipe)  # start_from: the stages taken over exist, finished and unchanged
 
 
-def check_benchmarks(benchmarks: list[Benchmark], variables: dict[str, str]) -> None:
+def check_benchmarks(benchmarks: list[Benchmark], variables: dict[str, str], judge: str | None = None) -> None:
     """:func:`check_recipe` for the benchmarks ``cascade eval`` runs: their files, formats and
-    judges, before a model loads."""
+    judges (``judge``, given on the command line, instead of theirs), before a model loads."""
+    if judge:
+        check_model_spec("--judge", judge, variables)
     for index, bench in enumerate(benchmarks):
         field = f"eval.benchmarks[{index}] ({bench.name})"
         for where, text in benchmark_files(field, bench):
             check_file(where, text, variables)
         if bench.format is not None:
             check_format_of(field, bench.format, bench.format_options)
-        if bench.judge:
+        if bench.judge and not judge:
             check_model_spec(f"{field}.judge", bench.judge, variables)
 
 
