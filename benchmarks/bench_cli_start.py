@@ -27,7 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
     "cascade --help": ["--help"],
     "cascade data formats": ["data", "formats"],
-    "cascade data decontaminate --help": ["data", "decontaminate", "--help"],
+    "cascade data decontaminate (README example)": [
+        "data",
+        "decontaminate",
+        "tests/data/samples/nemo_gym_math.jsonl",
+        "-o",
+        "{out}",
+        "--overwrite",
+        "-q",
+        "-b",
+        "aime24=tests/data/samples/aime2024.jsonl",
+    ],
     "cascade score --help": ["score", "--help"],
     "cascade score (3 math lines)": ["score", "{math}", "-o", "{out}"],
     "cascade run recipes/tiny.yaml --dry-run": ["run", "recipes/tiny.yaml", "--dry-run"],
@@ -37,11 +47,13 @@ TARGET_S = 1.0
 
 
 def timed(argv: list[str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one process."""
+    """(wall, CPU) seconds of one process (a command that fails stops the benchmark)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
     wall = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # 1: a command that ran and reported problems (none here)
+        sys.exit(f"{' '.join(argv[3:])} failed ({done.returncode}): {done.stderr.strip()[-300:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -76,7 +88,7 @@ def main() -> None:
     print(f"baseline (import torch, transformers): {base_wall:.2f} s wall, {base_cpu:.2f} s CPU")
     worst = 0.0
     for name, words in COMMANDS.items():
-        words = [word.format(math=math, out=scratch / "out.jsonl") for word in words]
+        words = [word.format(math=math, out=scratch / f"{words[0]}.jsonl") for word in words]
         argv = [sys.executable, "-m", "cascade_rl.cli", *words]
         wall, cpu = medians(argv, args.repeats)
         worst = max(worst, cpu)
