@@ -90,3 +90,11 @@ def test_a_file_format_is_read_from_the_end_of_a_file_option(tmp_path):
     assert split_format(str(odd), "-b") == (odd, None, {})
     with pytest.raises(typer.Exit):
         split_format("test.jsonl:gsmk8", "-b")
+
+
+def test_scorer_options_are_checked_before_anything_is_served():
+    """`cascade serve verifiers --option` is read as `cascade score --option` is: a misspelt
+    option is refused before the server starts, naming it."""
+    result = CliRunner().invoke(app, ["serve", "verifiers", "--option", "math.languge_penalty=1", "--port", "9"])
+    assert result.exit_code == 2
+    assert "--option math.languge_penalty: unknown option; math accepts: language_penalty" in result.output

@@ -114,6 +114,22 @@ def parse_options(pairs: list[str]) -> dict[str, dict]:
     return options
 
 
+def checked_options(options: dict[str, dict]) -> dict[str, dict]:
+    """Every ``--option`` names a known domain and an option it takes, with a value of its type
+    (exit code 2 naming the option otherwise), before anything is scored or served."""
+    from cascade_rl.rewards.registry import OptionError, check_options
+
+    checked = {}
+    for domain, values in options.items():
+        try:
+            checked[domain] = check_options(domain, values)
+        except KeyError as error:
+            raise fail(f"--option {domain}.{next(iter(values))}: {str(error).strip(chr(34) + chr(39))}") from None
+        except OptionError as error:
+            raise fail(f"--option {error}") from None
+    return checked
+
+
 def open_generator(spec: str, *, option: str = "--generator", server: dict | None = None, local: dict | None = None):
     """The model a command names (:func:`cascade_rl.llm.load_generator`), with the command's
     settings for a server or a local model; a spec that names neither fails naming the option."""

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from cascade_rl.cli.common import EXIT_PROBLEMS, console, fail, parse_options, stdout
+from cascade_rl.cli.common import EXIT_PROBLEMS, checked_options, console, fail, parse_options, stdout
 
 
 def score(
@@ -75,22 +75,6 @@ def score(
         raise typer.Exit(EXIT_PROBLEMS)
     if (report.errored or report.masked) and not allow_errors:
         raise typer.Exit(EXIT_PROBLEMS)
-
-
-def checked_options(options: dict[str, dict]) -> dict[str, dict]:
-    """Every ``--option`` names a known domain and an option it takes, with a value of its type
-    (exit code 2 naming the option otherwise), before any line is scored."""
-    from cascade_rl.rewards.registry import OptionError, check_options
-
-    checked = {}
-    for domain, values in options.items():
-        try:
-            checked[domain] = check_options(domain, values)
-        except KeyError as error:
-            raise fail(f"--option {domain}.{next(iter(values))}: {str(error).strip(chr(34) + chr(39))}") from None
-        except OptionError as error:
-            raise fail(f"--option {error}") from None
-    return checked
 
 
 def check_servers(options: dict[str, dict], wait: float) -> None:

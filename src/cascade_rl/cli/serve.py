@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from cascade_rl.cli.common import command_group, parse_options, say
+from cascade_rl.cli.common import checked_options, command_group, parse_options, say
 
 app = command_group(
     "Serve a reward model or a distillation teacher (the protocols of vLLM), or the verifiers (NeMo Gym's)."
@@ -113,6 +113,6 @@ def verifiers(
     with `reward`, `mask_sample` and `failure_reason`."""
     from cascade_rl.integrations.nemo_gym import VerifierSettings, serve_verifiers
 
-    settings = VerifierSettings(parse_options(option), concurrency, timeout, group_size, group_timeout)
+    settings = VerifierSettings(checked_options(parse_options(option)), concurrency, timeout, group_size, group_timeout)
     say(f"verifiers at http://{host}:{port}/verify")
     serve_verifiers(settings, host=host, port=port, log_level=log_level)
