@@ -281,7 +281,7 @@ class Cascade:
                 "processes": distributed.world_size(),
             }
             distributed.on_main("stage trained", partial(write_status, stage_dir, status))
-            if isinstance(stage, GRPOStage):
+            if stage.kind == "grpo":  # the steps a GRPO stage learned nothing in (eval/learning.py)
                 distributed.on_main("what the stage learned", partial(self._say_if_idle, stage, stage_dir))
         else:
             handover = finished_handover(stage, stage_dir, status, handover)
@@ -292,7 +292,7 @@ class Cascade:
         distributed.on_main("stage done", partial(_close_stage, stage_dir, status))
         return handover
 
-    def _say_if_idle(self, stage: GRPOStage, stage_dir: Path) -> None:
+    def _say_if_idle(self, stage: Any, stage_dir: Path) -> None:
         """A stage, or a stretch of it, that learned nothing is said at once (eval/learning.py)."""
         from cascade_rl.eval.learning import learning_note
         from cascade_rl.eval.runs import read_metrics
