@@ -173,6 +173,34 @@ def option_groups(**groups: type) -> Callable[[Callable], Callable]:
     return decorate
 
 
+def sampling_options(max_tokens: int, *, top_k: bool = True, panel: str | None = "Sampling") -> type:
+    """The option group of the sampling flags a sampling command takes (``--temperature``,
+    ``--top-p``, ``--max-tokens`` with this command's default, ``--top-k`` unless ``top_k`` is
+    False), whose ``sampling(n)`` is the one :class:`~cascade_rl.llm.base.Sampling` value the
+    command passes on (checked there: a bad value is a one-line usage error)."""
+
+    def option(default: Any, flag: str, text: str, **limits: Any) -> Any:
+        return typer.Option(default, flag, help=text, rich_help_panel=panel, **limits)
+
+    fields = [
+        ("temperature", float, option(0.6, "--temperature", "Sampling temperature (paper: 0.6).", min=0.0)),
+        ("top_p", float, option(0.95, "--top-p", "Nucleus sampling (paper: 0.95).", min=0.0, max=1.0)),
+        ("max_tokens", int, option(max_tokens, "--max-tokens", "Tokens per sampled response.", min=1)),
+    ]
+    if top_k:
+        fields.append(("top_k", int, option(0, "--top-k", "Top-k sampling (the RL stage's, e.g. 20); 0 = off.", min=0)))
+
+    def sampling(self: Any, n: int = 1) -> Any:
+        from cascade_rl.llm.base import Sampling
+
+        try:
+            return Sampling(n, self.temperature, self.top_p, self.max_tokens, getattr(self, "top_k", 0))
+        except ValueError as error:
+            raise fail(error) from None
+
+    return dataclasses.make_dataclass("SamplingOptions", fields, namespace={"sampling": sampling})
+
+
 def split_format(text: str, option: str) -> tuple[Path, str | None, dict[str, Any]]:
     """``FILE[:FORMAT[,KEY=VALUE...]]`` of a ``NAME=FILE[:FORMAT]`` option: the file, the public
     format it is read through (as ``cascade data convert -f``) and that converter's options (e.g.
