@@ -2,10 +2,12 @@
 a file it extends, the preset a stage extends, a value derived from other fields, or the
 field's default."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cascade_rl.plan import value_sources
@@ -58,16 +60,30 @@ def test_a_value_from_an_extended_recipe_file_is_the_recipes():
     assert mopd["teachers.math"] == "recipe" and mopd["top_p"] == "default"
 
 
-def test_the_dry_run_prints_the_plan_then_the_sources(tmp_path):
-    path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump(RECIPE))
-    result = subprocess.run(
-        [sys.executable, "-m", "cascade_rl.cli", "run", str(path), "--dry-run"],
+def dry_run(recipe: Path, *flags: str, cwd: Path = ROOT, command: str = "--dry-run") -> subprocess.CompletedProcess:
+    words = [command] if command else []
+    return subprocess.run(
+        [sys.executable, "-m", "cascade_rl.cli", "run", str(recipe), *words, *flags],
         capture_output=True,
         text=True,
-        timeout=120,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
     )
+
+
+def with_inputs(directory: Path, recipe: dict) -> Path:
+    """``recipe`` written to ``directory/r.yaml`` beside the model directory and data files it names."""
+    (directory / "base").mkdir(exist_ok=True)
+    for name in ("pairs.jsonl", "if.jsonl", "gsm8k-test.jsonl", "math.jsonl"):
+        (directory / name).write_text('{"question": "1 + 1?", "answer": "2"}\n')
+    path = directory / "r.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def test_the_dry_run_prints_the_plan_then_the_sources(tmp_path):
+    result = dry_run(with_inputs(tmp_path, RECIPE))
     assert result.returncode == 0, result.stderr
     plan, sources = result.stdout.split("stages[1] (ifrl): where each value comes from")
     assert "Bradley-Terry" in plan and "domain if_rm, think" in plan
@@ -96,3 +112,153 @@ def test_the_plan_says_which_preset_a_stage_extends_and_that_its_name_chose_it(m
     assert "CASCADE_VLLM=off in the environment: runtime.use_vllm auto will not use vLLM" in plan_text(
         parse_recipe(yaml.safe_load(yaml.safe_dump(RECIPE)))
     )
+
+
+# --------------------------------------------------------------------- the dry run is the run's own check (issue 42)
+MATH = {
+    "name": "m",
+    "model": {"path": "base"},
+    "eval": {"benchmarks": [{"name": "gsm8k", "data": "gsm8k-test.jsonl", "format": "gsm8k", "k": 1}]},
+    "stages": [{"kind": "grpo", "name": "math", "data": [{"path": "math.jsonl", "format": "gsm8k"}]}],
+}
+
+
+def test_an_absolute_path_and_bracketed_values_print(tmp_path):
+    """rich read `[/tmp/.../gsm8k-train.jsonl]` as a closing markup tag and crashed; `benchmarks=`
+    printed empty."""
+    path = with_inputs(tmp_path, MATH)
+    recipe = {**MATH, "stages": [{**MATH["stages"][0], "data": [{"path": str(tmp_path / "math.jsonl")}]}]}
+    path.write_text(yaml.safe_dump({**recipe, "stages": [{**recipe["stages"][0], "domain": "math"}]}))
+    result = dry_run(path)
+    assert result.returncode == 0, result.stderr
+    assert f"data=[{tmp_path / 'math.jsonl'}]" in result.stdout
+    assert "benchmarks=[gsm8k]" in result.stdout
+
+
+def stage(**fields) -> dict:
+    return {**MATH, "stages": [{**MATH["stages"][0], **fields}]}
+
+
+@pytest.mark.parametrize(
+    "recipe, error",
+    [
+        (stage(data="missing.jsonl"), "stages[0] (math).data[0].path: data file not found: {dir}/missing.jsonl"),
+        (
+            {**MATH, "eval": {"benchmarks": [{"name": "gsm8k", "data": "gsm8k-test.jsonl", "format": "gsmk8"}]}},
+            "eval.benchmarks[0] (gsm8k).format: unknown format 'gsmk8'; known: nemo-gym,",
+        ),
+        (
+            stage(data=[{"path": "math.jsonl", "format": "gsm8k", "format_options": {"split": "train"}}]),
+            "stages[0] (math).data[0].format: format gsm8k takes no option 'split'",
+        ),
+        (
+            stage(prompts_per_batch=4, rollouts_per_prompt=4, per_device_batch_size=3),
+            "stages[0] (math).per_device_batch_size: 3 does not divide the 16 completions of a step",
+        ),
+        (
+            stage(reward_options={"math": {"languge_penalty": -1}}),
+            "stages[0] (math).reward_options.math.languge_penalty: unknown option; math accepts: language_penalty",
+        ),
+        ({**MATH, "model": {"path": "nowhere"}}, "model.path: {dir}/nowhere does not exist"),
+        (stage(data="base"), "stages[0] (math).data[0].path: data file not found: {dir}/base"),  # no data file in it
+        (
+            {
+                **MATH,
+                "stages": [
+                    {"kind": "reward_model", "data": "math.jsonl"},
+                    {
+                        **MATH["stages"][0],
+                        "name": "rlhf",
+                        "data": "math.jsonl",
+                        "reward_options": {"preference": {"reward_model": "http:///v1#rm"}},
+                    },
+                ],
+            },
+            "stages[1] (rlhf).reward_options.preference.reward_model: server 'http:///v1#rm' is not an "
+            "http(s)://host:port URL",
+        ),
+        (
+            {
+                **MATH,
+                "stages": [
+                    {"kind": "reward_model", "data": "math.jsonl"},
+                    {
+                        **MATH["stages"][0],
+                        "name": "rlhf",
+                        "data": "math.jsonl",
+                        "reward_options": {"preference": {"reward_model": "rm-model"}},
+                    },
+                ],
+            },
+            "stages[1] (rlhf).reward_options.preference.reward_model: {dir}/rm-model is neither a model directory",
+        ),
+        ({"name": "e", "eval": MATH["eval"]}, "stages: none: an evaluation-only recipe trains nothing"),
+    ],
+    ids=[
+        "missing data",
+        "benchmark format",
+        "format option",
+        "micro-batch",
+        "reward option",
+        "model",
+        "directory",
+        "server spec",
+        "local reward model",
+        "no stages",
+    ],
+)
+def test_the_dry_run_refuses_what_the_run_refuses_before_any_model_loads(tmp_path, recipe, error):
+    result = dry_run(with_inputs(tmp_path, recipe))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert error.format(dir=tmp_path) in " ".join(result.stderr.split()), result.stderr
+
+
+@pytest.mark.parametrize(
+    "recipe, error",
+    [
+        (stage(data="missing.jsonl"), "stages[0] (math).data[0].path: data file not found"),
+        (
+            {**MATH, "eval": {"benchmarks": [{"name": "gsm8k", "data": "gsm8k-test.jsonl", "format": "gsmk8"}]}},
+            "eval.benchmarks[0] (gsm8k).format: unknown format 'gsmk8'",
+        ),
+    ],
+    ids=["missing data", "benchmark format"],
+)
+def test_the_run_refuses_with_the_dry_runs_message_before_it_writes_anything(tmp_path, recipe, error):
+    """The run used to start vLLM and die with a traceback after 10 s on an unknown benchmark
+    format; the dry run said nothing (a `missing:` cell) and exited 0."""
+    path = with_inputs(tmp_path, recipe)
+    checked, run = dry_run(path), dry_run(path, "--out", str(tmp_path / "run"), command="")
+    assert checked.returncode == run.returncode == 2, run.stderr
+    assert error in checked.stderr and checked.stderr.splitlines()[-1] == run.stderr.splitlines()[-1]
+    assert not (tmp_path / "run").exists() and "Traceback" not in run.stderr
+
+
+def test_relative_paths_are_read_from_the_recipe_file_and_printed_resolved(tmp_path):
+    """Data paths resolved from the current directory and `extends:` from the recipe file; now
+    both from the file, the same from any directory, and the dry run prints where each went."""
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    path = with_inputs(tmp_path, MATH)
+    base = {
+        **MATH,
+        "model": {"path": "../base"},
+        "eval": {"benchmarks": [{"name": "gsm8k", "data": "../gsm8k-test.jsonl", "format": "gsm8k"}]},
+    }
+    (recipes / "base.yaml").write_text(yaml.safe_dump({**base, "stages": []}))
+    (recipes / "r.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "extends": "base.yaml",
+                "stages": [{**MATH["stages"][0], "data": [{"path": "../math.jsonl", "format": "gsm8k"}]}],
+            }
+        )
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = dry_run(Path("../recipes/r.yaml"), cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert f"model.path: {tmp_path / 'base'}" in result.stdout
+    assert f"stages[0] (math).data[0].path: {tmp_path / 'math.jsonl'}" in result.stdout
+    assert f"eval.benchmarks[0] (gsm8k).data: {tmp_path / 'gsm8k-test.jsonl'}" in result.stdout
+    assert path.exists()

@@ -1,8 +1,9 @@
 """The paper's stage presets are data (``src/cascade_rl/presets/*.yaml``) that GRPO stages extend
 (issue 27), and every shipped recipe resolves to the values pinned in ``tests/assets/resolved/``.
 
-The pinned files hold each recipe exactly as ``cascade run RECIPE --dry-run --json`` prints it.
-A change to a default, a preset or a shipped recipe shows there as a diff to review; after an
+The pinned files hold each recipe as ``cascade run RECIPE --dry-run --json`` prints it, with the
+checkout's directory written ``<checkout>`` (relative paths are anchored at the recipe file). A
+change to a default, a preset or a shipped recipe shows there as a diff to review; after an
 intended one, rewrite them with ``.venv/bin/python tests/test_presets.py --write``."""
 
 import json
@@ -20,7 +21,11 @@ PINNED = ROOT / "tests" / "assets" / "resolved"
 
 
 def resolved(path: Path) -> dict:
-    return load_recipe(path).model_dump(mode="json")
+    """The recipe resolved, the checkout's directory written ``<checkout>`` (its parent ``<checkout>/..``)."""
+    text = json.dumps(load_recipe(path).model_dump(mode="json"))
+    for directory, name in ((ROOT, "<checkout>"), (ROOT.parent, "<checkout>/..")):
+        text = text.replace(json.dumps(str(directory) + "/")[1:-1], name + "/")
+    return json.loads(text)
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)

@@ -122,6 +122,44 @@ def test_bad_recipes_name_the_field(stage, field, message):
     assert field in str(error.value) and message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"math": {"languge_penalty": -1}},
+            "stages[0] (math).reward_options.math.languge_penalty: unknown option; math accepts: language_penalty, "
+            "mixing_min_letters, timeout",
+        ),
+        (
+            {"code": {"time_limt": 2}},
+            "stages[0] (math).reward_options.code.time_limt: unknown option; code accepts: cpu_limit, "
+            "language_penalty, memory_mb, output_bytes, stop_on_failure, time_limit",
+        ),
+        (
+            {"math": {"language_penalty": "abc"}},
+            "stages[0] (math).reward_options.math.language_penalty: Input should be a valid number",
+        ),
+        ({"maths": {}}, "stages[0] (math).reward_options.maths: unknown reward domain 'maths'; known: code,"),
+        ({"swe": {"similarity": "exact"}}, "reward_options.swe.similarity: Input should be 'lexical' or 'semantic'"),
+    ],
+)
+def test_reward_options_are_checked_when_the_recipe_loads(options, message):
+    """Issue 39: `reward_options: {math: {languge_penalty: -1}}` trained with the default penalty
+    without a word; now the recipe is refused, naming the stage, the domain and the option."""
+    stage = {"kind": "grpo", "name": "math", "data": "m.jsonl", "reward_options": options}
+    with pytest.raises(RecipeError) as error:
+        parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [stage]})
+    assert message in str(error.value)
+
+
+def test_reward_option_values_are_read_as_their_types():
+    stage = {"kind": "grpo", "name": "math", "data": "m.jsonl", "reward_options": {"math": {"language_penalty": "-1"}}}
+    recipe = parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [stage]})
+    assert recipe.stages[0].reward_options == {"math": {"language_penalty": -1.0}}
+    with pytest.raises(RecipeError, match=r"stages\[0\] \(math\)\.domain: unknown reward domain 'mth'"):
+        parse_recipe({"name": "x", "model": {"path": "base"}, "stages": [{**stage, "domain": "mth"}]})
+
+
 def test_missing_model_and_unknown_benchmark_are_reported(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text(
@@ -179,7 +217,7 @@ def eval_recipe(**eval_spec):
     [
         (
             {"benchmarks": [{"name": "aime25", "data": "a.jsonl"}], "targets": {"math": "aime24"}},
-            "eval: targets.math: unknown benchmark 'aime24'; defined in eval.benchmarks: ['aime25']",
+            "eval.targets.math: unknown benchmark 'aime24'; defined in eval.benchmarks: ['aime25']",
         ),
         (
             {"benchmarks": [{"name": "lcb", "data": "l.jsonl", "since": "2025-05-01", "until": "2024-08-01"}]},
@@ -188,6 +226,20 @@ def eval_recipe(**eval_spec):
         ({"benchmarks": [{"name": "lcb", "data": "l.jsonl", "since": "August"}]}, "eval.benchmarks[0].since"),
         ({"benchmarks": [{"name": "b", "data": "b.jsonl", "kind": "judge"}]}, "eval.benchmarks[0].kind"),
         ({"max_concurrency": 0}, "eval.max_concurrency"),
+        (
+            {"benchmarks": [{"name": "m", "data": "m.jsonl", "domain": "math", "options": {"timout": 2}}]},
+            "eval.benchmarks[0].options.timout: unknown option; math accepts: language_penalty, mixing_min_letters, "
+            "timeout",
+        ),
+        (
+            {"benchmarks": [{"name": "c", "data": "c.jsonl", "domain": "code", "options": {"time_limit": "two"}}]},
+            "eval.benchmarks[0].options.time_limit: Input should be a valid number",
+        ),
+        (
+            {"benchmarks": [{"name": "a", "data": "a.jsonl", "kind": "arena", "options": {"style_contrl": False}}]},
+            "eval.benchmarks[0].options.style_contrl: unknown arena option; accepted: style_control",
+        ),
+        ({"benchmarks": [{"name": "m", "data": "m.jsonl", "domain": "maths"}]}, "unknown reward domain 'maths'"),
     ],
 )
 def test_bad_eval_sections_name_the_field(eval_spec, message):
@@ -227,3 +279,34 @@ def test_tiny_recipe_declares_the_toy_targets_its_report_checks():
         "code": "toy-code",
         "swe": "toy-swe",
     }
+
+
+def test_relative_paths_are_read_from_the_recipe_file(tmp_path, monkeypatch):
+    """One rule for every input path (docs/recipes.md, "Paths"): relative to the file that
+    writes it, like `extends:`; a variable's value from the environment as the shell gives it."""
+    (tmp_path / "recipes").mkdir()
+    path = tmp_path / "recipes" / "r.yaml"
+    stage = {
+        "kind": "grpo",
+        "name": "math",
+        "data": ["data/a.jsonl", {"path": "${CASCADE_TEST_DATA:-../data}/b.jsonl"}, "${world}/c.jsonl"],
+        "reward_options": {"swe": {"judge": "local:models/judge"}},
+    }
+    path.write_text(
+        yaml.safe_dump({"name": "x", "model": {"path": "../models/m"}, "output_dir": "runs/x", "stages": [stage]})
+    )
+    monkeypatch.chdir(tmp_path / "recipes")
+    monkeypatch.delenv("CASCADE_TEST_DATA", raising=False)
+    recipe = load_recipe(path)
+    assert recipe.model.path == str(tmp_path / "models" / "m")
+    data = [source.path for source in recipe.stages[0].data]
+    assert data == [
+        str(path.parent / "data" / "a.jsonl"),
+        f"${{CASCADE_TEST_DATA:-{tmp_path / 'data'}}}/b.jsonl",
+        "${world}/c.jsonl",
+    ]
+    assert expand(data[1]) == str(tmp_path / "data" / "b.jsonl")
+    monkeypatch.setenv("CASCADE_TEST_DATA", "elsewhere")  # from the shell: relative to where cascade runs
+    assert expand(data[1]) == "elsewhere/b.jsonl"
+    assert recipe.stages[0].reward_options["swe"]["judge"] == f"local:{path.parent / 'models' / 'judge'}"
+    assert recipe.output_dir == "runs/x"  # an output: where cascade runs

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "score-example.jsonl"
 
 
@@ -215,3 +217,81 @@ def test_code_that_cannot_be_isolated_stops_scoring_with_one_line_unless_opted_i
     )
     assert opted.returncode == 0, opted.stderr
     assert json.loads(target.read_text())["details"]["isolation"] == "rlimits"
+
+
+def test_json_that_is_not_an_object_or_has_fields_of_the_wrong_type_is_reported_not_a_crash(tmp_path):
+    """Issue 42: `[1,2]` or `42` crashed the command (TypeError) and nothing was written."""
+    good = json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"})
+    broken = '{"domain": "math", "response": "\\\\boxed{4}", "answer": "4", "oops": }'
+    lines = [
+        good,
+        "[1, 2]",
+        "42",
+        '"text"',
+        "null",
+        json.dumps({"domain": "math", "response": 4, "answer": "4"}),
+        json.dumps({"domain": ["math"], "response": "x", "answer": "4"}),
+        json.dumps({"domain": "math", "response": "x", "prompt": 7, "answer": "4"}),
+        broken,
+        good,
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli(str(source), "-o", str(out))
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["reward"] for r in rows] == [1.0] + [None] * 8 + [1.0]
+    assert rows[1] == {"raw": "[1, 2]", "reward": None, "details": {"error": rows[1]["details"]["error"], "line": 2}}
+    for number, words in [
+        (2, "got an array"),
+        (3, "got a number"),
+        (4, "got a string"),
+        (5, "got null"),
+        (6, "'response' must be a string, got a number"),
+        (7, "'domain' must be a string, got an array"),
+        (8, "'prompt' must be a string or a list of messages, got a number"),
+        (9, f"invalid JSON: Expecting value (column {broken.rindex('}') + 1})"),  # where the value is missing
+    ]:
+        assert f"line {number}: " in result.stderr and words in result.stderr, (number, words, result.stderr)
+    assert "8 bad line(s)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("math.language_penalty=abc", "--option math.language_penalty: Input should be a valid number"),
+        ("math.languge_penalty=-1", "--option math.languge_penalty: unknown option; math accepts: language_penalty"),
+        ("maths.timeout=1", "--option maths.timeout: unknown reward domain 'maths'"),
+        ("math=1", "--option 'math=1': expected DOMAIN.KEY=VALUE"),
+    ],
+)
+def test_options_are_checked_before_any_line_is_scored(tmp_path, option, message):
+    """Issue 42: an option value that did not parse failed only on the rows that used it, without
+    naming the option; now the command refuses it (exit 2) and writes nothing."""
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"}) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli(str(source), "-o", str(out), "--option", option)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not out.exists()
+
+
+def test_an_option_a_domain_of_the_file_needs_is_asked_for_up_front(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"domain": "preference", "prompt": "Hi", "response": "Hello"}) + "\n")
+    result = run_cli(str(source), "-o", str(tmp_path / "out.jsonl"))
+    assert result.returncode == 2
+    assert "--option preference.reward_model: missing" in result.stderr
+
+
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """A BOM before the first line made it "invalid JSON (column 1)" though the line was valid."""
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps({"domain": "math", "response": "\\boxed{4}", "answer": "4"}).encode()
+    )
+    out = tmp_path / "out.jsonl"
+    assert run_cli(str(source), "-o", str(out)).returncode == 0
+    assert json.loads(out.read_text())["reward"] == 1.0

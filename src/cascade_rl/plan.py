@@ -8,7 +8,10 @@ the preset a GRPO stage extends (what the preset merge recorded,
 an RLHF stage, the preset named like the stage), or the field's default.
 
 The plan sits above the trainers in the layer map (DESIGN.md): it asks the stage registry
-(:mod:`cascade_rl.train.stages`, which loads no trainer) to describe each stage."""
+(:mod:`cascade_rl.train.stages`, which loads no trainer) to describe each stage, and the run's
+own checks (:mod:`cascade_rl.train.preflight`) for the files a recipe reads, which
+:func:`describe_files` prints as they resolve. Every cell is plain text (``rich.text.Text``): a
+path or value in brackets is never read as markup."""
 
 from __future__ import annotations
 
@@ -19,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from cascade_rl.llm.vllm_engine import ENV_SWITCH
-from cascade_rl.recipe import PresetMerge, Recipe, merge_presets
+from cascade_rl.recipe import PresetMerge, Recipe, expand, merge_presets
+from cascade_rl.train.preflight import input_paths
 from cascade_rl.train.stages import runner_for
 
 #: the order sources are shown in
@@ -35,10 +40,10 @@ def describe_plan(recipe: Recipe, out: Path | None = None, presets: PresetMerge 
     run_dir = Path(out or recipe.run_dir)
     variables = {"world": str(run_dir / "world"), "run": str(run_dir)}
     model = (
-        recipe.model.path
+        _expanded(recipe.model.path, variables)
         or f"tiny Qwen3 (hidden {recipe.model.tiny.hidden_size}, {recipe.model.tiny.num_layers} layers)"
     )
-    table = Table(title=f"{recipe.name}: {model} -> {run_dir}")
+    table = Table(title=Text(f"{recipe.name}: {model} -> {run_dir}"))  # Text: a value is never read as markup
     for column in ("#", "kind", "stage", "rows", "steps", "settings"):
         table.add_column(column, overflow="fold")
     if recipe.eval.before_first_stage and not recipe.stages[0].evaluation_only:
@@ -47,13 +52,32 @@ def describe_plan(recipe: Recipe, out: Path | None = None, presets: PresetMerge 
     for index, stage in enumerate(recipe.stages, start=1):
         rows, steps, settings = runner_for(stage).describe(stage, variables)
         settings += _preset_text(chosen.get(index - 1))
-        table.add_row(str(index), stage.kind, stage.name, rows, steps, settings)
+        table.add_row(*(Text(cell) for cell in (str(index), stage.kind, stage.name, rows, steps, settings)))
     benchmarks = ", ".join(b.name for b in recipe.eval.benchmarks) or "none"
     caption = (
         f"evaluation after every stage: {benchmarks}" if recipe.eval.after_every_stage else f"benchmarks: {benchmarks}"
     )
-    table.caption = "\n".join([caption, *_environment_notes(recipe)])
+    table.caption = Text("\n".join([caption, *_environment_notes(recipe)]))
     return table
+
+
+def describe_files(recipe: Recipe, variables: dict[str, str]) -> Text:
+    """Every input file the recipe names, by field, with the path it resolves to (relative paths
+    are read from the recipe file's directory: docs/recipes.md, "Paths"), one line each."""
+    lines = ["files: where each path resolves"]
+    named = [("model.path", recipe.model.path)] if recipe.model.path else []
+    for field, text in named + input_paths(recipe):
+        lines.append(
+            f"  {field}: {_expanded(text, variables)}" + ("  (built by the run)" if "${world}" in text else "")
+        )
+    return Text("\n".join(lines))
+
+
+def _expanded(text: str | None, variables: dict[str, str]) -> str | None:
+    try:
+        return text and str(Path(expand(text, variables)).expanduser())
+    except ValueError as error:
+        return str(error)
 
 
 def _preset_text(chosen: tuple[str, str] | None) -> str:
@@ -105,7 +129,7 @@ def describe_sources(data: Mapping[str, Any], recipe: Recipe) -> list[Table]:
         table.add_column("settings", overflow="fold")
         for source in sorted({source for _, _, source in rows}, key=lambda s: SOURCES.index(s.split()[0])):
             settings = [f"{_dotted(path)}={_brief(value)}" for path, value, where in rows if where == source]
-            table.add_row(source, ", ".join(settings))
+            table.add_row(Text(source), Text(", ".join(settings)))  # Text: a value is never read as markup
         tables.append(table)
     return tables
 

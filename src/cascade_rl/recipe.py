@@ -43,6 +43,8 @@ from typing import Annotated, Any, ClassVar, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cascade_rl.rewards.registry import OptionError, check_options, get_domain
+
 ThinkingMode = Literal["think", "no_think", "half"]
 ModelKind = Literal["unified", "thinking"]
 
@@ -291,7 +293,8 @@ class Benchmark(Strict):
     pass_threshold: float = Field(1.0, description="A sample is correct when its reward is at least this.")
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Scorer options for the domain (arena: style_control, strong_weight, judge_max_tokens).",
+        description="verify: the reward domain's scorer options (as a stage's reward_options); arena: "
+        "style_control, strong_weight, judge_max_tokens, judge_temperature.",
     )
     fields: dict[str, str] = Field(
         default_factory=dict,
@@ -321,6 +324,43 @@ class Benchmark(Strict):
             raise ValueError(f"since ({self.since}) is after until ({self.until})")
         return self
 
+    @model_validator(mode="after")
+    def _known_options(self) -> Benchmark:
+        """Arena options are the arena's; a verified benchmark's are its domain's (checked here
+        when ``domain`` is given, else against each row's domain when the rows are read)."""
+        if self.kind == "arena":
+            unknown = sorted(set(self.options) - set(ARENA_OPTIONS))
+            if unknown:
+                raise ValueError(f"options.{unknown[0]}: unknown arena option; accepted: {', '.join(ARENA_OPTIONS)}")
+            for name, value in self.options.items():
+                self.options[name] = _arena_option(name, value)
+        elif self.domain is not None:
+            _known_domain(self.domain, "domain")
+            try:
+                self.options.update(check_options(self.domain, self.options))
+            except OptionError as error:
+                raise ValueError(f"options.{error.option}: {error.reason}") from None
+        return self
+
+
+#: options of an ``arena`` benchmark (eval/arena.py): style control of the judged win rate, the
+#: weight of a strong preference ([[A>>B]]), the judge's reply budget and temperature
+ARENA_OPTIONS: dict[str, type] = {
+    "style_control": bool,
+    "strong_weight": int,
+    "judge_max_tokens": int,
+    "judge_temperature": float,
+}
+
+
+def _arena_option(name: str, value: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(ARENA_OPTIONS[name]).validate_python(value)
+    except ValidationError as error:
+        raise ValueError(f"options.{name}: {error.errors()[0]['msg']} (got {value!r})") from None
+
 
 class EvalSpec(Strict):
     benchmarks: list[Benchmark] = Field(default_factory=list, description="Benchmarks run after every stage.")
@@ -345,12 +385,13 @@ class EvalSpec(Strict):
         "(SPEC 3; counted in each stage's data_report.json). The toy world is decontaminated when built instead.",
     )
     decontaminate_n: int = Field(9, ge=1, description="n-gram length of the decontamination (paper: 9).")
-    decontaminate_template: int | None = Field(
-        2,
-        ge=2,
-        description="An n-gram found in this many questions of one benchmark or more is its template (a shared "
-        "instruction such as the request for a boxed answer), not matched; null: every n-gram matches (plain "
-        "overlap, which also drops every training row carrying a benchmark's instruction wording).",
+    decontaminate_template: float | None = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A run of 4 or more words that this share of one benchmark's questions carry is its template "
+        "(a shared instruction such as the request for a boxed answer), not matched; null: every n-gram matches "
+        "(the paper's literal rule, which also drops every training row carrying a benchmark's instruction wording).",
     )
 
     @model_validator(mode="after")
@@ -545,6 +586,18 @@ class OnPolicyStage(WithData):
     lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
+    @model_validator(mode="after")
+    def _micro_batches_fill_a_step(self) -> OnPolicyStage:
+        """A step's completions split into whole micro-batches (in one process; several
+        processes are checked when the run starts them, ``train/grpo.py`` ``batch_shape``)."""
+        completions = self.prompts_per_batch * self.rollouts_per_prompt
+        if self.per_device_batch_size and completions % self.per_device_batch_size:
+            raise ValueError(
+                f"per_device_batch_size: {self.per_device_batch_size} does not divide the {completions} completions "
+                f"of a step ({self.prompts_per_batch} prompts x {self.rollouts_per_prompt} rollouts)"
+            )
+        return self
+
 
 class GRPOStage(OnPolicyStage):
     """One domain-wise RL stage (SPEC 5-6). A stage extends a preset of ``presets/`` (the
@@ -578,7 +631,9 @@ class GRPOStage(OnPolicyStage):
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
 
     def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
-        """The reward models its options name are earlier reward_model stages."""
+        """Its reward domains and their options are known (issue 39), and the reward models its
+        options name are earlier reward_model stages."""
+        _check_reward_options(self, index)
         _check_reward_models(self, index, stages, released)
 
     def mode_of(self, domain: str) -> str:
@@ -726,12 +781,16 @@ class Recipe(Strict):
     name: str = Field(..., description="Run name; outputs go to runs/<name> unless output_dir is set.")
     seed: int = Field(0, description="Seed for data order, sampling and filtering.")
     output_dir: str | None = Field(None, description="Where the run writes (default runs/<name>).")
-    model: ModelSpec = Field(..., description="The base model.")
+    model: ModelSpec | None = Field(
+        None, description="The base model (required with stages; an evaluation-only recipe names none)."
+    )
     world: WorldSpec | None = Field(None, description="Build the toy world first (the embedded default).")
     runtime: Runtime = Field(default_factory=Runtime, description="Devices, precision, vLLM.")
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Benchmarks and when to run them.")
     stages: list[Stage] = Field(
-        ..., min_length=1, description="Stages in order; each starts from the previous checkpoint."
+        default_factory=list,
+        description="Stages in order; each starts from the previous checkpoint. None: an evaluation-only recipe "
+        "(its benchmarks, for `cascade eval`).",
     )
     start_from: StartFrom | None = Field(
         None,
@@ -741,7 +800,9 @@ class Recipe(Strict):
 
     @model_validator(mode="after")
     def _check_references(self) -> Recipe:
-        if self.model.tiny is not None and self.world is None:
+        if self.model is None and self.stages:
+            raise ValueError("model: required: the stages train a model (model.path or model.tiny)")
+        if self.model is not None and self.model.tiny is not None and self.world is None:
             raise ValueError(
                 "model.tiny is built on the toy world's tokenizer: add a `world:` section (or give model.path)"
             )
@@ -815,6 +876,31 @@ def _check_reward_models(stage: GRPOStage, index: int, stages: list[Any], releas
     rm_stages = [s.name for s in stages[:index] if s.trains_reward_model]
     _default_reward_model(stage, index, rm_stages)
     _check_reward_model_stages(stage, index, rm_stages, released)
+
+
+def _check_reward_options(stage: GRPOStage, index: int) -> None:
+    """The stage's reward domains are known, and each domain's ``reward_options`` are options it
+    takes, of the right types (issue 39: a misspelt option is a recipe error, not a run with the
+    default)."""
+    where = f"stages[{index}] ({stage.name})"
+    for field_name, domain in [("domain", stage.domain)] + [
+        (f"data[{i}].domain", source.domain) for i, source in enumerate(stage.data)
+    ]:
+        if domain is not None:
+            _known_domain(domain, f"{where}.{field_name}")
+    for domain, options in stage.reward_options.items():
+        _known_domain(domain, f"{where}.reward_options.{domain}")
+        try:
+            options.update(check_options(domain, options))
+        except OptionError as error:
+            raise ValueError(f"{where}.reward_options.{error}") from None
+
+
+def _known_domain(name: str, where: str) -> None:
+    try:
+        get_domain(name)
+    except (KeyError, ValueError, ImportError, AttributeError) as error:
+        raise ValueError(f"{where}: {str(error).strip(chr(34) + chr(39))}") from None
 
 
 def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) -> None:
@@ -989,7 +1075,7 @@ def resolve_recipe(data: dict[str, Any], *, source: str = "recipe") -> tuple[Rec
     """The recipe, validated after its presets are merged in (:func:`merge_presets`), and that
     merge (what each stage's preset gave); a :class:`RecipeError` naming each bad field."""
     if not isinstance(data, dict):
-        raise RecipeError(f"{source}: a recipe is a YAML mapping with at least name, model and stages")
+        raise RecipeError(f"{source}: a recipe is a YAML mapping with at least a name, and a model and stages to train")
     merge = merge_presets(data, source=source)
     try:
         return Recipe.model_validate(merge.data), merge
@@ -1002,8 +1088,9 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 def read_recipe_file(path: Path, extended_by: tuple[Path, ...] = ()) -> Any:
-    """A recipe file's YAML. ``extends: BASE.yaml`` (relative to the file) starts from the base
-    recipe: this file's fields are merged over the base's, and its stages come after the base's."""
+    """A recipe file's YAML, its relative paths anchored at the file (:func:`anchor_paths`).
+    ``extends: BASE.yaml`` (relative to the file) starts from the base recipe: this file's fields
+    are merged over the base's, and its stages come after the base's."""
     if not path.is_file():
         raise RecipeError(
             f"recipe file not found: {path}" + (f" (extended by {extended_by[-1]})" if extended_by else "")
@@ -1012,7 +1099,10 @@ def read_recipe_file(path: Path, extended_by: tuple[Path, ...] = ()) -> Any:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise RecipeError(f"{path}: not valid YAML: {error}") from None
-    if not isinstance(data, dict) or "extends" not in data:
+    if not isinstance(data, dict):
+        return data
+    data = anchor_paths(data, path.resolve().parent)
+    if "extends" not in data:
         return data
     base_path = (path.parent / str(data.pop("extends"))).resolve()
     if base_path in extended_by or base_path == path.resolve():
@@ -1022,6 +1112,89 @@ def read_recipe_file(path: Path, extended_by: tuple[Path, ...] = ()) -> Any:
         raise RecipeError(f"{path}: extends {base_path}, which is not a recipe mapping")
     stages = list(base.get("stages") or []) + list(data.pop("stages", None) or [])
     return {**_deep_merge(base, data), "stages": stages}
+
+
+# ----------------------------------------------------------------------------- relative paths
+#: The rule (docs/recipes.md, "Paths"): a relative path written in a recipe file -- data,
+#: benchmarks, models, reward models and judges, converter files, like ``extends:`` -- is
+#: relative to the directory of that file, so a recipe runs the same from any directory. A path
+#: that starts with ``${VAR}`` is the variable's: its value from the environment is used as the
+#: shell gives it (relative to where `cascade` runs), its ``:-default`` written in the recipe is
+#: relative to the file. Run directories (``output_dir``, ``start_from.run``, ``--out``) are
+#: outputs, relative to where `cascade` runs; ``start_from.checkpoint`` is read, like a model.
+_LEADING_VAR = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_RUN_VARIABLES = ("run", "world")
+
+
+def anchor_path(text: str, base: Path) -> str:
+    """``text`` (a path, ``local:PATH``, a server URL or ``@stage``) with a relative path made
+    absolute from ``base`` by the rule above; anything else unchanged."""
+    prefix = "local:" if text.startswith("local:") else ""
+    body = text[len(prefix) :]
+    if not body or body.startswith(("@", "~", "/", "http://", "https://", "openai:")):
+        return text
+    match = _LEADING_VAR.match(body)
+    if match is None:
+        return prefix + os.path.normpath(base / body)
+    name, default = match.group(1), match.group(2)
+    if name in _RUN_VARIABLES or not default or default.startswith(("/", "~", "$")):
+        return text
+    anchored = os.path.normpath(base / default)
+    return f"{prefix}${{{name}:-{anchored}}}{body[match.end() :]}"
+
+
+def anchor_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A recipe mapping (one file's, before ``extends`` merges it) with every input path it
+    writes anchored at ``base`` (:func:`anchor_path`); the mapping is not changed in place."""
+    data = copy.deepcopy(data)
+    model = data.get("model")
+    if isinstance(model, dict) and isinstance(model.get("path"), str):
+        model["path"] = anchor_path(model["path"], base)
+    _anchor_keys(data.get("start_from"), ("checkpoint",), base)  # a checkpoint is read; a run is written
+    evaluation = data.get("eval")
+    for bench in evaluation.get("benchmarks") or [] if isinstance(evaluation, dict) else []:
+        if isinstance(bench, dict):
+            _anchor_keys(bench, ("data", "baseline", "judge"), base)
+            _anchor_keys(bench.get("format_options"), ("answers",), base)
+    for stage in data.get("stages") or []:
+        if isinstance(stage, dict):
+            _anchor_stage(stage, base)
+    return data
+
+
+def _anchor_stage(stage: dict[str, Any], base: Path) -> None:
+    for holder in [stage, *(sub for sub in stage.get("substages") or [] if isinstance(sub, dict))]:
+        if "data" in holder:
+            holder["data"] = _anchor_sources(holder["data"], base)
+    if stage.get("base") not in (None, "policy"):
+        _anchor_keys(stage, ("base",), base)
+    for options in (stage.get("reward_options") or {}).values():
+        _anchor_keys(options, ("reward_model", "judge"), base)
+    teachers = stage.get("teachers")
+    if isinstance(teachers, dict):  # a stage name stays a stage name; a path has a separator
+        for domain, teacher in teachers.items():
+            if isinstance(teacher, str) and ("/" in teacher or teacher.startswith(".")):
+                teachers[domain] = anchor_path(teacher, base)
+
+
+def _anchor_sources(value: Any, base: Path) -> Any:
+    if isinstance(value, str):
+        return anchor_path(value, base)
+    if isinstance(value, dict):
+        value = dict(value)
+        _anchor_keys(value, ("path",), base)
+        _anchor_keys(value.get("format_options"), ("answers",), base)
+        return value
+    if isinstance(value, list):
+        return [_anchor_sources(item, base) for item in value]
+    return value
+
+
+def _anchor_keys(mapping: Any, keys: tuple[str, ...], base: Path) -> None:
+    if isinstance(mapping, dict):
+        for key in keys:
+            if isinstance(mapping.get(key), str):
+                mapping[key] = anchor_path(mapping[key], base)
 
 
 def _format_errors(error: ValidationError, data: dict[str, Any], source: str) -> str:
@@ -1034,8 +1207,21 @@ def _format_errors(error: ValidationError, data: dict[str, Any], source: str) ->
             message = f"got {item.get('input')!r}; allowed: {allowed}"
         if item["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; see `cascade run --help` and docs/recipes.md)"
-        lines.append(f"  - {location}: {message}")
+        lines.append(f"  - {_joined(location, message)}")
     return "\n".join(lines)
+
+
+_FIELD_FIRST = re.compile(r"^[A-Za-z_][\w.\[\]]*: ")
+
+
+def _joined(location: str, message: str) -> str:
+    """``stages[0] (g).per_device_batch_size: ...`` from a validator's ``per_device_batch_size: ...``
+    at ``stages[0] (g)``; a message of the whole recipe that names its own field stands alone."""
+    if location == "recipe" and message.startswith(("stages[", "eval", "model", "start_from", "world", "runtime")):
+        return message
+    if _FIELD_FIRST.match(message):
+        return f"{location}.{message}"
+    return f"{location}: {message}"
 
 
 _DEFAULT_STAGE_NAMES = {"sft": "sft", "reward_model": "rm", "distill": "mopd", "eval": "eval"}

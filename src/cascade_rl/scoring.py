@@ -2,9 +2,15 @@
 
 Each input line is ``{"domain", "prompt"?, "response", **reference fields}`` (a multi-turn domain
 may give the model's ``calls`` instead of a ``response``: ``workplace``). Every line is
-written back in order with ``reward`` and ``details``. A bad line (invalid JSON, unknown
-domain, missing field) keeps its place with ``reward: null`` and an ``error`` naming the
-problem; all other lines are still scored.
+written back in order with ``reward`` and ``details``. A bad line (not JSON, JSON that is not an
+object, a field of the wrong type, an unknown domain, a missing or unreadable reference field) is
+not scored: it keeps its place with ``reward: null`` and an ``error`` naming the problem and its
+line (a line that is not an object is kept as ``raw`` text); all other lines are still scored.
+
+Options (``{domain: {option: value}}``) are checked before any line is scored
+(:func:`cascade_rl.rewards.registry.check_options`: known option, value of its type), and so
+are the options a domain of the file cannot score without (a reward model, a judge): an
+:class:`~cascade_rl.rewards.registry.OptionError` names the option.
 
 A line may give a prompt's group of responses instead, ``"responses": [...]``: it is written
 back with ``rewards`` and ``details``, one per response, and its responses are scored as one
@@ -36,7 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.rewards.base import Score
-from cascade_rl.rewards.registry import check_row, get_domain, missing_fields, score_groups
+from cascade_rl.rewards.registry import (
+    check_options,
+    check_required_options,
+    check_row,
+    get_domain,
+    missing_fields,
+    score_groups,
+)
 
 
 @dataclass
@@ -96,24 +109,44 @@ class ScoreReport:
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:  # a BOM (Windows editors) is not JSON
         for number, line in enumerate(handle, start=1):
             if line.strip():
                 yield number, line
 
 
-def _validate(row: Any) -> str | None:
-    """Why a parsed line cannot be scored, or None."""
+def parse_line(line: str) -> tuple[dict, str | None]:
+    """A line as the row to write back and why it cannot be scored (None when it can)."""
+    text = line.rstrip("\r\n")
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as error:
+        return {"raw": text}, f"invalid JSON: {error.msg} (column {error.colno})"
     if not isinstance(row, dict):
-        return "line is not a JSON object"
+        return {"raw": text}, f"a line must be a JSON object, got {_json_kind(row)}"
+    return row, _problem(row)
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "an array", dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
+
+
+def _problem(row: Mapping[str, Any]) -> str | None:
+    """Why a parsed line cannot be scored, or None."""
     if "domain" not in row:
         return "missing field 'domain'"
+    if not isinstance(row["domain"], str):
+        return f"field 'domain' must be a string, got {_json_kind(row['domain'])}"
     if "responses" in row:
         responses = row["responses"]
         if not isinstance(responses, list) or not responses or not all(isinstance(r, str) for r in responses):
             return "field 'responses' must be a non-empty list of strings"
+    prompt = row.get("prompt")
+    if prompt is not None and not isinstance(prompt, (str, list)):
+        return f"field 'prompt' must be a string or a list of messages, got {_json_kind(prompt)}"
     try:
-        domain = get_domain(str(row["domain"]))
+        domain = get_domain(row["domain"])
     except (KeyError, ValueError, ImportError, AttributeError) as error:
         return str(error).strip("'\"")
     if "responses" not in row and not any(row.get(name) is not None for name in domain.response_fields):
@@ -122,7 +155,7 @@ def _validate(row: Any) -> str | None:
             " (a string), or 'responses' (a list of strings)" if domain.response_fields == ("response",) else ""
         )
     if "response" in row and not isinstance(row["response"], str):
-        return "field 'response' must be a string"
+        return f"field 'response' must be a string, got {_json_kind(row['response'])}"
     missing = missing_fields(domain, row)
     if missing:
         return f"domain {domain.name!r} needs field(s) {', '.join(repr(m) for m in missing)}"
@@ -137,31 +170,29 @@ def score_file(
     source: Path, target: Path, *, workers: int = 4, options: Mapping[str, Mapping[str, Any]] | None = None
 ) -> ScoreReport:
     """Score every line of ``source`` into ``target``; see the module docstring."""
+    options = {name: check_options(name, values) for name, values in (options or {}).items()}
     report = ScoreReport()
     outputs: list[dict] = []
     numbers: list[int] = []
     by_domain: dict[str, list[int]] = defaultdict(list)
     for number, line in read_lines(source):
         report.total += 1
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            row, problem = {"raw": line.rstrip("\n")}, f"invalid JSON: {error.msg} (column {error.colno})"
-        else:
-            problem = _validate(row)
+        row, problem = parse_line(line)
         numbers.append(number)
         if problem:
             report.bad_lines.append((number, problem))
             outputs.append({**row, "reward": None, "details": {"error": problem, "line": number}})
             continue
         outputs.append(row)
-        by_domain[str(row["domain"])].append(len(outputs) - 1)
+        by_domain[get_domain(row["domain"]).name].append(len(outputs) - 1)
+    for name in by_domain:
+        check_required_options(name, options.get(name))
 
     for name, indices in by_domain.items():
         summary = report.domains.setdefault(name, DomainSummary())
         start = time.perf_counter()
         groups = [_requests(outputs[i], numbers[i]) for i in indices]
-        scored = score_groups(name, groups, (options or {}).get(name), workers=workers)
+        scored = score_groups(name, groups, options.get(name), workers=workers)
         summary.seconds += time.perf_counter() - start
         for index, scores in zip(indices, scored):
             outputs[index] = _scored_row(outputs[index], scores)

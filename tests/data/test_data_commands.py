@@ -94,7 +94,7 @@ def test_decontaminate_reports_each_benchmark(tmp_path):
     summary = summary_of(output)
     assert summary["dropped"] == {"shares a 9-gram with aime24": 1, "shares a 9-gram with mmlu": 1}
     table = {row["benchmark"]: row for row in summary["extra"]["per benchmark"]}
-    assert table["aime24"]["rows removed"] == 1 and "positive integers n le 30" in table["aime24"]["example"]
+    assert table["aime24"]["rows removed"] == 1 and "positive integers n le 30" in table["aime24"]["by n-gram"]
     assert table["mmlu"]["rows removed"] == 1  # a short question: the same words are a match
     assert "per benchmark" in result.output
     # replies count too with --text all
@@ -111,10 +111,57 @@ def test_decontaminate_with_a_template_leaves_the_instruction_every_question_car
     )
     train = write(tmp_path / "train.jsonl", [{"prompt": f"How many wheels do two bicycles have? {ask}"}])
     plain, templated = tmp_path / "plain.jsonl", tmp_path / "templated.jsonl"
-    assert run("decontaminate", train, "-o", plain, "-q", "-b", f"b={bench}").exit_code == 0
-    assert run("decontaminate", train, "-o", templated, "-q", "-b", f"b={bench}", "--template", "2").exit_code == 0
-    assert lines(plain) == [] and len(lines(templated)) == 1  # the paper's rule drops it on the shared request
-    assert summary_of(templated)["extra"]["per benchmark"][0]["template n-grams"] > 0
+    assert run("decontaminate", train, "-o", templated, "-q", "-b", f"b={bench}").exit_code == 0  # the default
+    literal = run("decontaminate", train, "-o", plain, "-q", "-b", f"b={bench}", "--template", "0")
+    assert literal.exit_code == 0
+    assert lines(plain) == [] and len(lines(templated)) == 1  # the paper's literal rule drops it on the shared request
+    template = summary_of(templated)["extra"]["per benchmark"][0]["template"]
+    assert template == "“please reason step by step and put your final answer within the box” (2 rows)"
+    assert "dropped 1 of 1 rows (100%), mostly by b: “" in " ".join(literal.output.split())  # said, with its n-gram
+
+
+def test_a_raw_public_file_is_read_through_its_format_with_its_options(tmp_path):
+    """`-b NAME=FILE` refused a raw public file (`no question text found`) though its help said
+    any format convert reads; now FILE:FORMAT[,KEY=VALUE] converts it, e.g. MBPP's test split."""
+    raw = write(
+        tmp_path / "mbpp.jsonl",
+        [
+            {
+                "task_id": 11,
+                "text": "Write a python function to remove first and last occurrence of a given character "
+                "from the string.",
+                "test_list": ["assert remove_Occ('hello','l') == 'heo'"],
+            },
+            {
+                "task_id": 601,
+                "text": "Write a function to find the longest chain which can be formed from the given set of pairs.",
+                "test_list": ["assert max_chain_length([], 0) == 0"],
+            },
+        ],
+    )
+    train = write(
+        tmp_path / "train.jsonl",
+        [
+            {"prompt": "Remove first and last occurrence of a given character from the string, in Python."},
+            {"prompt": "Find the longest chain which can be formed from the given set of pairs."},
+        ],
+    )
+    output = tmp_path / "clean.jsonl"
+    bare = run("decontaminate", train, "-o", output, "-q", "-b", f"mbpp={raw}")
+    assert bare.exit_code == 2 and "name its public format: --benchmark mbpp=FILE:FORMAT" in bare.output
+    result = run("decontaminate", train, "-o", output, "-q", "-b", f"mbpp={raw}:mbpp,split=test", "--overwrite")
+    assert result.exit_code == 0, result.output
+    # task 11 is in MBPP's test split: its copy goes; task 601 is a training task, not a question of the benchmark
+    assert [row["prompt"][:8] for row in lines(output)] == ["Find the"]
+    unknown = run("decontaminate", train, "-o", output, "-q", "-b", f"mbpp={raw}:mbpq")
+    assert unknown.exit_code == 2 and "unknown format 'mbpq'" in unknown.output
+
+
+def test_a_training_row_without_text_is_not_passed_as_clean(tmp_path):
+    train = write(tmp_path / "train.jsonl", [{"text": "Write a function to add two numbers.", "test_list": []}])
+    bench = write(tmp_path / "bench.jsonl", [{"question": "What is seven times six, in words?"}])
+    result = run("decontaminate", train, "-o", tmp_path / "out.jsonl", "-q", "-b", f"b={bench}")
+    assert result.exit_code == 2 and "no prompt text found (convert a public format first" in result.output
 
 
 def test_check_disjoint_finds_shared_prompts_and_writes_disjoint_sets(tmp_path):

@@ -109,7 +109,7 @@ def test_ngrams_a_benchmark_repeats_in_several_questions_are_its_template_not_co
         "A baker fills twelve trays with rolls before the shop opens its doors.",
         "Lena walks her dog around the lake twice every evening after dinner.",
     ]
-    index.add("gsm", [f"{q} {ask}" for q in questions], shared_by=2)
+    index.add("gsm", [f"{q} {ask}" for q in questions], template=0.5)
     found = index.matches(
         [
             f"Anna sells pears to her neighbours every single morning. {ask}",  # the template only: kept
@@ -119,7 +119,7 @@ def test_ngrams_a_benchmark_repeats_in_several_questions_are_its_template_not_co
     )
     assert found[0] == {} and found[2] == {}
     assert found[1] == {"gsm": "tom has 3 apples and buys 5 more at"}
-    assert index.templates_per_benchmark["gsm"] > 0
+    assert index.templates["gsm"] == [("please reason step by step and put your final answer within boxed braces", 3)]
 
 
 def test_a_copy_of_a_templated_question_is_caught_whole():
@@ -127,8 +127,37 @@ def test_a_copy_of_a_templated_question_is_caught_whole():
 
     questions = [f"Tom has {a} apples and buys {a + 2} more. How many apples does he have now?" for a in (7, 8, 9)]
     index = NgramIndex(9)
-    index.add("gsm", questions, shared_by=2)
+    index.add("gsm", questions, template=0.5)
     found = index.matches(["TOM has 8 apples, and buys 10 more: how many apples does he have now", questions[0]])
     assert found[0] == {"gsm": "tom has 8 apples and buys 10 more how many apples does he have now"}
     assert found[1] == {"gsm": "tom has 7 apples and buys 9 more how many apples does he have now"}
     assert index.matches(["Tom has 3 apples and buys 5 more. How many apples does he have now?"]) == [{}]
+
+
+def test_a_template_shorter_than_the_n_gram_is_found_by_its_words(tmp_path):
+    """MBPP's converted questions hold "Your code should pass this test: ```python assert" (8
+    words) before a test that differs in every row: no 9-gram of it is common, yet every 9-gram
+    across its edge was, and MBPP's own training rows lost 374 of 374 to them (issue 42)."""
+    from cascade_rl.data.hygiene import NgramIndex
+
+    def mbpp(task: str, call: str) -> str:
+        return f"{task}\nYour code should pass this test:\n```python\nassert {call}\n```\nAnswer in one block."
+
+    tests = [
+        mbpp("Write a function to find the perimeter of a square.", "square_perimeter(10) == 40"),
+        mbpp("Write a function to reverse the words of a sentence.", "reverse_words('a b') == 'b a'"),
+        mbpp("Write a function to count the vowels in a given string.", "count_vowels('abe') == 2"),
+        mbpp("Write a python function to sort a list of tuples by their second item.", "sort_second([(1, 2)])"),
+    ]
+    training = [
+        mbpp("Write a function to find the diagonal of a square.", "diagonal(1) == 1.41"),  # another task
+        "Please sort a list of tuples by their second item in place, without a key function.",
+    ]
+    literal = NgramIndex(9)
+    literal.add("mbpp", tests)
+    assert literal.matches(training[:1]) == [{"mbpp": "of a square your code should pass this test"}]
+    index = NgramIndex(9)
+    index.add("mbpp", tests, template=0.5)
+    assert index.matches(training) == [{}, {"mbpp": "sort a list of tuples by their second item"}]
+    assert index.templates["mbpp"][0] == ("your code should pass this test python assert", 4)
+    assert index.matches([tests[2]]) == [{"mbpp": " ".join(words(tests[2]))}]  # a whole copy is caught

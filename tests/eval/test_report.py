@@ -476,3 +476,13 @@ def test_forgetting_on_a_benchmark_no_stage_owns_is_named_not_hidden_behind_met_
     write_recipe(small, {"math": "toy-code"})
     assert "lowered toy-math" not in build_report(small).read_text()
     assert json.loads((small / "report.json").read_text())["untargeted_falls"] == []
+
+
+def test_a_directory_that_is_not_a_run_is_refused_before_anything_is_written(tmp_path, run_dir):
+    from cascade_rl.eval.report import NotARunError
+
+    (tmp_path / "other").mkdir()
+    with pytest.raises(NotARunError, match="is not a run directory"):
+        build_report(tmp_path / "other")
+    assert list((tmp_path / "other").iterdir()) == []
+    assert build_report(run_dir).is_file()  # stage directories with stage.json: a run

@@ -293,3 +293,36 @@ def test_top_k_and_top_p_rollouts_are_the_tokens_vllms_sorting_sampler_draws(vll
         assert draw() == fast
     finally:
         sampler.apply_top_k_top_p = masks
+
+
+def test_vllms_triton_probe_is_quiet_on_a_cpu_only():
+    """Three lines at every start on a CPU (issue 42): dropped at their logger, on a CPU only;
+    vLLM's other messages, and the same lines on a GPU, pass."""
+    import logging
+    import subprocess
+    import sys
+    import types
+
+    from cascade_rl.llm.vllm_engine import TRITON_CPU_MESSAGES, quiet_triton_on_cpu
+
+    quiet_triton_on_cpu()
+    quiet_triton_on_cpu()  # once
+    probe = logging.getLogger("vllm.triton_utils.importing")
+    assert len(probe.filters) == 1
+
+    def passes(message: str, cpu: bool) -> bool:
+        platform = types.SimpleNamespace(current_platform=types.SimpleNamespace(is_cpu=lambda: cpu))
+        saved = sys.modules.get("vllm.platforms")
+        sys.modules["vllm.platforms"] = platform
+        try:
+            return probe.filters[0].filter(logging.LogRecord(probe.name, logging.WARNING, "", 0, message, (), None))
+        finally:
+            if saved is not None:
+                sys.modules["vllm.platforms"] = saved
+
+    for message in TRITON_CPU_MESSAGES:
+        assert not passes(message + " ...", cpu=True) and passes(message + " ...", cpu=False)
+    assert passes("Something else vLLM says", cpu=True)
+    script = "import cascade_rl.train.grpo, vllm"  # TRL imports vLLM, then the project does
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and "Triton" not in result.stderr, result.stderr[-2000:]

@@ -293,3 +293,30 @@ def test_scoring_a_typical_response_takes_about_a_millisecond(row: dict) -> None
 def test_registry_dict_is_the_single_source_of_instructions() -> None:
     assert len(INSTRUCTIONS) >= 25 + 20
     assert all(instruction_id == instruction.id for instruction_id, instruction in INSTRUCTIONS.items())
+
+
+def test_a_failed_instruction_gives_its_reason():
+    """An instruction that failed its language check said nothing about why (issue 42): each
+    failed instruction now says what its checker saw and what it asked."""
+    german = "Das ist ein kurzer deutscher Satz über das Wetter heute und morgen in der Stadt."
+    result = score(
+        german,
+        instruction_id_list=["language:response_language", "length_constraints:number_words", "punctuation:no_comma"],
+        kwargs=[{"language": "fr"}, {"num_words": 40, "relation": "at least"}, {}],
+    )
+    assert result.reward == 0.0 and set(result.details["reasons"]) == {
+        "language:response_language",
+        "length_constraints:number_words",
+    }  # the comma rule holds: no reason
+    assert result.details["reasons"]["language:response_language"] == (
+        "langdetect reads it as German (de); asked: Your ENTIRE response should be in French language, no other "
+        "language is allowed."
+    )
+    assert result.details["reasons"]["length_constraints:number_words"].startswith("15 words; asked: Answer with at")
+    lower = score("hello World", instruction_id_list=["change_case:english_lowercase"], kwargs=[{}])
+    assert lower.details["reasons"]["change_case:english_lowercase"].startswith("not all lowercase letters (e.g. 'W')")
+    quoted = score("plain", instruction_id_list=["startend:quotation"], kwargs=[{}])
+    assert quoted.details["reasons"] == {
+        "startend:quotation": "asked: Wrap your entire response with double quotation marks."
+    }
+    assert "reasons" not in score('"quoted"', instruction_id_list=["startend:quotation"], kwargs=[{}]).details

@@ -1,14 +1,23 @@
 """The registry (DESIGN conventions 4 and 9): explicit, no duplicates, and every verifiable
 domain scores its own gold answer 1.0 and a known wrong answer lower; group scorers get each
-prompt's group whole; a scorer that raises gives no verdict."""
+prompt's group whole; a scorer that raises gives no verdict; every domain's options are declared
+once and checked (issue 39)."""
+
+import inspect
+from typing import Any
 
 import pytest
 
 from cascade_rl.rewards.base import Score
+from cascade_rl.rewards.preference import SERVER_OPTIONS
 from cascade_rl.rewards.registry import (
     REGISTRY,
+    OptionError,
     RewardDomain,
     _build,
+    accepted_options,
+    check_options,
+    check_required_options,
     get_domain,
     score_batch,
     score_groups,
@@ -147,3 +156,94 @@ def test_groups_of_a_per_response_domain_and_evaluation_samples_keep_their_shape
     rows = [{"prompt": [{"role": "user", "content": "q"}], "domain": "tiny_assets:contains_answer", "reference": {}}]
     (samples,) = score_samples(rows, [["a", "b"]], {})
     assert all(s.masked for s in samples)  # no 'answer' in the reference: no verdict, not a wrong answer
+
+
+# ----------------------------------------------------------------------------- options (issue 39)
+#: keyword parameters of per-response scorers that are not options: what a row may carry besides
+#: its declared reference fields (a batch or group scorer takes the rows as its requests, so
+#: every keyword parameter of it is an option), and what the registry or a library caller passes
+ROW_FIELDS = {"prompt", "messages", "group", "problem_statement", "tools", "choices", "template_metadata"}
+ROW_FIELDS |= {"schema_type", "response_mode", "tool_name", "tool_payload_key", "calls", "database"}
+PASSED = {"pool", "workers"}
+
+
+def keyword_parameters(function) -> tuple[dict, bool]:
+    """A function's named parameters after the first (the response or the requests) with their
+    defaults (``inspect.Parameter.empty`` for none), and whether it takes ``**kwargs``."""
+    parameters = list(inspect.signature(function).parameters.values())[1:]
+    forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    return {p.name: p.default for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD}, forwards
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_declared_options_are_the_scorers_own(name):
+    """The one declaration of a domain's options (RewardDomain.options) is pinned to its scorers'
+    signatures: every option a signature takes is declared, every declared option is taken (or
+    forwarded to the reward-model server client), and each default reads as its declared type."""
+    domain = REGISTRY[name]
+    taken, forwards = {}, False
+    for function, rows in (
+        (domain.load_scorer(), ROW_FIELDS),
+        (domain.load_batch_scorer(), set()),
+        (domain.load_group_scorer(), set()),
+    ):
+        if function is not None:
+            parameters, forwarded = keyword_parameters(function)
+            skipped = PASSED | rows | (set(domain.fields) if rows else set())
+            taken.update({k: v for k, v in parameters.items() if k not in skipped})
+            forwards |= forwarded
+    declared = set(domain.options)
+    assert set(taken) <= declared, f"{name}: options in the signature but not declared: {set(taken) - declared}"
+    extra = declared - set(taken)
+    assert extra <= (set(SERVER_OPTIONS) if forwards else set()), f"{name}: declared but not taken: {extra}"
+    defaults = {k: v for k, v in taken.items() if v is not inspect.Parameter.empty}
+    assert check_options(name, defaults) == defaults
+
+
+def test_an_unknown_option_names_the_domain_and_what_it_accepts():
+    with pytest.raises(OptionError, match=r"math\.languge_penalty: unknown option; math accepts: language_penalty, "):
+        check_options("math", {"languge_penalty": -1})
+    with pytest.raises(OptionError, match=r"math\.language_penalty: .*valid number.*'abc'"):
+        check_options("math", {"language_penalty": "abc"})
+    with pytest.raises(OptionError, match=r"code\.time_limit: .*greater than 0"):
+        check_options("code", {"time_limit": 0})
+    assert check_options("math", {"language_penalty": "-1"}) == {"language_penalty": -1.0}
+    assert check_options("tool_call", {"strict_types": "false"}) == {"strict_types": False}
+    with pytest.raises(OptionError, match=r"preference\.reward_model: missing"):
+        check_required_options("preference", {})
+
+
+def test_a_user_scorer_takes_the_options_of_its_signature():
+    assert check_options("tiny_assets:contains_answer", {"anything": 1}) == {"anything": 1}  # it takes **_
+    assert accepted_options(get_domain("cascade_rl.rewards.math:score"))["timeout"] is Any
+    with pytest.raises(OptionError, match="unknown option"):
+        check_options("cascade_rl.rewards.math:score", {"languge_penalty": 1})
+
+
+def test_score_batch_refuses_an_undeclared_option_before_it_scores_anything(monkeypatch):
+    """Issue 39: `code` with `time_limt` fell back to one-by-one scoring with the typo dropped,
+    paying the sandbox twice. Now nothing is scored."""
+    import cascade_rl.rewards.code as code
+
+    monkeypatch.setattr(code, "shared_pool", lambda *_: pytest.fail("the sandbox was used"))
+    monkeypatch.setattr(code, "score", lambda *_, **__: pytest.fail("scored one by one"))
+    with pytest.raises(OptionError, match=r"code\.time_limt: unknown option"):
+        score_batch("code", [{"response": "x", "tests": {"inputs": ["1"], "outputs": ["1"]}}], {"time_limt": 2})
+
+
+def test_a_batch_scorer_that_raises_gives_no_verdict_without_a_second_pass(monkeypatch):
+    import cascade_rl.rewards.code as code
+
+    class DeadPool:
+        def submit_job(self, *_):
+            raise RuntimeError("sandbox pool died")
+
+    calls = []
+    monkeypatch.setattr(code, "shared_pool", lambda *_: DeadPool())
+    monkeypatch.setattr(code, "score", lambda *args, **kwargs: calls.append(args) or Score(1.0))
+    tests = {"inputs": [""], "outputs": ["1"]}
+    requests = [{"response": f"```python\nprint({i})\n```", "tests": tests} for i in (1, 2)]
+    scores = score_batch("code", requests, {"time_limit": 2})
+    assert calls == []
+    assert [s.masked for s in scores] == ["code batch scorer failed: RuntimeError: sandbox pool died"] * 2
+    assert all(s.reward == 0.0 and "sandbox pool died" in s.details["error"] for s in scores)

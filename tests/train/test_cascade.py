@@ -260,7 +260,7 @@ def test_a_step_that_cannot_split_over_the_processes_is_named_before_compute(rec
     check_process_layout(recipe, 2)  # 2 prompts x 2 rollouts split over 2 processes
     with pytest.raises(RecipeError, match=r"stages \(rlhf\).prompts_per_batch: 2 is not divisible by the 4 processes"):
         check_process_layout(recipe, 4)
-    recipe.stages[2].per_device_batch_size = 3
+    recipe.stages[2] = recipe.stages[2].model_copy(update={"per_device_batch_size": 3})  # as one process it fits
     with pytest.raises(
         RecipeError, match=r"stages \(rlhf\).per_device_batch_size: 3 does not divide the 2 completions"
     ):
@@ -343,3 +343,38 @@ def test_sample_dtype_loads_evaluation_weights_apart_from_training(recipe_file, 
     recipe["model"].pop("sample_dtype")
     path.write_text(yaml.safe_dump(recipe))
     assert load_recipe(path).model.sampling_dtype == "float32"
+
+
+def test_a_stage_in_which_no_group_had_variance_is_said_to_have_learned_nothing(tmp_path, tiny_checkpoint, monkeypatch):
+    """Every rollout scores 0 (the answer never appears): no group has variance, no step learns;
+    the stage's console summary and the report say so (issue 42)."""
+    monkeypatch.syspath_prepend(str(TESTS))
+    rows = write_jsonl(tmp_path / "rows.jsonl", [{"prompt": f"say {i}", "answer": "never-said-zz"} for i in range(4)])
+    recipe = {
+        "name": "idle",
+        "model": {"path": str(tiny_checkpoint)},
+        "runtime": {"reward_workers": 1},
+        "eval": {"decontaminate": False},
+        "stages": [
+            {
+                "kind": "grpo",
+                "name": "idle",
+                "data": rows,
+                "domain": "tiny_assets:contains_answer",
+                "rollouts_per_prompt": 2,
+                "prompts_per_batch": 2,
+                "curriculum": [{"max_response_length": 4, "max_steps": 2}],
+            }
+        ],
+    }
+    said: list[str] = []
+    report = Cascade(load_recipe_dict(tmp_path, recipe), tmp_path / "run", echo=said.append).run()
+    warning = "warning: idle learned nothing: in all 2 logged steps every group's rollouts scored alike"
+    assert any(line.startswith(warning) for line in said), said
+    assert "⚠ idle learned nothing" in report.read_text()
+
+
+def load_recipe_dict(tmp_path, recipe):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return load_recipe(path)

@@ -62,3 +62,15 @@ def test_the_limit_counts_rows_left_after_the_screen(tmp_path):
     with screening(benchmark_screen(spec)):
         rows, report = load_sources([DataSource(path=str(train), format="gsm8k", limit=2)], rl_normaliser("math"))
     assert len(rows) == 2 and report.kept == 2 and sum(report.skipped.values()) == 1
+
+
+def test_a_source_that_loses_much_to_the_screen_is_said_with_the_n_grams(tmp_path, caplog):
+    asked = ["Janet bought stamps at the post office for her aunt in Ohio.", "A train leaves the station at noon."]
+    bench = write(tmp_path / "test.jsonl", gsm8k_rows(asked))
+    spec = EvalSpec(benchmarks=[{"name": "gsm8k", "data": str(bench), "format": "gsm8k", "domain": "math"}])
+    questions = ["Janet bought stamps at the post office for her aunt in Ohio today.", "How many eggs in a week?"]
+    train = write(tmp_path / "train.jsonl", gsm8k_rows(questions))
+    with caplog.at_level("WARNING"), screening(benchmark_screen(spec)):
+        rows, _ = load_sources([DataSource(path=str(train), format="gsm8k")], rl_normaliser("math"))
+    assert len(rows) == 1
+    assert "dropped 1 of 2 rows of a source (50%), mostly by gsm8k: “janet bought stamps at the post" in caplog.text

@@ -17,15 +17,12 @@ Heavy libraries are imported inside the commands, so ``cascade --help`` answers 
 
 from __future__ import annotations
 
-import typer
-
 from cascade_rl.cli import data, evaluate, model, run, score, serve, swe, tts
+from cascade_rl.cli.common import command_group
 
-app = typer.Typer(
-    help="Cascade RL: cascaded, domain-wise RL post-training for reasoning models (Nemotron-Cascade). "
+app = command_group(
+    "Cascade RL: cascaded, domain-wise RL post-training for reasoning models (Nemotron-Cascade). "
     "Every command has --help; docs/ has the details.",
-    no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 

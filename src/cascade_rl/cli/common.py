@@ -35,6 +35,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperOption
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -62,6 +63,25 @@ def note(message: str) -> None:
 def say(message: str) -> None:
     """A line of progress or a result path on stderr, printed as it is."""
     console.print(message, markup=False, highlight=False)
+
+
+# ---------------------------------------------------------------------------- command groups and help
+def command_group(help: str, **settings: Any) -> typer.Typer:
+    """A group of commands (``cascade data``, ``cascade swe``, ...) as every group is made: help
+    read as Markdown (a docstring's paragraphs reflow into sentences; ``[default: ...]`` stays
+    text), no shell-completion commands, the help when no command is given."""
+    return typer.Typer(help=help, rich_markup_mode="markdown", no_args_is_help=True, add_completion=False, **settings)
+
+
+def _option_type(option: TyperOption, ctx: Any) -> str | None:
+    """The value an option takes in help (``<int>``), and none for a flag: typer 0.29 shows a
+    flag as ``--resume <bool>`` though it takes no value."""
+    return None if option.is_flag else _TYPER_OPTION_TYPE(option, ctx)
+
+
+# typer's own method, replaced in this one place (tests/cli/test_common.py pins the effect)
+_TYPER_OPTION_TYPE = TyperOption.display_type_rich
+TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
 
 
 # ---------------------------------------------------------------------------- parsing options
@@ -92,6 +112,22 @@ def parse_options(pairs: list[str]) -> dict[str, dict]:
             parsed = value
         options.setdefault(domain, {})[name] = parsed
     return options
+
+
+def checked_options(options: dict[str, dict]) -> dict[str, dict]:
+    """Every ``--option`` names a known domain and an option it takes, with a value of its type
+    (exit code 2 naming the option otherwise), before anything is scored or served."""
+    from cascade_rl.rewards.registry import OptionError, check_options
+
+    checked = {}
+    for domain, values in options.items():
+        try:
+            checked[domain] = check_options(domain, values)
+        except KeyError as error:
+            raise fail(f"--option {domain}.{next(iter(values))}: {str(error).strip(chr(34) + chr(39))}") from None
+        except OptionError as error:
+            raise fail(f"--option {error}") from None
+    return checked
 
 
 def open_generator(spec: str, *, option: str = "--generator", server: dict | None = None, local: dict | None = None):
@@ -163,3 +199,26 @@ def sampling_options(max_tokens: int, *, top_k: bool = True, panel: str | None =
             raise fail(error) from None
 
     return dataclasses.make_dataclass("SamplingOptions", fields, namespace={"sampling": sampling})
+
+
+def split_format(text: str, option: str) -> tuple[Path, str | None, dict[str, Any]]:
+    """``FILE[:FORMAT[,KEY=VALUE...]]`` of a ``NAME=FILE[:FORMAT]`` option: the file, the public
+    format it is read through (as ``cascade data convert -f``) and that converter's options (e.g.
+    ``mbpp.jsonl:mbpp,split=test``), when the text after the last ``:`` names a format."""
+    from cascade_rl.data.formats import FORMATS
+
+    path, sep, tail = text.rpartition(":")
+    fmt, *settings = tail.split(",")
+    if not sep or "/" in tail or (fmt not in FORMATS and Path(text).exists()):
+        return Path(text).expanduser(), None, {}
+    if fmt not in FORMATS:
+        raise fail(f"{option} {text!r}: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    options = parse_pairs(settings, "FORMAT,KEY=VALUE", option)
+    return Path(path).expanduser(), fmt, {key: _json_or_text(value) for key, value in options.items()}
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value

@@ -5,7 +5,7 @@ by file and line) is :mod:`cascade_rl.data.job`.
 
     cascade data convert IN... --format FMT -o OUT      public formats -> the project's schemas
     cascade data dedup IN... -o OUT [--level L]         prompt dedup (white space and case ignored)
-    cascade data decontaminate IN... -o OUT --benchmark NAME=PATH ...   9-gram decontamination
+    cascade data decontaminate IN... -o OUT -b NAME=FILE[:FORMAT] ...  9-gram decontamination, templates aside
     cascade data constrain IN... -o OUT [--families ifeval,iftrain]   IF-RL rows from real texts
     cascade data classify IN... -o OUT [--drop math,code]  each prompt's topic: math, code or other
     cascade data check-disjoint --sft A --rlhf B --rl C  prompts shared between stages; math / code in RLHF
@@ -30,20 +30,19 @@ from rich.table import Table
 from cascade_rl.cli.common import (
     EXIT_PROBLEMS,
     GENERATOR_HELP,
+    command_group,
     fail,
+    note,
     open_generator,
     option_groups,
     parse_pairs,
     sampling_options,
     say,
+    split_format,
     stdout,
 )
 
-app = typer.Typer(
-    help="Data curation: convert, dedup, decontaminate, constrain, difficulty, offtopic, ...",
-    no_args_is_help=True,
-    add_completion=False,
-)
+app = command_group("Data curation: convert, dedup, decontaminate, constrain, difficulty, offtopic, ...")
 
 
 @dataclass
@@ -226,7 +225,12 @@ def dedup(
 @option_groups(job=Job)
 def decontaminate(
     benchmark: list[str] = typer.Option(
-        ..., "--benchmark", "-b", help="NAME=PATH of a benchmark file (any format convert reads); repeatable."
+        ...,
+        "--benchmark",
+        "-b",
+        help="NAME=FILE[:FORMAT[,KEY=VALUE...]]: a benchmark's rows, read as they are (a question, prompt or "
+        "messages field) or converted from a public format first, with its options (e.g. "
+        "mbpp=mbpp.jsonl:mbpp,split=test); repeatable.",
     ),
     n: int = typer.Option(9, "-n", min=1, help="n-gram length (paper: 9)."),
     text: str = typer.Option(
@@ -235,25 +239,37 @@ def decontaminate(
         help="What of a training row is compared: prompt, all (replies too) or the name of a text field "
         "(e.g. base_text: the request of `constrain` rows, without the constraint templates).",
     ),
-    template: int | None = typer.Option(
-        None,
+    template: float = typer.Option(
+        0.5,
         "--template",
-        min=2,
-        help="An n-gram found in this many questions of one benchmark or more is its template (e.g. a format "
-        "request every question carries), not matched [default: every n-gram matches, the paper's rule].",
+        min=0.0,
+        max=1.0,
+        help="A run of 4 or more words that this share of a benchmark's questions carry is its template (an "
+        "instruction its rows share), not matched; 0: every n-gram matches, the paper's literal rule.",
+    ),
+    warn_above: float = typer.Option(
+        0.1,
+        "--warn-above",
+        min=0.0,
+        max=1.0,
+        help="Warn, naming the n-grams, when more than this share of the rows is dropped.",
     ),
     *,
     job: Job,
 ) -> None:
-    """Drop every row that shares an n-gram with a benchmark's questions (SPEC 3); the summary
-    says how many rows each benchmark removed, with an example shared n-gram."""
-    from cascade_rl.data.commands import decontaminate_files
+    """Drop every row that shares an n-gram with a benchmark's questions (SPEC 3), the benchmark's
+    own template aside; the summary says how many rows each benchmark removed, its template and
+    the n-grams that removed most."""
+    from cascade_rl.data.commands import decontaminate_files, dropped_too_much
 
     if not text.strip():
         raise fail("--text must be prompt, all or a field name")
-    benchmarks = parse_pairs(benchmark, "NAME=PATH", "--benchmark")
+    benchmarks = {
+        name: split_format(where, "--benchmark")
+        for name, where in parse_pairs(benchmark, "NAME=FILE[:FORMAT]", "--benchmark").items()
+    }
     field = None if text in ("prompt", "all") else text
-    job.run(
+    summary = job.run(
         f"decontaminate ({n}-grams)",
         lambda: decontaminate_files(
             job.inputs,
@@ -262,10 +278,13 @@ def decontaminate(
             n=n,
             all_text=text == "all",
             field=field,
-            template=template,
+            template=template or None,
             **job.settings(),
         ),
     )
+    warning = dropped_too_much(summary, warn_above)
+    if warning:
+        note(warning)
 
 
 @app.command()

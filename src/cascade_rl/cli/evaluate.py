@@ -12,18 +12,45 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from cascade_rl.cli.common import EXIT_PROBLEMS, fail, note, say, stdout
+from cascade_rl.cli.common import EXIT_PROBLEMS, fail, note, say, split_format, stdout
 
 
 def evaluate(
     model: str | None = typer.Argument(
         None, help="Local checkpoint directory, or http://HOST:PORT/v1#MODEL (an OpenAI-compatible server)."
     ),
-    recipe: Path = typer.Option(..., "--recipe", "-r", exists=True, help="Recipe whose eval.benchmarks to run."),
+    recipe: Path | None = typer.Option(
+        None,
+        "--recipe",
+        "-r",
+        exists=True,
+        dir_okay=False,
+        help="Recipe whose eval.benchmarks to run (an evaluation-only recipe needs no stages).",
+    ),
     generator: str | None = typer.Option(
         None, "--generator", "-g", help="Instead of MODEL: http://HOST:PORT/v1#MODEL (vLLM, SGLang, transformers)."
     ),
-    benchmark: list[str] = typer.Option([], "--benchmark", "-b", help="Only these benchmarks (repeatable)."),
+    benchmark: list[str] = typer.Option(
+        [],
+        "--benchmark",
+        "-b",
+        help="A benchmark of the recipe by NAME, or NAME=FILE[:FORMAT[,KEY=VALUE...]] for a file (FORMAT and its "
+        "options: as `cascade data convert`, e.g. gsm8k or mbpp,split=test; without one the rows carry `domain`); "
+        "repeatable [default: every benchmark of the recipe].",
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate at most N prompts of each benchmark."),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens", min=1, help="Generation budget per sample [default: the benchmark's; 65536]."
+    ),
+    k: int | None = typer.Option(None, "-k", min=1, help="Samples per prompt [default: the benchmark's; 4]."),
+    temperature: float | None = typer.Option(
+        None, "--temperature", min=0.0, help="Sampling temperature [default: the benchmark's; 0.6]."
+    ),
+    top_p: float | None = typer.Option(None, "--top-p", min=0.0, max=1.0, help="Nucleus sampling [default: 0.95]."),
+    mode: str | None = typer.Option(None, "--mode", help="Thinking mode of the prompts: think or no_think."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, help="Prompts generated together [default: the recipe's eval.batch_size; 64]."
+    ),
     out: Path = typer.Option(Path("eval-out"), "--out", help="Where eval.json and the samples go."),
     judge: str | None = typer.Option(
         None, "--judge", help="Judge of arena benchmarks (overrides theirs): http://HOST:PORT/v1#MODEL or a directory."
@@ -32,21 +59,26 @@ def evaluate(
         None, "--reward-model", help="Reward model (directory or server) for arena benchmarks without a judge."
     ),
     concurrency: int | None = typer.Option(
-        None, "--concurrency", min=1, help="Requests in flight to a server [default: recipe eval.max_concurrency]."
+        None,
+        "--concurrency",
+        min=1,
+        help="Requests in flight to a server [default: the recipe's eval.max_concurrency].",
     ),
     timeout: float = typer.Option(3600.0, "--timeout", min=1.0, help="Seconds one server request may take."),
     run: Path | None = typer.Option(
         None,
         "--run",
-        help="Run directory for ${run} / ${world} in benchmark paths "
-        "[default: the recipe's output_dir or runs/<name>].",
+        help="Run directory for ${run} / ${world} in benchmark paths [default: the recipe's output_dir or runs/NAME].",
     ),
 ) -> None:
-    """Evaluate a model on a recipe's benchmarks: avg@k, pass@k, win rates, with their errors.
+    """Evaluate a model on benchmarks: avg@k, pass@k, win rates, with their errors.
 
-    The model is a local checkpoint (transformers generate) or an OpenAI-compatible server; an
-    interrupted evaluation into the same --out resumes where it stopped. With --benchmark, the
-    other results already in --out's eval.json are kept (e.g. one benchmark redone in a run's stage).
+    The benchmarks are a recipe's (--recipe, all or those named with -b NAME) or files named with
+    -b NAME=FILE[:FORMAT]; --limit, --max-new-tokens, -k, --temperature, --top-p and --mode
+    override every chosen benchmark's own setting (docs/evaluation.md lists them all). The model is
+    a local checkpoint (sampled with vLLM where it is installed, else the project's sampling loop)
+    or an OpenAI-compatible server. An interrupted evaluation into the same --out resumes where it
+    stopped; with -b, the other results already in --out's eval.json are kept.
     """
     import logging
 
@@ -56,12 +88,16 @@ def evaluate(
     from cascade_rl.recipe import run_variables
 
     target = _one_model(model, generator)
-    parsed = _recipe(recipe)
-    chosen = _benchmarks(parsed, benchmark)
+    parsed = _recipe(recipe, model)
+    overrides = {"limit": limit, "max_new_tokens": max_new_tokens, "k": k, "temperature": temperature}
+    overrides.update(top_p=top_p, mode=mode)
+    chosen = _overridden(_benchmarks(parsed, benchmark), overrides)
+    variables = run_variables(run or parsed.run_dir)
+    _check(chosen, variables, judge)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     parsed, engine = _settled(parsed, model)
     settings = EvalSettings(
-        batch_size=parsed.eval.batch_size,
+        batch_size=batch_size or parsed.eval.batch_size,
         max_concurrency=concurrency or parsed.eval.max_concurrency,
         timeout=timeout,
         workers=parsed.runtime.reward_workers,
@@ -69,7 +105,6 @@ def evaluate(
         dtype=parsed.model.sampling_dtype,
         engine=engine,
     )
-    variables = run_variables(run or parsed.run_dir)
     earlier = _earlier_results(out / "eval.json") if benchmark else {}
     try:
         results = run_benchmarks(
@@ -105,7 +140,7 @@ def _settled(recipe, model: str | None):
     """The recipe with its ``auto`` sampling settings decided for a local checkpoint (said once),
     and the engine that samples it; a served model samples on its server."""
     if model is None or model.startswith(("http://", "https://", "openai:")):
-        return recipe, "transformers"
+        return recipe, "transformers"  # unused: a server samples on its own
     from cascade_rl.recipe import RecipeError
     from cascade_rl.train import machine
 
@@ -118,22 +153,76 @@ def _settled(recipe, model: str | None):
     return settled, machine.local_engine(settled.runtime)
 
 
-def _recipe(path: Path):
-    from cascade_rl.recipe import RecipeError, load_recipe
+def _recipe(path: Path | None, model: str | None):
+    """The recipe of --recipe (an evaluation-only one names no model: the evaluated one stands in
+    for its settings), or an empty one for benchmarks given as files."""
+    from cascade_rl.recipe import ModelSpec, RecipeError, load_recipe, parse_recipe
 
     try:
-        return load_recipe(path)
+        recipe = load_recipe(path) if path is not None else parse_recipe({"name": "eval"})
     except RecipeError as error:
         raise fail(error) from None
+    if recipe.model is None:
+        recipe = recipe.model_copy(update={"model": ModelSpec(path=model or "served")})
+    return recipe
 
 
-def _benchmarks(recipe, names: list[str]) -> list:
-    """The recipe's benchmarks named (all when none is); an unknown name fails naming them."""
+def _benchmarks(recipe, specs: list[str]) -> list:
+    """The benchmarks ``-b`` names: NAME of the recipe's, or NAME=FILE[:FORMAT]; every benchmark
+    of the recipe when none is named. An unknown name fails naming the recipe's."""
+    from cascade_rl.recipe import Benchmark
+
     known = {b.name: b for b in recipe.eval.benchmarks}
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise fail(f"unknown benchmark(s) {', '.join(unknown)}; the recipe has: {', '.join(known) or 'none'}")
-    return [known[name] for name in names] if names else list(known.values())
+    if not specs:
+        if not known:
+            raise fail("name a benchmark: -b NAME=FILE[:FORMAT], or --recipe with eval.benchmarks")
+        return list(known.values())
+    chosen = []
+    for spec in specs:
+        name, sep, where = (part.strip() for part in spec.partition("="))
+        if sep:
+            path, fmt, options = split_format(where, "--benchmark")
+            given = {"name": name, "data": str(path.resolve()), "format": fmt, "format_options": options}
+            chosen.append(_validated(Benchmark, given, spec))
+        elif name in known:
+            chosen.append(known[name])
+        else:
+            names = ", ".join(known) or "none (give NAME=FILE[:FORMAT])"
+            raise fail(f"--benchmark {name}: not a benchmark of the recipe; it has: {names}")
+    return chosen
+
+
+def _overridden(benchmarks: list, overrides: dict[str, Any]) -> list:
+    """Each benchmark with the settings given on the command line (validated as the recipe's)."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if not given:
+        return benchmarks
+    from cascade_rl.recipe import Benchmark
+
+    flags = " ".join(f"--{key.replace('_', '-')} {value}" for key, value in given.items())
+    return [_validated(Benchmark, {**b.model_dump(), **given}, flags) for b in benchmarks]
+
+
+def _validated(model: type, data: dict[str, Any], given: str):
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise fail(f"{given}: {where + ': ' if where else ''}{problem['msg'].removeprefix('Value error, ')}") from None
+
+
+def _check(benchmarks: list, variables: dict[str, str], judge: str | None) -> None:
+    """What the run checks of its benchmarks (files, formats, judges), before a model loads."""
+    from cascade_rl.recipe import RecipeError
+    from cascade_rl.train.preflight import check_benchmarks
+
+    try:
+        check_benchmarks(benchmarks, variables, judge)
+    except RecipeError as error:
+        raise fail(error) from None
 
 
 def eval_table(results: dict[str, dict], title: str) -> Table:
@@ -152,18 +241,22 @@ def eval_table(results: dict[str, dict], title: str) -> Table:
 
 
 def report(
-    run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A run directory (runs/<run>)."),
+    run_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="A run directory (runs/NAME)."),
 ) -> None:
-    """Rebuild and print a run's report (report.md, report.json, plots)."""
-    from cascade_rl.eval.report import build_report, print_summary
+    """Rebuild and print a run's report (report.md, report.json, plots); a directory that is not
+    a run is refused and nothing is written into it."""
+    from cascade_rl.eval.report import NotARunError, build_report, print_summary
 
-    path = build_report(run_dir)
+    try:
+        path = build_report(run_dir)
+    except NotARunError as error:
+        raise fail(error) from None
     print_summary(json.loads(path.with_suffix(".json").read_text()))
     say(f"report: {path}")
 
 
 def compare(
-    runs: list[Path] = typer.Argument(..., help="Two or more run directories (runs/<run>) of finished recipes."),
+    runs: list[Path] = typer.Argument(..., help="Two or more run directories (runs/NAME) of finished recipes."),
     out: Path | None = typer.Option(
         None,
         "--out",

@@ -7,13 +7,9 @@ from pathlib import Path
 
 import typer
 
-from cascade_rl.cli.common import fail, say
+from cascade_rl.cli.common import command_group, fail, say
 
-app = typer.Typer(
-    help="Bring a model in: GGUF file or Hugging Face directory -> plain checkpoint.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+app = command_group("Bring a model in: GGUF file or Hugging Face directory -> plain checkpoint.")
 
 
 @app.command("import")

@@ -14,7 +14,7 @@ from cascade_rl.cli.common import EXIT_PROBLEMS, fail, say, stdout
 def run(
     recipe: Path = typer.Argument(..., help="Recipe YAML (see recipes/ and docs/recipes.md)."),
     out: Path | None = typer.Option(
-        None, "--out", help="Run directory [default: the recipe's output_dir or runs/<name>]."
+        None, "--out", help="Run directory [default: the recipe's output_dir or runs/NAME]."
     ),
     resume: bool = typer.Option(
         False, "--resume", help="Finish an interrupted run: skip finished stages, redo half-written ones."
@@ -29,7 +29,7 @@ def run(
     """Run a recipe: SFT -> RM -> RLHF -> IF-RL -> Math -> Code -> SWE RL, or print its plan.
 
     Each stage starts from the previous stage's checkpoint and writes
-    runs/<run>/<NN-stage>/{model/, metrics.jsonl, eval.json}; the run ends with report.md.
+    runs/NAME/NN-STAGE/ (model/, metrics.jsonl, eval.json); the run ends with report.md.
     """
     from cascade_rl.recipe import RecipeError, load_recipe
 
@@ -38,7 +38,9 @@ def run(
     except RecipeError as error:
         raise fail(error) from None
     if dry_run:
-        print_plan(recipe, parsed, out, as_json=as_json)
+        if parsed.stages:
+            print_plan(recipe, parsed, out, as_json=as_json)
+        check_plan(parsed, out)
         return
     report = run_stages(parsed, out, resume=resume, only=only, start_from=start_from)
     if report is not None:
@@ -50,16 +52,30 @@ def run(
 
 def print_plan(path: Path, recipe, out: Path | None, *, as_json: bool) -> None:
     """The resolved recipe as JSON, or the plan and where each setting came from."""
-    from cascade_rl.plan import describe_plan, describe_sources
-    from cascade_rl.recipe import merge_presets, read_recipe_file
+    from cascade_rl.plan import describe_files, describe_plan, describe_sources
+    from cascade_rl.recipe import merge_presets, read_recipe_file, run_variables
 
     if as_json:
         print(json.dumps(recipe.model_dump(mode="json"), indent=2))
         return
     written = read_recipe_file(path)
     stdout.print(describe_plan(recipe, out, merge_presets(written)))
+    stdout.print(describe_files(recipe, run_variables(out or recipe.run_dir)), soft_wrap=True)
     for table in describe_sources(written, recipe):
         stdout.print(table)
+
+
+def check_plan(recipe, out: Path | None) -> None:
+    """What the run checks before any compute (:func:`cascade_rl.train.preflight.check_recipe`):
+    the same refusal, message and exit code 2 as the run."""
+    from cascade_rl.recipe import RecipeError, run_variables
+    from cascade_rl.train.preflight import check_recipe
+
+    try:
+        check_recipe(recipe, run_variables(out or recipe.run_dir))
+    except RecipeError as error:
+        raise fail(error) from None
+    say("dry run: the run would start (every check it makes before compute passed); nothing was trained")
 
 
 def run_stages(recipe, out: Path | None, **where: str | bool | None) -> Path | None:

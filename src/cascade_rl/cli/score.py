@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from cascade_rl.cli.common import EXIT_PROBLEMS, console, fail, parse_options, stdout
+from cascade_rl.cli.common import EXIT_PROBLEMS, checked_options, console, fail, parse_options, stdout
 
 
 def score(
@@ -42,8 +42,10 @@ def score(
 
     Writes every line back with `reward` and `details` (a line with `responses`, a prompt's group:
     `rewards` and `details`, one per response; a workplace line may give the model's `calls`, in
-    order, instead of a `response`) and prints a summary per domain. Bad lines are reported with
-    their line number and get `reward: null`; the exit code is 1 if any. Lines a scorer could not
+    order, instead of a `response`) and prints a summary per domain. Bad lines (not JSON, not an
+    object, a field of the wrong type, a missing reference field) are reported with their line
+    number, not scored and written with `reward: null`; the exit code is 1 if any. Options are
+    checked before any line is scored (exit code 2 naming the option). Lines a scorer could not
     score (`details.error`: an unknown instruction id, a malformed reference) keep reward 0 and are
     summarised by error with their line numbers. Responses without a verdict (a judge or
     reward-model server that failed, a scorer that raised) get reward null and `masked: REASON`,
@@ -51,12 +53,16 @@ def score(
     --allow-errors. Reward servers named in --option (a reward model, the SWE judge) must answer
     first (exit code 2).
     """
+    from cascade_rl.rewards.registry import OptionError
     from cascade_rl.scoring import score_file
 
     target = output or source.with_suffix(".scored.jsonl")
-    options = parse_options(option)
+    options = checked_options(parse_options(option))
     check_servers(options, wait)
-    report = score_file(source, target, workers=workers, options=options)
+    try:
+        report = score_file(source, target, workers=workers, options=options)
+    except OptionError as error:  # an option a domain of the file cannot score without
+        raise fail(f"--option {error}") from None
     stdout.print(domain_table(report, f"scored {report.total} lines -> {target}"))
     for number, problem in report.bad_lines:
         console.print(f"[red]line {number}[/red]: {escape(problem)}", highlight=False)

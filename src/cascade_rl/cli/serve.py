@@ -9,12 +9,10 @@ from pathlib import Path
 
 import typer
 
-from cascade_rl.cli.common import parse_options, say
+from cascade_rl.cli.common import checked_options, command_group, parse_options, say
 
-app = typer.Typer(
-    help="Serve a reward model or a distillation teacher (the protocols of vLLM), or the verifiers (NeMo Gym's).",
-    no_args_is_help=True,
-    add_completion=False,
+app = command_group(
+    "Serve a reward model or a distillation teacher (the protocols of vLLM), or the verifiers (NeMo Gym's)."
 )
 
 
@@ -115,6 +113,6 @@ def verifiers(
     with `reward`, `mask_sample` and `failure_reason`."""
     from cascade_rl.integrations.nemo_gym import VerifierSettings, serve_verifiers
 
-    settings = VerifierSettings(parse_options(option), concurrency, timeout, group_size, group_timeout)
+    settings = VerifierSettings(checked_options(parse_options(option)), concurrency, timeout, group_size, group_timeout)
     say(f"verifiers at http://{host}:{port}/verify")
     serve_verifiers(settings, host=host, port=port, log_level=log_level)

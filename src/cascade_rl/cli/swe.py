@@ -25,6 +25,7 @@ from rich.table import Table
 from cascade_rl.cli.common import (
     EXIT_PROBLEMS,
     GENERATOR_HELP,
+    command_group,
     console,
     fail,
     open_generator,
@@ -35,11 +36,7 @@ from cascade_rl.cli.common import (
     stdout,
 )
 
-app = typer.Typer(
-    help="The Agentless SWE pipeline: localise, repair, validate, rank; SWE data.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+app = command_group("The Agentless SWE pipeline: localise, repair, validate, rank; SWE data.")
 
 
 # ---------------------------------------------------------------------------- option groups
@@ -269,7 +266,7 @@ def finish(report) -> None:
 @app.command()
 def headline(
     runs: list[Path] = typer.Argument(
-        ..., help="The SWE-bench harness's report (JSON with resolved_ids) of each predictions/run-<j>.jsonl."
+        ..., help="The SWE-bench harness's report (JSON with resolved_ids) of each predictions/run-J.jsonl."
     ),
     best: Path | None = typer.Option(None, "--best", help="The harness report of predictions.jsonl (best@k)."),
     instances: Path | None = typer.Option(
@@ -278,7 +275,7 @@ def headline(
 ) -> None:
     """The paper's SWE-bench headline from the official harness: pass@1 averaged over the k
     runs with its standard error, best@k beside it (`cascade swe evaluate` writes the runs'
-    predictions to predictions/run-<j>.jsonl and the best@k ones to predictions.jsonl)."""
+    predictions to predictions/run-J.jsonl and the best@k ones to predictions.jsonl)."""
     from cascade_rl.swe.pipeline import harness_headline, load_instances
 
     def read(path: Path) -> Any:
@@ -318,7 +315,7 @@ def build_data(
         "16384,24576",
         "--context-limits",
         help="Input-context limits l of the SWE RL curriculum, comma-separated: one RL set per l, "
-        "written to context-<l>.jsonl (paper: 16K then 24K).",
+        "written to context-L.jsonl (paper: 16K then 24K).",
     ),
     min_prompt_tokens: int | None = typer.Option(
         None, min=0, help="RL prompts shorter than this are dropped (default: half the smallest limit; paper 8K)."

@@ -23,6 +23,7 @@ from rich.table import Table
 from cascade_rl.cli.common import (
     EXIT_PROBLEMS,
     GENERATOR_HELP,
+    command_group,
     fail,
     open_generator,
     option_groups,
@@ -31,11 +32,7 @@ from cascade_rl.cli.common import (
     stdout,
 )
 
-app = typer.Typer(
-    help="Test-time scaling for competitive programming (IOI-style problems with subtasks).",
-    no_args_is_help=True,
-    add_completion=False,
-)
+app = command_group("Test-time scaling for competitive programming (IOI-style problems with subtasks).")
 
 
 # ---------------------------------------------------------------------------- option groups
@@ -292,7 +289,7 @@ def convert_kattis_command(
     checker: Path | None = typer.Option(None, help="A checker (this project's protocol) for custom validation."),
     partial_score: bool = typer.Option(False, help="The checker awards fractions of a test."),
 ) -> None:
-    """Convert a Kattis problem package (data/secret/<group>/ test groups) to problem.yaml."""
+    """Convert a Kattis problem package (data/secret/GROUP/ test groups) to problem.yaml."""
     from cascade_rl.tts.kattis import convert_kattis
     from cascade_rl.tts.problem import ProblemError
 

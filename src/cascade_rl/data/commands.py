@@ -9,13 +9,14 @@ by file and line); the commands are :mod:`cascade_rl.cli.data`.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from cascade_rl.data.convert import MBPP_SPLITS
-from cascade_rl.data.formats import FORMATS, format_options, load_answers
+from cascade_rl.data.formats import FORMATS, converted, format_options, load_answers
 from cascade_rl.data.hygiene import DEFAULT_DEDUP_LEVEL, NgramIndex, check_dedup_level, dedup_text
 from cascade_rl.data.job import Drop, Keep, Summary, run_job
 from cascade_rl.data.rows import (
@@ -155,42 +156,71 @@ def dedup_files(
     )
 
 
-def benchmark_index(benchmarks: Mapping[str, Path], n: int = 9, template: int | None = None) -> NgramIndex:
-    """The n-gram index of named benchmark files (the question text of each row, in any layout
-    :func:`cascade_rl.data.rows.prompt_text` reads; malformed rows are an error); ``template``:
-    see :meth:`NgramIndex.add` (``shared_by``)."""
+#: a benchmark named on the command line: its file, and the public format (with converter
+#: options) it is read through, or None for rows already in a layout ``prompt_text`` reads
+BenchmarkFile = tuple[Path, str | None, Mapping[str, Any]]
+
+#: the template share of ``cascade data decontaminate`` (docs/data-formats.md, decontamination)
+DEFAULT_TEMPLATE_SHARE = 0.5
+#: a decontamination that drops more than this share of its rows warns, naming the n-grams
+DEFAULT_WARN_SHARE = 0.1
+
+
+def benchmark_index(
+    benchmarks: Mapping[str, Path | BenchmarkFile], n: int = 9, template: float | None = None
+) -> NgramIndex:
+    """The n-gram index of named benchmark files: the question text of each row, in any layout
+    :func:`cascade_rl.data.rows.prompt_text` reads or converted from its public format first;
+    ``template``: see :meth:`NgramIndex.add`. A row with no question is an error naming the
+    benchmark and the format option."""
     if not benchmarks:
         raise DataError("name at least one benchmark: --benchmark NAME=PATH")
     index = NgramIndex(n)
-    for name, path in benchmarks.items():
-        texts = []
-        for row in iter_rows(check_input(Path(path))):
-            text = prompt_text(row.data)
-            if not text.strip():
-                raise DataError(f"{row.where}: benchmark {name}: no question text found")
-            texts.append(text)
-        index.add(name, texts, shared_by=template)
+    for name, given in benchmarks.items():
+        path, fmt, options = given if isinstance(given, tuple) else (Path(given), None, {})
+        index.add(name, _questions(name, Path(path), fmt, options), template=template)
     return index
+
+
+def _questions(name: str, path: Path, fmt: str | None, options: Mapping[str, Any]) -> list[str]:
+    """The question of every row of one benchmark file (a row its converter drops is left out)."""
+    convert = converted(fmt, options, lambda row: row, where=f"benchmark {name}") if fmt else None
+    texts = []
+    for row in iter_rows(check_input(path)):
+        data = row.data
+        if convert is not None:
+            try:
+                data = convert(dict(data))
+            except ValueError:
+                continue  # outside the split, or not a row of this format: not a question of the benchmark
+        text = prompt_text(data)
+        if not text.strip():
+            hint = "" if fmt else f"; name its public format: --benchmark {name}=FILE:FORMAT (cascade data formats)"
+            raise DataError(f"{row.where}: benchmark {name}: no question text found{hint}")
+        texts.append(text)
+    if not texts:
+        raise DataError(f"benchmark {name}: no question in {path}" + (f" as format {fmt}" if fmt else ""))
+    return texts
 
 
 def decontaminate_files(
     inputs: Sequence[Path],
     output: Path,
-    benchmarks: Mapping[str, Path],
+    benchmarks: Mapping[str, Path | BenchmarkFile],
     *,
     n: int = 9,
     all_text: bool = False,
     field: str | None = None,
-    template: int | None = None,
+    template: float | None = DEFAULT_TEMPLATE_SHARE,
     **job: Any,
 ) -> Summary:
-    """Drop the rows that share an n-gram with any benchmark (SPEC 3); ``extra`` of the summary
-    has one line per benchmark: its n-grams, rows it removed, an example shared n-gram.
-    ``field`` compares that field of each row instead of its prompt (e.g. the ``base_text`` of
-    ``cascade data constrain`` rows: their constraint templates are shared scaffolding)."""
+    """Drop the rows that share an n-gram with any benchmark (SPEC 3), the benchmarks' templates
+    aside (``template``: :meth:`NgramIndex.add`; None: the paper's literal rule). ``extra`` of the
+    summary has one line per benchmark: its n-grams, its template, the rows it removed, the
+    n-grams that removed most. ``field`` compares that field of each row instead of its prompt
+    (e.g. the ``base_text`` of ``cascade data constrain`` rows)."""
     index = benchmark_index(benchmarks, n, template)
-    removed = {name: 0 for name in benchmarks}
-    examples: dict[str, str] = {}
+    removed = {name: Counter() for name in benchmarks}
     text_of = row_text if all_text else prompt_text
     if field is not None:
         text_of = partial(_field_text, field=field)
@@ -200,7 +230,7 @@ def decontaminate_files(
         errors: dict[int, RowError] = {}
         for number, row in enumerate(rows):
             try:
-                texts.append(text_of(row.data))
+                texts.append(_checked_text(text_of(row.data), field))
             except RowError as error:
                 errors[number] = error
                 texts.append("")
@@ -211,8 +241,7 @@ def decontaminate_files(
                 outcomes.append(errors[number])
                 continue
             for name, gram in hits.items():
-                removed[name] += 1
-                examples.setdefault(name, f"{row.where}: “{gram}”")
+                removed[name][gram] += 1
             outcomes.append(Drop(f"shares a {n}-gram with {', '.join(sorted(hits))}") if hits else Keep([row.data]))
         return outcomes
 
@@ -221,21 +250,57 @@ def decontaminate_files(
             {
                 "benchmark": name,
                 "n-grams": index.grams_per_benchmark[name],
-                **({"template n-grams": index.templates_per_benchmark[name]} if template else {}),
-                "rows removed": removed[name],
-                "example": examples.get(name, ""),
+                **({"template": _template_text(index.templates.get(name, []))} if template is not None else {}),
+                "rows removed": sum(removed[name].values()),
+                "by n-gram": "; ".join(f"“{gram}” {count}" for gram, count in removed[name].most_common(3)),
             }
             for name in benchmarks
         ]
         return {"per benchmark": rows}
 
-    options = {"benchmarks": {k: str(v) for k, v in benchmarks.items()}, "n": n, "all_text": all_text}
-    if template is not None:
-        options["template"] = template
+    options = {"benchmarks": {k: _benchmark_option(v) for k, v in benchmarks.items()}, "n": n, "all_text": all_text}
+    options["template"] = template
     if field is not None:
         options["field"] = field
     summary = run_job("decontaminate", inputs, output, process, options=options, extra=extra, batch_size=2048, **job)
     return summary
+
+
+def _checked_text(text: str, field: str | None) -> str:
+    """A training row's text to compare; none (a raw public file, read as it is) is an error: a
+    row that cannot be compared must not pass as clean."""
+    if not text.strip():
+        where = f"field {field!r}" if field else "prompt"
+        raise RowError(f"no {where} text found (convert a public format first: cascade data convert -f FORMAT)")
+    return text
+
+
+def _template_text(phrases: list[tuple[str, int]], shown: int = 2) -> str:
+    text = "; ".join(f"“{phrase}” ({count} rows)" for phrase, count in phrases[:shown])
+    return text + (f" (+{len(phrases) - shown} more)" if len(phrases) > shown else "") if phrases else "none"
+
+
+def _benchmark_option(given: Path | BenchmarkFile) -> str:
+    if not isinstance(given, tuple):
+        return str(given)
+    path, fmt, options = given
+    return f"{path}:{fmt}" + "".join(f",{key}={value}" for key, value in options.items()) if fmt else str(path)
+
+
+def dropped_too_much(summary: Summary, warn_share: float = DEFAULT_WARN_SHARE) -> str | None:
+    """A warning when a decontamination dropped more than ``warn_share`` of what it read, naming
+    the n-grams that dropped most (a template or a benchmark's house phrasing, not a copy)."""
+    dropped = summary.read - summary.kept
+    if not summary.read or dropped <= warn_share * summary.read:
+        return None
+    grams = "; ".join(
+        f"{row['benchmark']}: {row['by n-gram']}" for row in summary.extra.get("per benchmark", []) if row["by n-gram"]
+    )
+    return (
+        f"decontamination dropped {dropped} of {summary.read} rows ({dropped / summary.read:.0%}), mostly by "
+        f"{grams}. If these are instructions the benchmark's rows share rather than its questions, lower "
+        "--template (a share of its rows) to count them as its template"
+    )
 
 
 def _field_text(data: Mapping[str, Any], field: str) -> str:

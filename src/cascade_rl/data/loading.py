@@ -216,7 +216,10 @@ def count_source_rows(sources: Sequence[DataSource], variables: dict[str, str]) 
         files = data_files(path)
         if not files or not files[0].exists():
             return f"missing: {path}"
-        rows = sum(count_rows(file) for file in files)
+        try:
+            rows = sum(count_rows(file) for file in files)
+        except OSError as error:  # unreadable: the run's checks name it (train/preflight.py)
+            return f"unreadable: {path} ({error.strerror or error})"
         rows = min(rows, source.limit or rows)
         total += math.floor(rows * source.upsample)
     return str(total)

@@ -1,7 +1,8 @@
 """Running benchmarks on a model (SPEC section 9): sample k responses per prompt, score them with
 the reward registry, and report pass@1 as avg@k (or pass@k / majority@k).
 
-The model is a local checkpoint (``transformers`` ``generate``) or an OpenAI-compatible server
+The model is a local checkpoint (sampled with vLLM where it is installed, else the project's own
+sampling loop: ``runtime.use_vllm``) or an OpenAI-compatible server
 (vLLM, SGLang, ``transformers serve``) with a concurrency limit; see :mod:`.sampling` for the
 backends, the token budget, the progress bar and how an interrupted evaluation resumes.
 
@@ -40,7 +41,7 @@ from cascade_rl.eval.breakdown import breakdown
 from cascade_rl.eval.sampling import open_generator, reserve, sample, token_budget
 from cascade_rl.llm.base import Generator, Sampling
 from cascade_rl.recipe import Benchmark, DataSource, expand
-from cascade_rl.rewards.registry import score_samples
+from cascade_rl.rewards.registry import OptionError, check_options, score_samples
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +271,12 @@ def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model:
     rows = load_benchmark(bench, variables)
     if not rows:
         raise ValueError(f"benchmark {bench.name}: no usable rows in {bench.data}")
+    if bench.kind == "verify" and bench.domain is None:  # options of each row's domain (issue 39)
+        for domain in sorted({row["domain"] for row in rows}):
+            try:
+                check_options(domain, bench.options)
+            except OptionError as error:
+                raise ValueError(f"benchmark {bench.name}: options.{error.option}: {error.reason}") from None
     prompts = [with_mode(row["prompt"], bench.mode) for row in rows]
     plan = _Plan(bench, rows, prompts, judge=judge)
     if bench.kind == "arena":

@@ -59,6 +59,7 @@ from cascade_rl.eval.forgetting import (
     stage_changes,
     untargeted_falls,
 )
+from cascade_rl.eval.learning import idleness, learning_note
 from cascade_rl.eval.levels import levels_section
 from cascade_rl.eval.plots import plot_forgetting, plot_length_entropy, plot_training_curves
 from cascade_rl.eval.recovery import add_recovery, print_recovery
@@ -303,12 +304,21 @@ def _markdown(
     if forgetting_plot:
         lines += [f"![forgetting matrix]({forgetting_plot})", ""]
     lines += list(level_lines)
+    lines += _learning_lines(summary)
     lines += ["## Targets", ""] + _targets_section(checks) + [""]
     lines += _falls_lines(untargeted_falls(summary, targets, forgetting_limit)) + _noise_section(summary)
     lines += _sample_rates_section(summary) + _length_entropy_section(summary, length_plot)
     if plots:
         lines += ["## Training curves (RL stages)", ""] + _curves_section(summary, plots)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _learning_lines(summary: RunSummary) -> list[str]:
+    """The RL stages, or stretches of them, that learned nothing (eval/learning.py)."""
+    notes = [learning_note(row.name, row.metrics) for row in summary.rows if row.kind == "grpo"]
+    if not any(notes):
+        return []
+    return ["## Steps that learned nothing", ""] + [f"- ⚠ {note}" for note in notes if note] + [""]
 
 
 def _falls_lines(falls: Sequence[tuple[str, str, Change]]) -> list[str]:
@@ -334,6 +344,11 @@ def _stage_json(row: StageRecord) -> dict[str, Any]:
         found = trend(row.metrics, key) if row.kind == "grpo" else None
         if found:
             entry.setdefault("rl_trend", {})[key] = {"first": found[0], "last": found[1]}
+    if row.kind == "grpo":
+        entry["learning"] = idleness(row.metrics).to_json()
+        note = learning_note(row.name, row.metrics)
+        if note:
+            entry["learning"]["note"] = note
     return entry
 
 
@@ -379,6 +394,23 @@ def _report_json(
     return report
 
 
+class NotARunError(ValueError):
+    """A directory that ``cascade run`` did not write (one line, naming it)."""
+
+
+def check_run_directory(run_dir: Path) -> None:
+    """``run_dir`` is a run: ``cascade run`` wrote its ``recipe.json`` or a stage's
+    ``NN-stage/stage.json`` there. Anything else is refused before a file is written into it."""
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
+    stages = [path for path in run_dir.glob("[0-9]*-*/stage.json") if path.is_file()]
+    if not (run_dir / "recipe.json").is_file() and not stages:
+        raise NotARunError(
+            f"{run_dir} is not a run directory: no recipe.json and no stage (NN-STAGE/stage.json) that "
+            "`cascade run` writes; give the directory of a run, e.g. runs/NAME"
+        )
+
+
 def build_report(
     run_dir: Path,
     targets: Mapping[str, str] | None = None,
@@ -394,6 +426,7 @@ def build_report(
     (:func:`recipe_targets`).
     """
     run_dir = Path(run_dir)
+    check_run_directory(run_dir)
     recipe_map, recipe_gain, recipe_limit = recipe_targets(run_dir)
     targets = recipe_map if targets is None else dict(targets)
     min_gain = recipe_gain if min_gain is None else min_gain
@@ -441,6 +474,7 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
     """Print report.json (a dict or its path) as a rich table plus the target verdicts; used by
     ``cascade run`` at the end of a run."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     if isinstance(report, (str, Path)):
@@ -474,6 +508,10 @@ def print_summary(report: Mapping[str, Any] | Path, console: Any = None) -> None
             )
         for problem in check.get("problems", []):
             console.print(f"[red]target not met[/red]: {problem}")
+    for stage in stages:
+        note = (stage.get("learning") or {}).get("note")
+        if note:
+            console.print(f"[yellow]learned nothing[/yellow]: {escape(note)}", highlight=False)
     for fall in report.get("untargeted_falls", []):
         error = f" ± {fall['stderr']:.1f}" if fall.get("stderr") is not None else ""
         console.print(

@@ -150,11 +150,38 @@ class Completion:
     truncated: bool
 
 
+#: what vLLM's Triton probe (``vllm/triton_utils/importing.py``) logs when it is imported on a
+#: CPU: that Triton has no CPU backend, no active driver, "certain GPU-related functions" --
+#: true and of no use here (the CPU build never uses Triton), printed at every start
+TRITON_CPU_MESSAGES = ("Triton is installed, but doesn't include CPU backend", "Triton is installed but 0 active")
+TRITON_CPU_MESSAGES += ("Triton not installed or not compatible",)
+
+
+class _TritonOnCpu(logging.Filter):
+    """Drops :data:`TRITON_CPU_MESSAGES` when vLLM runs on a CPU (its platform says so); on a GPU
+    they stay, since there they mean something."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith(TRITON_CPU_MESSAGES):
+            return True
+        platforms = sys.modules.get("vllm.platforms")
+        return not (platforms is not None and platforms.current_platform.is_cpu())
+
+
+def quiet_triton_on_cpu() -> None:
+    """Install :class:`_TritonOnCpu` on the logger of vLLM's Triton probe (once), before vLLM is
+    imported: by the project (:func:`_configure_environment`) or by TRL (``cascade_rl.train``)."""
+    probe = logging.getLogger("vllm.triton_utils.importing")
+    if not any(isinstance(f, _TritonOnCpu) for f in probe.filters):
+        probe.addFilter(_TritonOnCpu())
+
+
 def _configure_environment(cores: str | None, in_process: bool = True) -> None:
     """vLLM's process-level settings, before it is imported or an engine starts: the engine
     core in this process (or its own), no core held back from the OpenMP pool, threads bound to
-    ``cores``. vLLM caches its environment once an engine has started: the cache is dropped so
-    that the next engine reads these."""
+    ``cores``, its Triton probe quiet on a CPU. vLLM caches its environment once an engine has
+    started: the cache is dropped so that the next engine reads these."""
+    quiet_triton_on_cpu()
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its start-up warnings are about GPUs and LD_PRELOAD

@@ -17,10 +17,22 @@ requests that share a ``group`` key (the GRPO group, or a ``cascade score`` line
 **A scorer that raises** has reached no verdict, and that is not the response's fault (a bug, a
 malformed reference, a verifier that crashed): the rollout gets :meth:`Score.no_verdict` with
 the exception as the reason and in ``details["error"]``, so training leaves it out instead of
-teaching the policy that its answer was wrong, and one bad row never stops a stage.
+teaching the policy that its answer was wrong, and one bad row never stops a stage. A batch
+scorer that raises gives every row of its batch no verdict: nothing is scored a second time,
+one row at a time.
+
+**Options** (issue 39: strict reward options). Each domain declares, in its entry here, the
+options its scorer takes and their types (:attr:`RewardDomain.options`: the one place a new
+domain names them; ``tests/rewards/test_registry.py`` pins them against the scorer's signature).
+:func:`check_options` reads a domain's options against that declaration -- an unknown name or a
+value of the wrong type is an :class:`OptionError` naming ``DOMAIN.OPTION`` and what the domain
+accepts -- and is called where options come in: when a recipe loads (``reward_options``, a
+benchmark's ``options``) and when ``cascade score`` parses ``--option``. :func:`score_batch`
+and :func:`score_groups` refuse an undeclared option before they score anything.
 
 Users add domains without editing this file: a ``domain`` value of the form
-``package.module:function`` names a per-response scorer directly.
+``package.module:function`` names a per-response scorer directly; its options are the keyword
+parameters of its signature (any, when it takes ``**kwargs``).
 """
 
 from __future__ import annotations
@@ -31,12 +43,36 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from cascade_rl.chat import last_user_text
 from cascade_rl.rewards.base import Score
 from cascade_rl.sandbox import IsolationUnavailable
+
+Positive = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+#: the options of a domain scored by a reward model (``preference``, ``if_rm``): the model (a
+#: checkpoint directory, an ``http://HOST:PORT[#MODEL]`` server, or ``@STAGE`` in a recipe), its
+#: batching and length, and the settings of its server client (rewards/preference.py)
+REWARD_MODEL_OPTIONS: dict[str, Any] = {
+    "reward_model": str,
+    "batch_size": PositiveInt,
+    "max_length": PositiveInt | None,
+    "max_concurrency": PositiveInt,
+    "timeout": Positive,
+    "max_retries": NonNegativeInt,
+    "backoff_base": NonNegative,
+    "backoff_max": NonNegative,
+    "cooldown": NonNegative,
+    "api_key": str | None,
+}
 
 
 @dataclass(frozen=True)
@@ -68,6 +104,10 @@ class RewardDomain:
     #: ValueError naming the field), so a bad row is skipped with its reason before a stage
     #: trains or a file is scored, instead of scoring 0 on every rollout
     check: str | None = None
+    #: every option the scorer takes (recipe ``reward_options.<domain>``, a benchmark's
+    #: ``options``, ``cascade score --option``) and its type, as pydantic reads it (a type,
+    #: ``Literal[...]``, ``Annotated[..., Field(gt=0)]``; ``Any`` for objects such as a judge)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def load_environment(self) -> Callable[..., Any] | None:
         return _load(self.environment) if self.environment else None
@@ -111,12 +151,14 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "1 if the last \\boxed{} of the answer equals `answer` (math-verify), else 0; "
             "language mixing -> language_penalty (-1)",
             scorer="cascade_rl.rewards.math:score",
+            options={"language_penalty": float, "timeout": Positive, "mixing_min_letters": PositiveInt},
         ),
         RewardDomain(
             "ifeval",
             ("instruction_id_list", "kwargs"),
             "1 if every IFEval / IFBench instruction holds (strict by default), else 0",
             scorer="cascade_rl.rewards.ifeval:score",
+            options={"mode": Literal["strict", "loose"]},
         ),
         RewardDomain(
             "code",
@@ -124,6 +166,14 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "1 if the last ```python block passes all tests in the sandbox, else 0; language mixing -> 0",
             scorer="cascade_rl.rewards.code:score",
             batch_scorer="cascade_rl.rewards.code:score_batch",
+            options={
+                "language_penalty": float,
+                "time_limit": Positive,
+                "memory_mb": PositiveInt,
+                "output_bytes": PositiveInt,
+                "stop_on_failure": bool,
+                "cpu_limit": Literal["tree", "off", False] | Positive,
+            },
         ),
         RewardDomain(
             "swe",
@@ -132,6 +182,12 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "else lexical (unidiff) or judged similarity",
             scorer="cascade_rl.rewards.swe:score",
             preflight="cascade_rl.rewards.swe:preflight",
+            options={
+                "similarity": Literal["lexical", "semantic"],
+                "judge": Any,  # a generator spec (directory, local:PATH, http://HOST/v1#MODEL, dict) or a judge
+                "shaping": bool,
+                "ambiguous": Literal["first", "reject"],
+            },
         ),
         RewardDomain(
             "tool_call",
@@ -139,12 +195,14 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "1 if the answer's <tool_call> blocks make exactly the expected calls (names and arguments; BFCL "
             "ground truth: one of several acceptable values per argument), else 0",
             scorer="cascade_rl.rewards.tool_call:score",
+            options={"strict_types": bool},
         ),
         RewardDomain(
             "multiple_choice",
             ("answer",),
             "1 if the option letter the answer chooses (Answer: C, \\boxed{C}, (C), ...) is the gold one, else 0",
             scorer="cascade_rl.rewards.choice:score",
+            options={"num_choices": PositiveInt},
         ),
         RewardDomain(
             "mcqa",
@@ -153,6 +211,12 @@ REGISTRY: dict[str, RewardDomain] = _build(
             "(grading_mode strict_single_letter_boxed; lenient_boxed, lenient_answer_colon[_md] on request)",
             scorer="cascade_rl.rewards.mcqa:score",
             check="cascade_rl.rewards.mcqa:check_row",
+            options={
+                "grading_mode": Literal[
+                    "strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon", "lenient_answer_colon_md"
+                ]
+                | None
+            },
         ),
         RewardDomain(
             "structured_output",
@@ -180,6 +244,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             combine="cascade_rl.rewards.preference:language_floor",
             required_options=("reward_model",),
             preflight="cascade_rl.rewards.preference:preflight",
+            options={**REWARD_MODEL_OPTIONS, "language_penalty_offset": float, "check_language": bool},
         ),
         RewardDomain(
             "if_rm",
@@ -189,6 +254,7 @@ REGISTRY: dict[str, RewardDomain] = _build(
             combine="cascade_rl.rewards.combine:combine_scores",
             required_options=("reward_model",),
             preflight="cascade_rl.rewards.preference:preflight",
+            options={**REWARD_MODEL_OPTIONS, "mode": Literal["strict", "loose"]},
         ),
         RewardDomain(
             "genrm",
@@ -198,6 +264,27 @@ REGISTRY: dict[str, RewardDomain] = _build(
             group_scorer="cascade_rl.rewards.genrm:score_group",
             required_options=("judge",),
             preflight="cascade_rl.rewards.genrm:preflight",
+            options={
+                "judge": Any,  # a generator spec (directory, http://HOST/v1#MODEL, dict of settings) or a judge
+                "strategy": Literal["circular", "all_pairs"],
+                "both_orders": bool,
+                "judges_per_pair": PositiveInt,
+                "prompt": str,  # the judge's prompt template
+                "principle": str | None,
+                "default_score": float,
+                "default_ranking": float,
+                "parse_retries": NonNegativeInt,
+                "parse_retry_sleep": NonNegative,
+                "temperature": NonNegative,
+                "top_p": Annotated[float, Field(gt=0, le=1)],
+                "max_tokens": PositiveInt,
+                "cooldown": NonNegative,
+                "reasoning_bonus": float,
+                "answer_bonus": float,
+                "top_percentile": Annotated[float, Field(ge=0, le=1)],
+                "reasoning_length_penalty": float,
+                "answer_length_penalty": float,
+            },
         ),
     ]
 )
@@ -245,6 +332,72 @@ def check_row(domain: RewardDomain, row: Mapping[str, Any]) -> None:
         _load(domain.check)(row)
 
 
+# ----------------------------------------------------------------------------- options
+class OptionError(ValueError):
+    """A reward option a domain does not take, or a value it cannot read: one line naming
+    ``DOMAIN.OPTION`` (callers put where it was written in front: the recipe field, ``--option``)."""
+
+    def __init__(self, domain: str, option: str, reason: str):
+        super().__init__(f"{domain}.{option}: {reason}")
+        self.domain, self.option, self.reason = domain, option, reason
+
+
+def accepted_options(domain: RewardDomain) -> Mapping[str, Any] | None:
+    """The options ``domain`` takes, name -> type (:attr:`RewardDomain.options`); for a user
+    scorer (``package.module:function``) the keyword parameters of its signature, each of any
+    type; None when it takes ``**kwargs`` (any option)."""
+    if domain.name in REGISTRY:
+        return domain.options
+    scorer = domain.load_scorer() or domain.load_batch_scorer() or domain.load_group_scorer()
+    parameters = list(inspect.signature(scorer).parameters.values())[1:]  # the response (or requests) first
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return {p.name: Any for p in parameters}
+
+
+def check_options(domain: RewardDomain | str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` read against what ``domain`` declares: each value parsed to its declared type
+    (``"-1"`` -> -1.0 for a float); an unknown name or a value that does not parse is an
+    :class:`OptionError` naming the option and what the domain accepts."""
+    domain = get_domain(domain) if isinstance(domain, str) else domain
+    accepted = accepted_options(domain)
+    if accepted is None:
+        return dict(options or {})
+    parsed = {}
+    for name, value in (options or {}).items():
+        if name not in accepted:
+            known = ", ".join(sorted(accepted)) or "none"
+            raise OptionError(domain.name, str(name), f"unknown option; {domain.name} accepts: {known}")
+        try:
+            parsed[name] = _adapter(accepted[name]).validate_python(value)
+        except ValidationError as error:
+            reason = "; ".join(problem["msg"] for problem in error.errors())
+            raise OptionError(domain.name, name, f"{reason} (got {value!r})") from None
+    return parsed
+
+
+def check_required_options(domain: RewardDomain | str, options: Mapping[str, Any] | None) -> None:
+    """The options without which ``domain`` cannot score are all given (:class:`OptionError`)."""
+    domain = get_domain(domain) if isinstance(domain, str) else domain
+    for name in domain.required_options:
+        if (options or {}).get(name) is None:
+            raise OptionError(domain.name, name, f"missing: {domain.name} cannot score without this option")
+
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter:
+    return TypeAdapter(kind)
+
+
+def _refuse_unknown(domain: RewardDomain, options: Mapping[str, Any]) -> None:
+    accepted = accepted_options(domain)
+    unknown = sorted(set(options) - set(accepted)) if accepted is not None else []
+    if unknown:
+        known = ", ".join(sorted(accepted or ())) or "none"
+        raise OptionError(domain.name, unknown[0], f"unknown option; {domain.name} accepts: {known}")
+
+
+# ----------------------------------------------------------------------------- scoring
 def score_batch(
     domain: RewardDomain | str,
     requests: Sequence[Mapping[str, Any]],
@@ -255,15 +408,17 @@ def score_batch(
     """Score ``requests`` (each ``{"response", "prompt"?, **fields}``) with ``domain``.
 
     Uses the domain's group scorer on each group of the requests (:func:`group_key`), its batch
-    scorer when it has one (given ``workers`` when it takes a ``workers`` parameter and the
-    options do not set it: code's sandbox pool), else its per-response scorer (on ``workers``
-    threads). A scorer that raises gives no verdict with ``details["error"]`` (module
-    docstring); the batch is never lost because of one row. Only
+    scorer when it has one (given ``workers`` when it takes a ``workers`` parameter: code's
+    sandbox pool), else its per-response scorer (on ``workers`` threads). An option the domain
+    does not declare raises :class:`OptionError` before anything is scored. A scorer that raises
+    gives no verdict with ``details["error"]`` (module docstring): a row's, that row; a batch
+    scorer's, every row of the batch, which is never scored a second time one row at a time. Only
     :class:`~cascade_rl.sandbox.IsolationUnavailable` (untrusted code cannot be isolated here
     and nobody opted into rlimits only) is raised: it is the machine's, not a row's.
     """
     domain = get_domain(domain) if isinstance(domain, str) else domain
     options = dict(options or {})
+    _refuse_unknown(domain, options)
     if domain.group_scorer is not None:
         members: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
@@ -282,9 +437,9 @@ def score_batch(
             return list(batch(list(requests), **options))
         except IsolationUnavailable:  # the machine's, not a row's: nothing is scored
             raise
-        except Exception as error:  # noqa: BLE001 - reported in the details, no verdict
-            if domain.scorer is None:
-                return [_error_score(error) for _ in requests]
+        except Exception as error:  # noqa: BLE001 - no verdict for the batch, the error in the details
+            reason = f"{domain.name} batch scorer failed: {type(error).__name__}: {error}"
+            return [Score.no_verdict(reason, error=reason) for _ in requests]
     scorer = domain.load_scorer()
     assert scorer is not None
 
@@ -318,6 +473,7 @@ def score_groups(
     answers with the wrong number of scores, gives its whole group no verdict."""
     domain = get_domain(domain) if isinstance(domain, str) else domain
     options = dict(options or {})
+    _refuse_unknown(domain, options)
     group_scorer = domain.load_group_scorer()
     if group_scorer is None:
         flat = score_batch(domain, [request for group in groups for request in group], options, workers=workers)

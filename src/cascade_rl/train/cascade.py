@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.data.loading import Screen, screening
-from cascade_rl.recipe import EvalStage, OnPolicyStage, Recipe, RecipeError, expand, run_variables
+from cascade_rl.recipe import EvalStage, OnPolicyStage, Recipe, RecipeError, run_variables
 from cascade_rl.train import distributed, machine, preflight
 from cascade_rl.train.context import Handover, StageContext
 from cascade_rl.train.stages import runner_for
@@ -92,10 +92,10 @@ class Cascade:
         for flag, name in (("--only", only), ("--from", start_from)):
             if name is not None and name not in names:
                 raise RecipeError(f"{flag} {name!r}: no such stage; stages: {', '.join(names)}")
-        from cascade_rl.train.reuse import check_flags, check_source
+        from cascade_rl.train.reuse import check_flags
 
         check_flags(self.recipe, {"--only": only, "--from": start_from})
-        check_source(self.recipe)  # start_from: the stages taken over exist, finished and unchanged
+        preflight.check_recipe(self.recipe, self.variables)  # what --dry-run checks too, start_from included
         distributed.start()
         check_process_layout(self.recipe, distributed.world_size())
         distributed.on_main("prepare the run", partial(self._prepare, resume=resume, only=only, start_from=start_from))
@@ -197,14 +197,9 @@ class Cascade:
         marker.write_text("done")
 
     def _base_model(self) -> Path:
-        from cascade_rl.train.reuse import start_checkpoint
-
         spec = self.recipe.model
-        start = start_checkpoint(self.recipe)  # start_from.checkpoint: the run starts from that stage
-        if start is not None or spec.path is not None:
-            path = start or Path(expand(spec.path)).expanduser()
-            if not path.exists():
-                raise RecipeError(f"model.path: {path} does not exist (models are loaded from local disk)")
+        path = preflight.model_path(self.recipe)
+        if path is not None:
             if spec.chat_template == "cascade":
                 return self._with_cascade_template(path)
             preflight.check_chat_template(path)
@@ -286,6 +281,8 @@ class Cascade:
                 "processes": distributed.world_size(),
             }
             distributed.on_main("stage trained", partial(write_status, stage_dir, status))
+            if stage.kind == "grpo":  # the steps a GRPO stage learned nothing in (eval/learning.py)
+                distributed.on_main("what the stage learned", partial(self._say_if_idle, stage, stage_dir))
         else:
             handover = finished_handover(stage, stage_dir, status, handover)
         eval_started = time.perf_counter()
@@ -294,6 +291,15 @@ class Cascade:
         status.update(_wall_time(status, trained_here, earlier_s))
         distributed.on_main("stage done", partial(_close_stage, stage_dir, status))
         return handover
+
+    def _say_if_idle(self, stage: Any, stage_dir: Path) -> None:
+        """A stage, or a stretch of it, that learned nothing is said at once (eval/learning.py)."""
+        from cascade_rl.eval.learning import learning_note
+        from cascade_rl.eval.runs import read_metrics
+
+        note = learning_note(stage.name, read_metrics(stage_dir / "metrics.jsonl")[0])
+        if note:
+            self.echo(f"warning: {note}")
 
     @cached_property
     def training_screen(self) -> Screen | None:

@@ -52,12 +52,16 @@ from torch.utils.data import Sampler
 from cascade_rl.chat import stop_token_ids
 from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.decode import install_decoder
+from cascade_rl.llm.vllm_engine import quiet_triton_on_cpu
 from cascade_rl.train import distributed, machine
 from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
 from cascade_rl.train.rewards import ScoredBatch, recorded_step, report_metrics, score_step, unscored
 from cascade_rl.train.rollouts import ImportanceRatio, VLLMRollouts
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
 
+# TRL imports vLLM where it is installed, before the project starts an engine: vLLM's Triton probe
+# then says three times that a CPU has no Triton; the filter drops those lines, on a CPU only
+quiet_triton_on_cpu()
 with warnings.catch_warnings():
     # TRL warns when its modules load beside a vLLM newer than its own client was tested with; the
     # cascade drives vLLM itself in colocate mode (train/rollouts.py): the warning concerns only

@@ -14,19 +14,30 @@ which the whole cascade visibly learns on a CPU in minutes.
 See docs/toy-world.md for the shapes that make a tiny model learn and the measured numbers.
 """
 
-from cascade_rl.world.build import BENCHMARKS, WorldManifest, WorldOptions, WorldSizes, build_world
-from cascade_rl.world.decontam import decontaminate
-from cascade_rl.world.model import build_tiny_model, parameter_count
-from cascade_rl.world.tokenizer import build_tokenizer
+from __future__ import annotations
 
-__all__ = [
-    "BENCHMARKS",
-    "WorldManifest",
-    "WorldOptions",
-    "WorldSizes",
-    "build_world",
-    "build_tiny_model",
-    "build_tokenizer",
-    "decontaminate",
-    "parameter_count",
-]
+import importlib
+from typing import Any
+
+#: the package's public names and the module of each, imported when first used: the task
+#: generators (``world.instructions`` for ``cascade data constrain``) need neither torch nor
+#: transformers, which the model and the tokenizer do (a light command starts in well under 1 s)
+_EXPORTS = {
+    "BENCHMARKS": "build",
+    "WorldManifest": "build",
+    "WorldOptions": "build",
+    "WorldSizes": "build",
+    "build_world": "build",
+    "decontaminate": "decontam",
+    "build_tiny_model": "model",
+    "parameter_count": "model",
+    "build_tokenizer": "tokenizer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

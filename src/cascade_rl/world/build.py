@@ -42,7 +42,6 @@ from cascade_rl.world.near_miss import DEFAULT_DOMAINS as DEFAULT_NEAR_MISS_DOMA
 from cascade_rl.world.near_miss import DOMAINS as NEAR_MISS_DOMAINS
 from cascade_rl.world.near_miss import near_miss
 from cascade_rl.world.tasks import Task, rl_row, sft_row
-from cascade_rl.world.tokenizer import build_tokenizer
 
 MANIFEST_VERSION = 1
 #: Every n-th instruction-following SFT prompt also gets a thinking-mode row.
@@ -342,6 +341,8 @@ def build_world(
         manifest.rows[file_name] = len(rows)
     for name, (file_name, domain, mode, kind) in listed.items():
         manifest.benchmarks[name] = BenchmarkInfo(name, file_name, domain, mode, kind, len(benches[name]))
+    from cascade_rl.world.tokenizer import build_tokenizer  # transformers: only when a world is built
+
     build_tokenizer(_tokenizer_corpus(files), out / manifest.tokenizer_dir, vocab_size=sizes.vocab_size)
     (out / "manifest.json").write_text(json.dumps(manifest.to_json(), indent=2, sort_keys=True) + "\n")
     return manifest

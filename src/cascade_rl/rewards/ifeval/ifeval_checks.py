@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cascade_rl.rewards.ifeval.spec import Count, Instruction, Letter, Ordinal, Relation, compare
@@ -261,6 +261,29 @@ def quotation(text: str) -> bool:
     return len(text) > 1 and text[0] == '"' and text[-1] == '"'
 
 
+def _read_as(text: str) -> str:
+    detected = detect_language(text)
+    return f"langdetect reads it as {LANGUAGE_NAMES.get(detected, detected)} ({detected})" if detected else ""
+
+
+def _language_seen(text: str, *, language: str) -> str:
+    return _read_as(text) or "langdetect finds no language"
+
+
+def _case_seen(upper: bool) -> Callable[[str], str]:
+    def seen(text: str) -> str:
+        if (text.isupper() if upper else text.islower()) is False:
+            wrong = next((c for c in text if c.isalpha() and (c.islower() if upper else c.isupper())), "")
+            return f"not all {'capital' if upper else 'lowercase'} letters (e.g. {wrong!r})"
+        return f"{'capitals' if upper else 'lowercase'}, but {_read_as(text)}, not English"
+
+    return seen
+
+
+def _count_seen(what: str, count: Callable[[str], int]) -> Callable[..., str]:
+    return lambda text, **_: f"{count(text)} {what}"
+
+
 def _language_description(arguments: Mapping[str, Any]) -> str:
     name = LANGUAGE_NAMES.get(arguments["language"], arguments["language"])
     return f"Your ENTIRE response should be in {name} language, no other language is allowed."
@@ -281,18 +304,24 @@ IFEVAL: tuple[Instruction, ...] = (
         letter_frequency,
         "In your response, the letter {letter} should appear {let_relation} {let_frequency} times.",
     ),
-    Instruction("language:response_language", response_language, _language_description),
+    Instruction("language:response_language", response_language, _language_description, explain=_language_seen),
     Instruction(
         "length_constraints:number_sentences",
         number_sentences,
         "Your response should contain {relation} {num_sentences} sentences.",
+        explain=_count_seen("sentences", count_sentences),
     ),
     Instruction(
         "length_constraints:number_paragraphs",
         number_paragraphs,
         "There should be {num_paragraphs} paragraphs. Paragraphs are separated with the markdown divider: ***",
     ),
-    Instruction("length_constraints:number_words", number_words, "Answer with {relation} {num_words} words."),
+    Instruction(
+        "length_constraints:number_words",
+        number_words,
+        "Answer with {relation} {num_words} words.",
+        explain=_count_seen("words", count_words),
+    ),
     Instruction(
         "length_constraints:nth_paragraph_first_word",
         nth_paragraph_first_word,
@@ -371,11 +400,13 @@ IFEVAL: tuple[Instruction, ...] = (
         "change_case:english_capital",
         english_capital,
         "Your entire response should be in English, and in all capital letters.",
+        explain=_case_seen(upper=True),
     ),
     Instruction(
         "change_case:english_lowercase",
         english_lowercase,
         "Your entire response should be in English, and in all lowercase letters. No capital letters are allowed.",
+        explain=_case_seen(upper=False),
     ),
     Instruction("punctuation:no_comma", no_comma, "In your entire response, refrain from the use of any commas."),
     Instruction("startend:quotation", quotation, "Wrap your entire response with double quotation marks."),

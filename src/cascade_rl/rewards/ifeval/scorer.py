@@ -10,7 +10,9 @@ follows every instruction of the row, else 0.0. Modes follow IFEval's evaluation
   answer without its first line, without its last line, without both, and each of the four
   texts with every ``*`` removed.
 
-Details carry the verdicts of both modes, so logs show how far strict and loose diverge.
+Details carry the verdicts of both modes, so logs show how far strict and loose diverge, and
+``reasons``: for each failed instruction, what its checker saw (the language langdetect read, the
+words counted, ...) and what it asked.
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ def score(
         for followed, (instruction, arguments) in zip(strict, bound)
     ]
     details = _details(ids, mode, strict, loose)
+    failed = [bound[i] for i, followed in enumerate(details["follow_list"]) if not followed]
+    if failed:  # why each failed instruction failed, on the answer itself
+        details["reasons"] = {instruction.id: instruction.why_not(answer, args) for instruction, args in failed}
     return Score(1.0 if all(details["follow_list"]) else 0.0, details)
 
 

@@ -150,6 +150,9 @@ class Instruction:
     checker: Callable[..., bool]
     template: Template
     prompt_param: str | None = None
+    #: what the checker saw in a text it rejects (``explain(text, **kwargs) -> str``), for the
+    #: reason a failed instruction gives (:meth:`why_not`); None: the request alone is the reason
+    explain: Callable[..., str] | None = None
     params: tuple[Param, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -227,6 +230,19 @@ class Instruction:
     def follows(self, text: str, arguments: Mapping[str, Any]) -> bool:
         """IFEval's rule: an empty (all-whitespace) text follows nothing."""
         return bool(text.strip()) and bool(self.checker(text, **arguments))
+
+    def why_not(self, text: str, arguments: Mapping[str, Any], limit: int = 160) -> str:
+        """Why ``text`` does not follow the instruction: what the checker saw (:attr:`explain`),
+        and what it asked (the description, cut at ``limit`` characters)."""
+        if not text.strip():
+            return "the answer is empty"
+        try:
+            asked = " ".join(self.render(arguments).split())
+        except (KeyError, IndexError, ValueError):
+            asked = self.id
+        asked = asked if len(asked) <= limit else asked[: limit - 3] + "..."
+        seen = self.explain(text, **arguments) if self.explain is not None else None
+        return f"{seen}; asked: {asked}" if seen else f"asked: {asked}"
 
 
 def build_registry(groups: Iterable[Sequence[Instruction]]) -> dict[str, Instruction]:
