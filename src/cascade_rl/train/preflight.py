@@ -54,10 +54,12 @@ def input_paths(recipe: Recipe) -> list[tuple[str, str]]:
         if stage.name in taken:
             continue
         sources = [(f"stages[{index}] ({stage.name}).data[{i}]", s) for i, s in enumerate(getattr(stage, "data", []))]
-        for sub_index, sub in enumerate(getattr(stage, "substages", [])):
-            sources += [
-                (f"stages[{index}] ({stage.name}).substages[{sub_index}].data[{i}]", s) for i, s in enumerate(sub.data)
-            ]
+        for part in ("substages", "curriculum"):  # SFT sub-stages' data, GRPO sub-stages' own
+            for sub_index, sub in enumerate(getattr(stage, part, [])):
+                sources += [
+                    (f"stages[{index}] ({stage.name}).{part}[{sub_index}].data[{i}]", s)
+                    for i, s in enumerate(sub.data or [])
+                ]
         for field, source in sources:
             found.append((f"{field}.path", source.path))
             if "answers" in source.format_options:
