@@ -310,3 +310,122 @@ def test_relative_paths_are_read_from_the_recipe_file(tmp_path, monkeypatch):
     assert expand(data[1]) == "elsewhere/b.jsonl"
     assert recipe.stages[0].reward_options["swe"]["judge"] == f"local:{path.parent / 'models' / 'judge'}"
     assert recipe.output_dir == "runs/x"  # an output: where cascade runs
+
+
+# ----------------------------------------------------------------------------- per-sub-stage data (issue 39)
+def grpo(**fields) -> dict:
+    return {"kind": "grpo", "name": "g", **fields}
+
+
+def one_stage(stage: dict, kind: str = "unified"):
+    return parse_recipe({"name": "x", "model": {"path": "base", "kind": kind}, "stages": [stage]}).stages[0]
+
+
+def test_a_curriculum_step_may_name_its_own_data_and_the_others_train_the_stages():
+    stage = one_stage(
+        grpo(
+            data="stage.jsonl",
+            curriculum=[
+                {"max_response_length": 8},
+                {"max_response_length": 8, "data": "second.jsonl"},
+                {"max_response_length": 8, "data": [{"path": "third.jsonl", "format": "gsm8k", "limit": 5}]},
+            ],
+        )
+    )
+    assert [[s.path for s in stage.substage_data(i)] for i in range(3)] == [
+        ["stage.jsonl"],
+        ["second.jsonl"],
+        ["third.jsonl"],
+    ]
+    assert stage.curriculum[2].data[0].limit == 5
+    assert [s.path for s in stage.all_data] == ["stage.jsonl", "second.jsonl", "third.jsonl"]
+    own = one_stage(grpo(curriculum=[{"max_response_length": 8, "data": "a"}, {"max_response_length": 8, "data": "b"}]))
+    assert own.data == [] and [own.substage_data(i)[0].path for i in (0, 1)] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "stage, message",
+    [
+        (
+            grpo(curriculum=[{"max_response_length": 8, "data": "a"}, {"max_response_length": 8}]),
+            "data: Field required",
+        ),
+        (grpo(data="s", curriculum=[{"max_response_length": 8, "data": "a"}]), "no sub-stage trains it"),
+        (
+            grpo(data="s", curriculum=[{"max_response_length": 8, "data": {"path": "a", "rejection": {}}}]),
+            "only SFT sub-stages sample their own rows",
+        ),
+        (grpo(data="s", curriculum=[{"max_response_length": 8, "data": {"paht": "a"}}]), "curriculum[0].data[0].paht"),
+        (
+            grpo(data="s", curriculum=[{"max_response_length": 8, "plateau_window": 0}]),
+            "curriculum[0].plateau_window",
+        ),
+        (
+            grpo(
+                data="s",
+                stabilisers={"reward_shaping": "tanh_z"},
+                curriculum=[{"max_response_length": 8, "plateau_window": 5}],
+            ),
+            "tanh_z centres on 0",
+        ),
+        (grpo(data={"path": "s", "drop_topics": ["maths"]}, curriculum=[{"max_response_length": 8}]), "drop_topics"),
+    ],
+)
+def test_bad_substage_data_and_stop_rules_name_the_field(stage, message):
+    with pytest.raises(RecipeError) as error:
+        one_stage(stage)
+    assert "stages[0] (g)" in str(error.value) and message in str(error.value)
+
+
+@pytest.mark.parametrize("kind, lengths", [("unified", [8192, 8192]), ("thinking", [8192, 16384])])
+def test_the_ifrl_preset_switches_from_the_ifeval_to_the_ifbench_train_taxonomy(kind, lengths):
+    """SPEC 6: IF-RL's two sub-stages of increasing difficulty, IFEval's taxonomy then
+    IFBench-train's, each on its own part of the released data, from the previous checkpoint."""
+    stage = one_stage({"kind": "grpo", "name": "ifrl", "reward_options": {"if_rm": {"reward_model": "rm"}}}, kind)
+    assert stage.data == [] and [c.max_response_length for c in stage.curriculum] == lengths
+    parts = [(s.format, s.format_options) for i in (0, 1) for s in stage.substage_data(i)]
+    assert parts == [
+        ("nemotron-cascade-rl-if", {"taxonomy": "ifeval"}),
+        ("nemotron-cascade-rl-if", {"taxonomy": "iftrain"}),
+    ]
+    # a stage that names its own data trains it in both of the preset's sub-stages
+    mine = one_stage(
+        {"kind": "grpo", "name": "ifrl", "data": "mine.jsonl", "reward_options": stage.reward_options}, kind
+    )
+    assert [mine.substage_data(i)[0].path for i in (0, 1)] == ["mine.jsonl", "mine.jsonl"]
+    assert [c.max_response_length for c in mine.curriculum] == lengths
+
+
+@pytest.mark.parametrize("name", ["nemotron-cascade-8b", "nemotron-cascade-14b-thinking"])
+def test_the_paper_recipes_switch_if_data_and_swe_context_sets_per_sub_stage(name):
+    stages = {s.name: s for s in load_recipe(f"recipes/{name}.yaml").stages}
+    assert "ifrl-ifbench" not in stages  # one IF-RL stage, two sub-stages
+    ifrl = stages["ifrl"]
+    assert [ifrl.substage_data(i)[0].format_options["taxonomy"] for i in (0, 1)] == ["ifeval", "iftrain"]
+    swe = stages["swe"]
+    limits = [c.max_prompt_length for c in swe.curriculum]
+    assert [Path(swe.substage_data(i)[0].path).name for i in (0, 1)] == [f"context-{limit}.jsonl" for limit in limits]
+    first = swe.curriculum[0]
+    assert (first.plateau_window, first.plateau_tolerance, first.max_steps) == (10, 0.01, 200)
+    assert swe.curriculum[1].plateau_window is None
+    (rlhf_source,) = stages["rlhf"].data
+    assert rlhf_source.drop_topics == ["math", "code"]
+
+
+def test_the_recipes_topics_are_the_classifiers():
+    from typing import get_args
+
+    from cascade_rl.data.topics import TOPICS
+    from cascade_rl.recipe import Topic
+
+    assert get_args(Topic) == TOPICS
+
+
+def test_the_swe_preset_trains_the_set_built_for_each_context_limit_and_switches_on_a_plateau():
+    stage = one_stage({"kind": "grpo", "name": "swe"})
+    assert [c.max_prompt_length for c in stage.curriculum] == [16384, 24576]
+    assert [stage.substage_data(i)[0].path for i in (0, 1)] == [
+        "${CASCADE_DATA:-data}/rl/swe/context-16384.jsonl",
+        "${CASCADE_DATA:-data}/rl/swe/context-24576.jsonl",
+    ]
+    assert stage.curriculum[0].plateau_window == 10 and stage.curriculum[0].max_steps == 200

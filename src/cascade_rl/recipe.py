@@ -47,6 +47,8 @@ from cascade_rl.rewards.registry import OptionError, check_options, get_domain
 
 ThinkingMode = Literal["think", "no_think", "half"]
 ModelKind = Literal["unified", "thinking"]
+#: a prompt's topic (``cascade_rl.data.topics``, whose ``TOPICS`` a test keeps equal to this)
+Topic = Literal["math", "code", "other"]
 
 
 class RecipeError(ValueError):
@@ -237,6 +239,16 @@ class DataSource(Strict):
         description="SFT sub-stages only: the rows are RL prompts; the input model's accepted answers become the "
         "SFT rows (rejection sampling; limit counts prompts, upsample the rows kept).",
     )
+    drop_topics: list[Topic] = Field(
+        default_factory=list,
+        description="Leave out rows whose prompt is of these topics (math, code, other: `cascade data classify`'s "
+        "rule), counted as `topic math` in the data report; e.g. [math, code] for RLHF prompts (SPEC 6).",
+    )
+
+    @field_validator("drop_topics")
+    @classmethod
+    def _distinct_topics(cls, topics: list[str]) -> list[str]:
+        return list(dict.fromkeys(topics))
 
 
 def _sources(value: Any) -> Any:
@@ -260,11 +272,13 @@ class WithData(Strict):
     @model_validator(mode="before")
     @classmethod
     def _coerce_data(cls, value: Any) -> Any:
-        return {**value, "data": _sources(value.get("data"))} if isinstance(value, dict) else value
+        if isinstance(value, dict) and value.get("data") is not None:
+            return {**value, "data": _sources(value["data"])}
+        return value
 
     @model_validator(mode="after")
     def _rejection_only_for_sft(self) -> WithData:
-        if not self.samples_its_data and any(source.rejection for source in self.data):
+        if not self.samples_its_data and any(source.rejection for source in self.data or ()):
             raise ValueError("data[].rejection: only SFT sub-stages sample their own rows")
         return self
 
@@ -470,8 +484,16 @@ class RewardModelStage(WithData):
         """What this stage names of the recipe's other stages (nothing)."""
 
 
-class CurriculumStep(Strict):
-    """One sub-stage of the response-length (or input-context) curriculum (SPEC 5)."""
+class CurriculumStep(WithData):
+    """One sub-stage of the response-length (or input-context) curriculum (SPEC 5), on its own
+    prompts (``data``: IF-RL's second taxonomy, the SWE set built for the sub-stage's input
+    context) or the stage's."""
+
+    data: list[DataSource] | None = Field(
+        None,
+        description="This sub-stage's prompts, as a stage's data (e.g. the SWE RL set built for its "
+        "max_prompt_length, context-<l>.jsonl); None = the stage's.",
+    )
 
     max_response_length: int = Field(..., gt=0, description="Rollouts longer than this are truncated.")
     overlong_filter: bool = Field(
@@ -489,8 +511,20 @@ class CurriculumStep(Strict):
         description="falls: stop when the ratio has fallen to the threshold (a compression sub-stage that starts "
         "high); rises: when it has risen to it; auto: whichever side the first window starts on.",
     )
-    stop_window: int = Field(10, gt=0, description="Steps in the moving average the stop rule judges.")
-    stop_min_steps: int = Field(20, gt=0, description="Steps before the stop rule may end the sub-stage.")
+    stop_window: int = Field(10, gt=0, description="Steps in the moving average the truncation rule judges.")
+    stop_min_steps: int = Field(
+        20, gt=0, description="Steps before a stop rule (truncation or reward plateau) may end the sub-stage."
+    )
+    plateau_window: int | None = Field(
+        None,
+        gt=0,
+        description="End the sub-stage once the reward plateaus: the mean reward of the last plateau_window steps "
+        "is at most plateau_tolerance above that of the plateau_window steps before (paper, SWE RL: the input "
+        "context grows when the 16K reward plateaus); None = off.",
+    )
+    plateau_tolerance: float = Field(
+        0.01, ge=0, description="Gain in mean reward between two consecutive windows that still counts as a plateau."
+    )
     max_prompt_length: int | None = Field(
         None, gt=0, description="Input-context budget (SWE RL: 16K -> 24K); longer prompts are dropped."
     )
@@ -629,6 +663,35 @@ class GRPOStage(OnPolicyStage):
         None, description="Keep only prompts that are hard but not hopeless for the starting policy (None = off)."
     )
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
+    data: list[DataSource] = Field(
+        default_factory=list,
+        description="Prompt rows (see docs/data-formats.md) of every sub-stage that names none of its own; "
+        "each row's `domain` picks its reward. Left out when every curriculum step names its own.",
+    )
+
+    @model_validator(mode="after")
+    def _data_of_every_substage(self) -> GRPOStage:
+        own = [step.data is not None for step in self.curriculum]
+        if not self.data and not all(own):
+            raise ValueError("data: Field required (the curriculum steps without data of their own train it)")
+        if self.data and all(own):
+            raise ValueError("data: no sub-stage trains it (every curriculum step names its own data); remove one")
+        if self.stabilisers.reward_shaping == "tanh_z" and any(step.plateau_window for step in self.curriculum):
+            raise ValueError(
+                "curriculum[].plateau_window: the reward-plateau rule judges the mean reward, which "
+                "stabilisers.reward_shaping tanh_z centres on 0 in every group; turn one of them off"
+            )
+        return self
+
+    def substage_data(self, index: int) -> list[DataSource]:
+        """The prompts curriculum step ``index`` trains: its own ``data``, else the stage's."""
+        step = self.curriculum[index]
+        return step.data if step.data is not None else self.data
+
+    @property
+    def all_data(self) -> list[DataSource]:
+        """Every data source the stage reads: the stage's and each sub-stage's own."""
+        return [*self.data, *(source for step in self.curriculum for source in step.data or ())]
 
     def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
         """Its reward domains and their options are known (issue 39), and the reward models its
@@ -906,7 +969,7 @@ def _known_domain(name: str, where: str) -> None:
 def _default_reward_model(stage: GRPOStage, index: int, rm_stages: list[str]) -> None:
     """A stage (or a data source of it) rewarded by a reward model uses the latest earlier
     reward_model stage unless its reward_options name one (``reward_model: '@rm'`` or a path)."""
-    named = {stage.domain, *(source.domain for source in stage.data)}
+    named = {stage.domain, *(source.domain for source in stage.all_data)}
     for domain in sorted(named & {"preference", "if_rm"}):
         options = stage.reward_options.setdefault(domain, {})
         if "reward_model" in options:
@@ -969,8 +1032,9 @@ class PresetMerge:
 def merge_presets(data: Mapping[str, Any], *, source: str = "recipe") -> PresetMerge:
     """The explicit step before validation: every GRPO stage extends the preset its ``preset``
     names, else the one named like the stage (:func:`stage_preset`); what the stage writes wins,
-    nested mappings key by key, lists whole; the stage's ``preset`` becomes the preset's name or
-    ``none``. An unknown preset is a :class:`RecipeError` naming the stage and the presets."""
+    nested mappings key by key, lists whole (a stage's own ``data`` also wins over the ``data`` of
+    the preset's curriculum steps); the stage's ``preset`` becomes the preset's name or ``none``.
+    An unknown preset is a :class:`RecipeError` naming the stage and the presets."""
     model = data.get("model") if isinstance(data.get("model"), Mapping) else {}
     model_kind = model.get("kind") or "unified"
     stages = data.get("stages") if isinstance(data.get("stages"), list) else []
@@ -988,7 +1052,7 @@ def merge_presets(data: Mapping[str, Any], *, source: str = "recipe") -> PresetM
             problems.append(f"  - stages[{index}] ({stage.get('name')}).{error}")
             merged.append(stage)
             continue
-        defaults = paper_defaults(name, model_kind) if name else {}
+        defaults = _own_data_wins(paper_defaults(name, model_kind) if name else {}, stage)
         merged.append({**_deep_merge(defaults, stage), "preset": name or "none"})
         if name:
             chosen[index] = (name, "preset" if stage.get("preset") is not None else "name")
@@ -996,6 +1060,17 @@ def merge_presets(data: Mapping[str, Any], *, source: str = "recipe") -> PresetM
     if problems:
         raise RecipeError("\n".join([f"{source}: {len(problems)} problem(s)", *problems]))
     return PresetMerge({**data, "stages": merged} if stages else dict(data), chosen, given)
+
+
+def _own_data_wins(defaults: dict[str, Any], stage: Mapping[str, Any]) -> dict[str, Any]:
+    """A preset's settings for ``stage``: where the stage names its own ``data`` and takes the
+    preset's curriculum, the sub-stages train the stage's data, not the preset's (the paper's
+    released sets the preset's steps name)."""
+    steps = defaults.get("curriculum")
+    if "data" not in stage or "curriculum" in stage or not isinstance(steps, list):
+        return defaults
+    steps = [{k: v for k, v in step.items() if k != "data"} if isinstance(step, dict) else step for step in steps]
+    return {**defaults, "curriculum": steps}
 
 
 def _leaf_paths(tree: Any, path: tuple = ()) -> list[tuple]:

@@ -1,9 +1,13 @@
 import json
+import os
+from pathlib import Path
 
 import pytest
 
 from cascade_rl.data.loading import load_sources, normalise_preference, normalise_sft, rl_normaliser, upsample
 from cascade_rl.recipe import DataSource
+
+REAL_DATA = Path(os.environ.get("CASCADE_REAL_DATA") or Path(__file__).resolve().parents[3] / "shared" / "real-data")
 
 
 def write(path, lines):
@@ -188,3 +192,30 @@ def test_a_source_path_may_name_a_directory_a_glob_or_a_json_list(tmp_path):
     assert list(answers.values()) == [["2", "4"], ["2", "4", "6"], ["8"], ["6"]]
     with pytest.raises(FileNotFoundError, match="data file not found"):
         load_sources([DataSource(path=str(tmp_path / "data" / "none*"))], rl_normaliser(None))
+
+
+def test_drop_topics_leaves_math_and_code_prompts_out_of_a_source_and_counts_them(tmp_path):
+    """SPEC 6: RLHF prompts without math and competitive programming. Real GSM8K and MBPP
+    training prompts among general ones: the rule of `cascade data classify` drops them as the
+    source loads, each counted by topic, before ``limit`` (which counts the rows left)."""
+    real = REAL_DATA
+    math = [json.loads(line)["question"] for line in (real / "gsm8k" / "train.jsonl").open()][:12]
+    code = [r["text"] for r in map(json.loads, (real / "mbpp" / "mbpp.jsonl").open()) if 601 <= r["task_id"] <= 610]
+    general = [
+        "Write a short poem about autumn leaves, in three stanzas.",
+        "What are some good ways to stay focused while working from home?",
+        "Explain the difference between a virus and a bacterium to a ten-year-old.",
+        "Draft a polite email asking my landlord to fix the heating.",
+    ]
+    rows = [
+        {"prompt": text, "domain": "preference"} for text in [*math[:6], *general[:2], *code, *general[2:], *math[6:]]
+    ]
+    path = write(tmp_path / "rlhf.jsonl", rows)
+    kept, report = load_sources([DataSource(path=path, drop_topics=["math", "code"])], rl_normaliser(None))
+    assert [row["prompt"][-1]["content"] for row in kept] == general
+    assert dict(report.skipped) == {"topic math": 12, "topic code": 10}
+    assert report.read == 26 and report.kept == 4
+    limited, _ = load_sources([DataSource(path=path, drop_topics=["math", "code"], limit=3)], rl_normaliser(None))
+    assert [row["prompt"][-1]["content"] for row in limited] == general[:3]
+    only_math, report = load_sources([DataSource(path=path, drop_topics=["math"])], rl_normaliser(None))
+    assert len(only_math) == 14 and dict(report.skipped) == {"topic math": 12}

@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 from cascade_rl.chat import render, split_thinking
 from cascade_rl.cli import app
+from cascade_rl.cli import common as cli_common
 from cascade_rl.data.convert import instruction_fields
 from cascade_rl.data.loading import load_sources, normalise_preference, normalise_sft, rl_normaliser
-from cascade_rl.data.released import thinking_flag, uncheckable_task
+from cascade_rl.data.released import nemotron_cascade_rl_swe, thinking_flag, uncheckable_task
 from cascade_rl.data.rows import RowError, iter_rows, prompt_key
 from cascade_rl.recipe import DataSource
 from cascade_rl.rewards.registry import get_domain, score_batch
@@ -429,6 +430,11 @@ def released_layout(root: Path) -> Path:
     (root / "Nemotron-Cascade-RL-Math").mkdir()
     shutil.copy(SAMPLES / "nemotron_cascade_rl_math.json", root / "Nemotron-Cascade-RL-Math" / "math.json")
     write_jsonl(root / "Nemotron-Cascade-RL-SWE" / "train.jsonl", sample_rows("nemotron_cascade_rl_swe.jsonl"))
+    # the SWE RL sets per input-context limit `cascade swe build-data` writes (rows of the swe domain)
+    swe_rows = [nemotron_cascade_rl_swe(row) for row in sample_rows("nemotron_cascade_rl_swe.jsonl")]
+    swe_rows = [row for row in swe_rows if isinstance(row, dict)]
+    for limit, count in ((16384, 2), (24576, 1), (32768, 2)):
+        write_jsonl(root / "rl" / "swe" / f"context-{limit}.jsonl", swe_rows[:count])
     write_jsonl(
         root / "rl" / "code.jsonl",
         [
@@ -457,20 +463,19 @@ RECIPE_ROWS = {
         "sft": ("7 + 17", [6, 16]),
         "rm": ("3", 2),
         "rlhf": ("3", 3),
-        "ifrl": ("5", 4),
-        "ifrl-ifbench": ("5", 1),
+        "ifrl": ("5 -> 5", [4, 1]),  # the IFEval taxonomy, then IFBench-train's
         "math": ("6", 3),
         "code": ("2", 2),
-        "swe": ("3", 2),
+        "swe": ("2 -> 1", [2, 1]),  # context-16384.jsonl, then context-24576.jsonl
     },
     "nemotron-cascade-14b-thinking": {
         "sft": ("7 + 17", [4, 13]),
         "rm": ("3", 2),
         "rlhf": ("3", 3),
-        "ifrl": ("5", 5),
+        "ifrl": ("5 -> 5", [4, 1]),
         "math": ("6", 3),
         "code": ("2", 2),
-        "swe": ("3", 2),
+        "swe": ("2 -> 2", [2, 2]),  # context-16384.jsonl, then context-32768.jsonl
     },
 }
 
@@ -483,7 +488,12 @@ def stage_rows(stage, variables) -> int | list[int]:
     if isinstance(stage, RewardModelStage):
         return len(load_sources(stage.data, normalise_preference, variables=variables)[0])
     assert isinstance(stage, GRPOStage)
-    return len(load_sources(stage.data, rl_normaliser(stage.domain), variables=variables)[0])
+    if all(step.data is None for step in stage.curriculum):
+        return len(load_sources(stage.data, rl_normaliser(stage.domain), variables=variables)[0])
+    return [
+        len(load_sources(stage.substage_data(i), rl_normaliser(stage.domain), variables=variables)[0])
+        for i in range(len(stage.curriculum))
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(RECIPE_ROWS))
@@ -503,7 +513,7 @@ def test_the_paper_recipes_read_the_releases_as_downloaded(tmp_path, monkeypatch
     assert "missing" not in result.output
     recipe = load_recipe(recipe_path)
     variables = {"run": str(tmp_path / "run"), "world": str(tmp_path / "run" / "world")}
-    read = {stage.name: runner_for(stage).describe(stage, variables)[0] for stage in recipe.stages}
+    read = {stage.name: runner_for(stage).describe(stage, variables).rows for stage in recipe.stages}
     kept = {stage.name: stage_rows(stage, variables) for stage in recipe.stages}
     assert {stage: (read[stage], kept[stage]) for stage in read} == RECIPE_ROWS[name]
     for stage, (rows, _) in RECIPE_ROWS[name].items():  # the plan's table: # | kind | stage | rows | ...
@@ -548,7 +558,8 @@ def test_decontamination_and_stage_disjointness_run_on_the_releases(tmp_path, mo
         "--rl",
         str(data / "Nemotron-Cascade-RL-Instruction-Following"),
     ]
-    result = CliRunner().invoke(app, command, env={"COLUMNS": "250"})
+    monkeypatch.setattr(cli_common.stdout, "width", 250)  # fixed when the console was made
+    result = CliRunner().invoke(app, command)
     assert result.exit_code == 1, result.output
     assert "train.jsonl:4" in result.output and "general.jsonl:1" in result.output
     assert "sft: 6 distinct prompts" in result.output and "rl: 11 distinct prompts" in result.output

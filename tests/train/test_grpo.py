@@ -304,7 +304,8 @@ def test_stage_runs_curriculum_writes_metrics_and_changes_parameters(tiny_checkp
         "filter/epoch",
     ):  # a step whose rollouts were all overlong-filtered has no reward/mean: look across steps
         assert any(key in m for m in metrics), key
-    assert json.loads((stage_dir / "substage-2" / "done").read_text())["stopped_on_truncation"] is True
+    done = json.loads((stage_dir / "substage-2" / "done").read_text())
+    assert (done["stopped_by"], done["stopped_at"]) == ("truncation_ratio", 1)
     tuned = AutoModelForCausalLM.from_pretrained(model_dir)
     base = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     assert any(not torch.equal(a, b) for a, b in zip(tuned.parameters(), base.parameters()))
@@ -463,3 +464,138 @@ def test_report_to_tensorboard_logs_every_step_with_the_projects_metrics(tiny_ch
     ):
         assert tag in tags, sorted(tags)
     assert [e.step for e in events.Scalars("train/rollouts/total")] == [1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- per-sub-stage data, plateau rule
+def two_data_sets(tmp_path):
+    first = [{"prompt": f"what is {a} plus {a + 1}?", "answer": str(2 * a + 1)} for a in range(10)]
+    second = [{"prompt": f"name the colour number {n}", "answer": str(n)} for n in range(6)]
+    paths = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    for path, rows in zip(paths, (first, second)):
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return paths
+
+
+def switching_recipe(tmp_path):
+    """Sub-stage 1 trains the stage's data until its reward plateaus (two windows of 2 steps: 4
+    steps at least, 6 at most); sub-stage 2 its own data, rewarded by another domain."""
+    first, second = two_data_sets(tmp_path)
+    recipe = recipe_stage(
+        first,
+        data={"path": str(first), "domain": "tiny_assets:first_char_parity"},
+        domain=None,
+        prompts_per_batch=2,
+        rollouts_per_prompt=2,
+        dynamic_filter={"enabled": True, "readd_hard": 0.5, "readd_easy": 0.5},
+        curriculum=[
+            {
+                "max_response_length": 4,
+                "max_steps": 6,
+                "plateau_window": 2,
+                "plateau_tolerance": 0.5,
+                "stop_min_steps": 1,
+            },
+            {"max_response_length": 4, "max_steps": 4, "data": {"path": str(second), "domain": SCORER}},
+        ],
+    )
+    recipe.runtime.save_steps = 1
+    return recipe
+
+
+def run_crashing(recipe, stage_dir, tiny_checkpoint, monkeypatch, *, substage=None, at_step=None):
+    """Run the stage; with ``substage``, stop it (as a kill would) when that sub-stage's trainer
+    reaches ``at_step``, then resume it."""
+    context = StageContext.settle(policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0)
+    if substage is None:
+        return run_grpo_stage(recipe.stages[0], context)
+    original = OnPolicyTrainer.training_step
+
+    def crash(self, *args, **kwargs):
+        if f"substage-{substage}" in self.args.output_dir and self.state.global_step == at_step:
+            raise KeyboardInterrupt("killed")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(OnPolicyTrainer, "training_step", crash)
+    with pytest.raises(KeyboardInterrupt):
+        run_grpo_stage(recipe.stages[0], context)
+    monkeypatch.setattr(OnPolicyTrainer, "training_step", original)
+    return run_grpo_stage(recipe.stages[0], context)
+
+
+def stage_draws(stage_dir, substage):
+    return [json.loads(line) for line in (stage_dir / f"substage-{substage}" / "draws.jsonl").read_text().splitlines()]
+
+
+def test_a_substage_trains_its_own_data_after_a_plateau_and_a_resume_anywhere_is_exact(
+    tiny_checkpoint, tmp_path, monkeypatch
+):
+    from transformers import AutoModelForCausalLM
+
+    recipe = switching_recipe(tmp_path)
+    whole = tmp_path / "whole"
+    run_crashing(recipe, whole, tiny_checkpoint, monkeypatch)
+
+    first_done = json.loads((whole / "substage-1" / "done").read_text())
+    stop = first_done["stopped_at"]
+    assert first_done["stopped_by"] == "reward_plateau" and stop == first_done["steps"] and 4 <= stop < 6
+    window = first_done["plateau"]
+    assert len(window["earlier_rewards"]) == len(window["last_rewards"]) == 2 and window["gain"] <= 0.5
+    metrics = read_metrics(whole / "substage-1" / "metrics.jsonl")
+    assert window["last_rewards"] == [m["reward/mean"] for m in metrics[-2:]]  # the window is the logged rewards
+    assert json.loads((whole / "substage-2" / "done").read_text())["stopped_by"] == "max_steps"
+
+    # sub-stage 2 draws from its own six prompts, in a new schedule numbered on from sub-stage 1's
+    second = stage_draws(whole, 2)
+    assert [d["step"] for d in second] == [stop + 1, stop + 2, stop + 3, stop + 4]
+    assert {p for d in second for p in d["prompts"]} <= set(range(6)) and second[0]["epochs"] == [0, 0]
+    assert json.loads((whole / "substage-2" / "data_report.json").read_text())["kept"] == 6
+    assert json.loads((whole / "data_report.json").read_text())["kept"] == 16  # both sets
+    rewards = [
+        {k for k in m if k.endswith("/mean") and "tiny_assets" in k} for m in read_metrics(whole / "metrics.jsonl")
+    ]
+    assert all(keys == {"reward/tiny_assets:first_char_parity/mean"} for keys in rewards[:stop])
+    assert all(keys == {"reward/tiny_assets:contains_answer/mean"} for keys in rewards[stop:])
+
+    for substage, step in ((1, 3), (2, 2)):  # killed before the plateau, and after the switch
+        resumed = tmp_path / f"resumed-{substage}"
+        run_crashing(recipe, resumed, tiny_checkpoint, monkeypatch, substage=substage, at_step=step)
+        done = [json.loads((resumed / f"substage-{i}" / "done").read_text()) for i in (1, 2)]
+        assert done[substage - 1]["resumed_from_step"] == step  # a checkpoint every step
+        assert done[0]["stopped_at"] == stop and done[0]["plateau"] == window  # the rule's state was replayed
+        for i in (1, 2):
+            assert stage_draws(resumed, i) == stage_draws(whole, i), (substage, i)
+        final = AutoModelForCausalLM.from_pretrained(resumed / "substage-2" / "model")
+        reference = AutoModelForCausalLM.from_pretrained(whole / "substage-2" / "model")
+        for a, b in zip(final.parameters(), reference.parameters()):
+            assert torch.equal(a, b)
+
+
+def test_a_substage_killed_after_its_stop_rule_fired_does_not_train_on_when_resumed(
+    tiny_checkpoint, tmp_path, monkeypatch
+):
+    """The rule ended sub-stage 1 and its last checkpoint was written, but the process died before
+    the sub-stage's model was: the resumed run replays the rule, which has ended the sub-stage."""
+    from cascade_rl.train import on_policy
+
+    recipe = switching_recipe(tmp_path)
+    recipe.stages[0].curriculum = recipe.stages[0].curriculum[:1]
+    context = dict(policy=tiny_checkpoint, runtime=recipe.runtime, seed=0)
+    run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=tmp_path / "whole", **context))
+    stop = json.loads((tmp_path / "whole" / "substage-1" / "done").read_text())["stopped_at"]
+
+    original = on_policy.fit
+
+    def killed_before_saving(trainer, *args, **kwargs):
+        trainer.train(resume_from_checkpoint=str(args[2].path) if args[2] else None)
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(on_policy, "fit", killed_before_saving)
+    resumed = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=resumed, **context))
+    assert (resumed / "substage-1" / "trainer" / f"checkpoint-{stop}").exists()
+    monkeypatch.setattr(on_policy, "fit", original)
+    run_grpo_stage(recipe.stages[0], StageContext.settle(stage_dir=resumed, **context))
+    done = json.loads((resumed / "substage-1" / "done").read_text())
+    assert (done["steps"], done["stopped_at"], done["resumed_from_step"]) == (stop, stop, stop)
+    assert stage_draws(resumed, 1) == stage_draws(tmp_path / "whole", 1)

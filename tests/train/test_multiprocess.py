@@ -1,7 +1,8 @@
 """Paper scale on this machine: one GRPO stage under ``torchrun --nproc_per_node 2`` (gloo, CPU)
 with several micro-batches per process, against the same stage in one process. Same seed, same
 prompts, same filter decisions on every process; every drawn prompt trained once; one writer;
-``kill -9`` of a process mid-stage, then ``--resume``, reaches the uninterrupted run's weights."""
+``kill -9`` of a process mid-stage, then ``--resume``, reaches the uninterrupted run's weights --
+also in a second sub-stage that trains its own data after a reward plateau ended the first."""
 
 import json
 import os
@@ -64,7 +65,8 @@ def command(recipe: Path, out: Path, processes: int, *extra: str) -> list[str]:
 
 
 def environment() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    paths = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))  # a worktree's src
+    return {**os.environ, "PYTHONPATH": paths, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
 
 
 def run(recipe, out, processes, *extra):
@@ -75,8 +77,9 @@ def run(recipe, out, processes, *extra):
     return result
 
 
-def draws(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "01-toy" / "substage-1" / "draws.jsonl").read_text().splitlines()]
+def draws(out: Path, substage: int = 1) -> list[dict]:
+    path = out / "01-toy" / f"substage-{substage}" / "draws.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def weights(out: Path) -> list[torch.Tensor]:
@@ -119,9 +122,9 @@ def test_two_processes_draw_the_same_prompts_as_one_and_agree_on_every_decision(
     assert status["status"] == "done" and status["processes"] == 2
 
 
-def kill_mid_stage(recipe: Path, out: Path, processes: int, victim_rank: int) -> None:
-    """Start the run, ``kill -9`` one training process once a checkpoint exists and a later step
-    was drawn, and check the launcher ends (no process left waiting forever)."""
+def kill_mid_stage(recipe: Path, out: Path, processes: int, victim_rank: int, substage: int = 1) -> None:
+    """Start the run, ``kill -9`` one training process once a checkpoint of sub-stage ``substage``
+    exists and a later step was drawn, and check the launcher ends (no process left waiting forever)."""
     launcher = subprocess.Popen(
         command(recipe, out, processes),
         stdout=subprocess.DEVNULL,
@@ -130,7 +133,7 @@ def kill_mid_stage(recipe: Path, out: Path, processes: int, victim_rank: int) ->
         env=environment(),
         start_new_session=True,
     )
-    log = out / "01-toy" / "substage-1" / "draws.jsonl"
+    log = out / "01-toy" / f"substage-{substage}" / "draws.jsonl"
     deadline = time.monotonic() + 600
     while not (log.exists() and len(log.read_text().splitlines()) >= 3):
         assert launcher.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
@@ -144,7 +147,7 @@ def kill_mid_stage(recipe: Path, out: Path, processes: int, victim_rank: int) ->
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
     assert launcher.returncode != 0
-    assert not (out / "01-toy" / "substage-1" / "done").exists()
+    assert not (out / "01-toy" / f"substage-{substage}" / "done").exists()
 
 
 def rank_of(process: psutil.Process) -> int:
@@ -201,3 +204,71 @@ def test_two_processes_drop_the_same_training_rows_that_repeat_a_benchmark_quest
     for draw in draws(out):
         assert len(draw["schedule_digests"]) == 2 and len(set(draw["schedule_digests"])) == 1
     assert json.loads((out / "01-toy" / "eval.json").read_text())["sums"]["prompts"] == 2
+
+
+# ----------------------------------------------------------------------------- a second sub-stage on its own data
+@pytest.fixture(scope="module")
+def switching_recipe(tmp_path_factory, tiny_checkpoint):
+    """The stage above, its first sub-stage ended by the reward-plateau rule (the reward is fixed
+    by the prompts, so one and two processes see the same), then a sub-stage on its own prompts
+    rewarded by what was sampled (so it learns), with the dynamic filter on both."""
+    folder = tmp_path_factory.mktemp("switch")
+    path = write_stage_recipe(folder, tiny_checkpoint)
+    recipe = yaml.safe_load(path.read_text())
+    second = folder / "second.jsonl"
+    second.write_text("".join(json.dumps({"prompt": f"spell the number {n}"}) + "\n" for n in range(8)))
+    recipe["runtime"]["save_steps"] = 1
+    recipe["stages"][0]["curriculum"] = [
+        {
+            "max_response_length": 4,
+            "max_steps": STEPS,
+            "plateau_window": 1,
+            "plateau_tolerance": 0.0,
+            "stop_min_steps": 1,
+        },
+        {
+            "max_response_length": 4,
+            "max_steps": 5,
+            "data": {"path": str(second), "domain": "tiny_assets:first_char_parity"},
+        },
+    ]
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+@pytest.fixture(scope="module")
+def switched(switching_recipe, tmp_path_factory):
+    """The uninterrupted runs, in one process and in two."""
+    runs = {}
+    for processes in (1, 2):
+        runs[processes] = tmp_path_factory.mktemp(f"switched-{processes}") / "run"
+        run(switching_recipe, runs[processes], processes)
+    return runs
+
+
+@pytest.mark.parametrize("processes, victim_rank", [(1, 0), (2, 1)])
+def test_kill_9_in_a_substage_on_its_own_data_then_resume_reaches_the_uninterrupted_run(
+    processes, victim_rank, switching_recipe, switched, tmp_path
+):
+    reference = switched[processes]
+    first = json.loads((reference / "01-toy" / "substage-1" / "done").read_text())
+    assert first["stopped_by"] == "reward_plateau" and first["steps"] < STEPS
+    assert draws(switched[1]) == [{**d, "schedule_digests": d["schedule_digests"][:1]} for d in draws(switched[2])]
+    second = draws(reference, 2)
+    assert second[0]["step"] == first["steps"] + 1 and {p for d in second for p in d["prompts"]} <= set(range(8))
+
+    out = tmp_path / "run"
+    kill_mid_stage(switching_recipe, out, processes, victim_rank, substage=2)
+    run(switching_recipe, out, processes, "--resume")
+    assert json.loads((out / "01-toy" / "substage-2" / "done").read_text())["resumed_from_step"] >= 1
+    assert draws(out, 1) == draws(reference, 1) and draws(out, 2) == second
+    before = load_weights(reference / "01-toy" / "substage-1" / "model")
+    assert any(not torch.equal(a, b) for a, b in zip(weights(reference), before))  # sub-stage 2 learned
+    for resumed, uninterrupted in zip(weights(out), weights(reference)):
+        assert torch.equal(resumed, uninterrupted)
+
+
+def load_weights(model: Path) -> list[torch.Tensor]:
+    from transformers import AutoModelForCausalLM
+
+    return list(AutoModelForCausalLM.from_pretrained(model).parameters())

@@ -129,3 +129,30 @@ def test_an_epoch_the_filter_empties_refills_instead_of_stalling():
     draws, _ = run(sched, 8, lambda p: [1.0, 1.0])
     assert all(len(d.prompts) == 2 for d in draws)
     assert sched.filter.counts["refilled_empty_epoch"] >= 1
+
+
+def test_a_data_set_that_trains_again_after_another_continues_its_own_epoch_and_filter():
+    """Sub-stages A, B, A on two data sets: B's schedule numbers its steps on from A's; A's comes
+    back with its epoch and the verdicts of all its steps (the last two's results, which the lag
+    had not let in yet, are visible by then), numbered on from B's."""
+    solved_by_all = lambda p: [1.0, 1.0] if p < 3 else [0.0, 1.0]  # noqa: E731  prompts 0-2: too easy
+    a = schedule(prompts=8, batch=2, enabled=True, seed=3, readd_easy=0.0)
+    draws, waiting = run(a, 4, solved_by_all)  # steps 1-4: epoch 0, every prompt once
+    a.record(*waiting)
+    handover = a.checkpoint(trained_through=4)
+    b = schedule(prompts=5, batch=2, seed=3)
+    b.continue_at(5)
+    b_draws, _ = run(b, 2, lambda p: [0.5, 1.0], late=False)
+    assert [d.step for d in b_draws] == [5, 6] and b.filter.epoch == 0
+
+    again = schedule(prompts=8, batch=2, enabled=True, seed=3, readd_easy=0.0)
+    again.load_state_dict(handover)
+    recorded = lambda s: sum(r.total for r in s.filter.current.values())  # noqa: E731
+    assert recorded(again) == 8  # steps 1-2: the lag held steps 3-4 back
+    again.continue_at(7)
+    assert recorded(again) == 16 and again.ingested_through == 6 and not again.drawn
+    more, _ = run(again, 3, solved_by_all)
+    assert [d.step for d in more] == [7, 8, 9] and more[0].epochs[0] == 1  # epoch 0 had ended
+    assert all(p >= 3 for d in more for p in d.prompts)  # every too-easy prompt dropped, steps 3-4's too
+    with pytest.raises(ValueError, match="step 9 was drawn already"):
+        again.continue_at(9)

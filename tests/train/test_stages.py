@@ -73,3 +73,35 @@ def test_each_runner_describes_its_stage_for_the_plan():
     assert described[1].settings.startswith("Bradley-Terry, base policy")
     assert described[2].rows.startswith("missing: x.jsonl") and described[2].steps == "<= 400"
     assert described[3] == ("-", "-", "benchmarks: all")
+
+
+def test_the_plan_shows_each_substages_data_its_stop_rules_and_the_topics_left_out(tmp_path):
+    rows = lambda n: "".join('{"prompt": "p", "domain": "preference"}\n' for _ in range(n))  # noqa: E731
+    for name, count in (("rlhf.jsonl", 5), ("a.jsonl", 3), ("b.jsonl", 2)):
+        (tmp_path / name).write_text(rows(count))
+    stages = [
+        {"kind": "reward_model", "data": "pairs.jsonl"},
+        {
+            "kind": "grpo",
+            "name": "rlhf",
+            "data": {"path": str(tmp_path / "rlhf.jsonl"), "drop_topics": ["math", "code"]},
+        },
+        {
+            "kind": "grpo",
+            "name": "swe",
+            "curriculum": [
+                {
+                    "max_response_length": 16,
+                    "max_prompt_length": 32,
+                    "plateau_window": 2,
+                    "data": str(tmp_path / "a.jsonl"),
+                },
+                {"max_response_length": 16, "max_prompt_length": 64, "data": str(tmp_path / "b.jsonl")},
+            ],
+        },
+    ]
+    recipe = parse_recipe({"name": "r", "model": {"path": "m"}, "stages": stages})
+    rlhf, swe = (runner_for(stage).describe(stage, {}) for stage in recipe.stages[1:])
+    assert rlhf.rows == "5" and rlhf.settings.endswith(", without math, code prompts")
+    assert swe.rows == "3 -> 2" and swe.steps == "<= 400"
+    assert "lengths 16(prompts <= 32, until the reward plateaus) -> 16(prompts <= 64)" in swe.settings

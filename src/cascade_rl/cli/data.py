@@ -388,14 +388,14 @@ def check_disjoint(
         raise fail(error) from None
     table = Table(title="prompts shared between stages")
     for column in ("sets", "shared prompts", "example"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # a file:line example is never cut
     for row in report["pairs"]:
         table.add_row(row["sets"], str(row["shared"]), row["example"])
     stdout.print(table)
     if report["rlhf_topics"]:
         topics = Table(title="math and code prompts in the RLHF set")
         for column in ("topic", "prompts", "example"):
-            topics.add_column(column)
+            topics.add_column(column, overflow="fold")
         for row in report["rlhf_topics"]:
             topics.add_row(row["topic"], str(row["prompts"]), row["example"])
         stdout.print(topics)

@@ -11,6 +11,10 @@ An RL or benchmark row's ``tools`` are written into its prompt's system message
 (:func:`cascade_rl.chat.with_tools`), so the model sees them however the prompt is rendered;
 SFT rows keep ``tools`` as a column, which the template renders the same way.
 
+A source's ``drop_topics`` leaves out the rows whose prompt is of those topics (math, code:
+:mod:`cascade_rl.data.topics`, the rule of ``cascade data classify``; SPEC 6 keeps math and
+competitive programming out of RLHF prompts), each counted as ``topic math`` / ``topic code``.
+
 Training data can be screened while it is read (:func:`screening`): the cascade drops every
 training row that shares an n-gram with one of the recipe's benchmarks (SPEC 3,
 :mod:`cascade_rl.train.decontaminate`); each dropped row is counted in the report like a
@@ -32,8 +36,9 @@ from typing import Any
 
 from cascade_rl.chat import with_tools
 from cascade_rl.data.formats import converted
-from cascade_rl.data.rows import count_rows, data_files, json_list, rename_fields
+from cascade_rl.data.rows import count_rows, data_files, json_list, prompt_text, rename_fields
 from cascade_rl.data.shapes import ROLES, as_messages, normalise_preference, normalise_sft
+from cascade_rl.data.topics import classify
 from cascade_rl.recipe import DataSource, expand
 from cascade_rl.rewards.registry import check_row, get_domain
 
@@ -150,6 +155,8 @@ def load_source(
             wheres.append(where)
         except ValueError as error:
             report.skip(str(error), where)
+    if source.drop_topics:
+        rows, wheres = _off_topics(rows, wheres, source.drop_topics, report)
     screen = _SCREEN.get()
     if screen is not None:
         rows = _screened(rows, wheres, screen, report)
@@ -184,6 +191,22 @@ def _screened(rows: list[dict], wheres: list[str], screen: Screen, report: LoadR
         else:
             report.skip(reason, where)
     return kept
+
+
+def _off_topics(
+    rows: list[dict], wheres: list[str], topics: Sequence[str], report: LoadReport
+) -> tuple[list[dict], list[str]]:
+    """``rows`` (and where each was read) without those whose prompt is of one of ``topics``
+    (:func:`cascade_rl.data.topics.classify`), each left out counted as ``topic NAME``."""
+    kept, kept_wheres = [], []
+    for row, where in zip(rows, wheres):
+        topic = classify(prompt_text(row)).topic
+        if topic in topics:
+            report.skip(f"topic {topic}", where)
+        else:
+            kept.append(row)
+            kept_wheres.append(where)
+    return kept, kept_wheres
 
 
 def load_sources(

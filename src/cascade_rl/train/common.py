@@ -209,7 +209,7 @@ class MetricsWriter(TrainerCallback):
         if self.substage:
             record["substage"] = self.substage
         for key, value in logs.items():
-            number = _number(value)
+            number = finite_number(value)
             if number is not None:
                 record[self.RENAMES.get(key, key)] = number
         if "time/step" in record:
@@ -220,7 +220,8 @@ class MetricsWriter(TrainerCallback):
             handle.write(json.dumps(record) + "\n")
 
 
-def _number(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float, or None when it is not a finite number (what ``metrics.jsonl`` keeps)."""
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -35,9 +35,10 @@ plus the schedule, so the resumed run draws the same prompts and reaches the sam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,16 +46,16 @@ from typing import Any
 from transformers import TrainerCallback
 
 from cascade_rl.data.loading import LoadReport
-from cascade_rl.recipe import CurriculumStep, GRPOStage, RecipeError, Runtime, expand
+from cascade_rl.recipe import CurriculumStep, DataSource, GRPOStage, RecipeError, Runtime, expand
 from cascade_rl.train import distributed
-from cascade_rl.train.common import read_metrics, resume_point, truncate_jsonl
+from cascade_rl.train.common import MetricsWriter, finite_number, read_metrics, resume_point, truncate_jsonl
 from cascade_rl.train.context import StageContext
-from cascade_rl.train.curriculum import TruncationStopRule, merge_substage_metrics, run_substages
+from cascade_rl.train.curriculum import SubstageStop, merge_substage_metrics, run_substages
 from cascade_rl.train.machine import local_engine
 from cascade_rl.train.on_policy import StepSettings, Substage, on_policy_config, train_substage
 from cascade_rl.train.prompt_filter import kept_prompts
 from cascade_rl.train.rewards import RolloutScorer
-from cascade_rl.train.rl_data import RLData, drop_long_prompts, load_rl_prompts, rl_data_from
+from cascade_rl.train.rl_data import RLData, data_key, drop_long_prompts, load_rl_prompts, rl_data_from
 from cascade_rl.train.schedule import PromptSchedule
 
 log = logging.getLogger(__name__)
@@ -93,49 +94,97 @@ def step_settings(stage: GRPOStage, step: CurriculumStep, runtime: Runtime) -> S
     )
 
 
-class TruncationStop(TrainerCallback):
-    """The curriculum's stop rule, fed with each logged step's truncation ratio."""
+class StopRules(TrainerCallback):
+    """The curriculum step's stop rules (:class:`~cascade_rl.train.curriculum.SubstageStop`), fed
+    with each logged step's metrics under ``metrics.jsonl``'s names, as the replay of a resumed
+    sub-stage feeds them."""
 
-    def __init__(self, rule: TruncationStopRule):
-        self.rule = rule
+    def __init__(self, rules: SubstageStop):
+        self.rules = rules
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        ratio = (logs or {}).get("completions/clipped_ratio")
-        if ratio is not None and self.rule.observe(state.global_step, float(ratio)):
+        metrics = logged_metrics(logs or {})
+        if metrics and self.rules.observe(state.global_step, metrics):
             control.should_training_stop = True
+
+
+def logged_metrics(logs: Mapping[str, Any]) -> dict[str, float]:
+    """One log's metrics, named and kept as ``metrics.jsonl`` keeps them (:class:`MetricsWriter`)."""
+    found = {MetricsWriter.RENAMES.get(key, key): finite_number(value) for key, value in logs.items()}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 # ----------------------------------------------------------------------------- the stage
 def run_grpo_stage(stage: GRPOStage, context: StageContext) -> Path:
-    """Run every curriculum sub-stage of ``stage`` from ``context.policy``; write
-    ``stage_dir/metrics.jsonl``, each sub-stage's model and ``draws.jsonl``. Returns the last
-    sub-stage's model directory. Reward options name the reward models of ``context``; the prompt
-    filter and vLLM rollouts sample in ``context.dtypes.sample``."""
-    runtime, stage_dir = context.runtime, context.stage_dir
+    """Run every curriculum sub-stage of ``stage`` from ``context.policy``, each on its data set
+    (:func:`stage_data`); write ``stage_dir/metrics.jsonl``, each sub-stage's model and
+    ``draws.jsonl``. Returns the last sub-stage's model directory. Reward options name the reward
+    models of ``context``; the prompt filter and vLLM rollouts sample in ``context.dtypes.sample``."""
     options = resolve_reward_options(stage, context.reward_models)
-    distributed.on_main("reward servers", partial(check_reward_servers, stage, options, runtime))
-    prompts, report = load_rl_prompts(stage, seed=context.seed, variables=context.variables)
+    distributed.on_main("reward servers", partial(check_reward_servers, stage, options, context.runtime))
+    data = stage_data(stage, context, options)
+
+    def run_substage(index: int, step: CurriculumStep, model: Path, substage_dir: Path) -> dict:
+        return _run_substage(stage, step, index, data[index], model, substage_dir, context, options)
+
+    model = run_substages(stage.curriculum, context.stage_dir, context.policy, run_substage)
+    merge_substage_metrics(context.stage_dir, len(stage.curriculum))
+    return model
+
+
+def stage_data(stage: GRPOStage, context: StageContext, options: Mapping[str, Mapping[str, Any]]) -> list[RLData]:
+    """Each sub-stage's prompts: its own ``data`` or the stage's, each distinct data set loaded
+    once before the first sub-stage trains and put through the prompt filter (sampled by the
+    stage's starting policy; the stage's data in the stage directory, a sub-stage's own in the
+    directory of the first sub-stage that trains it). ``data_report.json`` counts every set; a
+    sub-stage with data of its own also gets its own."""
+    sets: dict[str, RLData] = {}
+    reports: list[LoadReport] = []
+    for index in range(len(stage.curriculum)):
+        sources = stage.substage_data(index)
+        key = data_key(sources)
+        if key in sets:
+            continue
+        own = stage.curriculum[index].data is not None
+        where = context.stage_dir / f"substage-{index + 1}" if own else context.stage_dir
+        sets[key] = _data_set(stage, sources, index, where, context, options)
+        reports.append(sets[key].report)
+        if own:
+            distributed.on_main("sub-stage data report", partial(write_data_report, where, sets[key].report))
+    total = LoadReport()
+    for report in reports:
+        total.merge(report)
+    distributed.on_main("stage data report", partial(write_data_report, context.stage_dir, total))
+    return [sets[data_key(stage.substage_data(index))] for index in range(len(stage.curriculum))]
+
+
+def _data_set(
+    stage: GRPOStage,
+    sources: Sequence[DataSource],
+    index: int,
+    where: Path,
+    context: StageContext,
+    options: Mapping[str, Mapping[str, Any]],
+) -> RLData:
+    """One data set of the stage, loaded and prompt-filtered (results in ``where``) for the
+    first sub-stage that trains it (``index``)."""
+    prompts, report = load_rl_prompts(stage, seed=context.seed, variables=context.variables, sources=sources)
     kept = kept_prompts(
         stage,
         prompts,
         model=context.policy,
-        stage_dir=stage_dir,
+        stage_dir=where,
         seed=context.seed,
         reward_options=options,
-        workers=runtime.reward_workers,
+        workers=context.runtime.reward_workers,
         dtype=context.dtypes.sample,
-        engine=local_engine(runtime),
+        engine=local_engine(context.runtime),
+        max_tokens=stage.curriculum[index].max_response_length,
     )
-    data = rl_data_from(stage, [prompts[i] for i in kept], report)
-    log.info("%s: %s", stage.name, data.report.summary())
-    distributed.on_main("stage data report", lambda: write_data_report(stage_dir, data.report))
-
-    def run_substage(index: int, step: CurriculumStep, model: Path, substage_dir: Path) -> dict:
-        return _run_substage(stage, step, index, data, model, substage_dir, context, options)
-
-    model = run_substages(stage.curriculum, stage_dir, context.policy, run_substage)
-    merge_substage_metrics(stage_dir, len(stage.curriculum))
-    return model
+    data = rl_data_from(stage, [prompts[i] for i in kept], report, key=data_key(sources))
+    label = stage.name if where == context.stage_dir else f"{stage.name}/{where.name}"
+    log.info("%s: %s", label, data.report.summary())
+    return data
 
 
 def write_data_report(stage_dir: Path, report: LoadReport) -> None:
@@ -154,25 +203,28 @@ def _run_substage(
     context: StageContext,
     options: Mapping[str, Mapping[str, Any]],
 ) -> dict:
-    """One curriculum sub-stage through the on-policy routine, with the truncation stop rule and
-    the schedule handed to the next sub-stage (``schedule.json``)."""
+    """One curriculum sub-stage through the on-policy routine, with its stop rules and the
+    schedule handed to the next sub-stage (``schedule.json``)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     substage_data = drop_long_prompts(data, tokenizer, step.max_prompt_length)
     resume = resume_point(substage_dir / "trainer")
     schedule, offset, done_steps = _schedule_for(stage, substage_data, substage_dir, index, context.seed, resume)
-    rule = TruncationStopRule.for_step(step)
+    rules = SubstageStop(step)
     history = distributed.on_main("sub-stage logs", lambda: rewind_logs(substage_dir, done_steps, offset))
-    for logged_step, ratio in history:  # the stop rule continues where the interrupted run was
-        rule.observe(logged_step, ratio)
+    for record in history:  # the stop rules continue where the interrupted run was
+        rules.observe(int(record["step"]), record)
+    settings = step_settings(stage, step, context.runtime)
+    if rules.stopped_by is not None:  # a rule ended it at the checkpoint resumed from: no step more
+        settings = dataclasses.replace(settings, max_steps=done_steps)
     rows = substage_data.row_index()
     reward = RolloutScorer(
         tokenizer, options=options, overlong_filter=step.overlong_filter, workers=context.runtime.reward_workers
     )
     substage = Substage(
         stage,
-        step_settings(stage, step, context.runtime),
+        settings,
         substage_data.rows,
         schedule,
         row_of=lambda prompt, mode: rows[(prompt, mode)],
@@ -183,17 +235,18 @@ def _run_substage(
         offset=offset,
         done_steps=done_steps,
         reward=reward,
-        callbacks=[TruncationStop(rule)],
+        callbacks=[StopRules(rules)],
         prompt_tokens=step.max_prompt_length,
     )
     trained = train_substage(substage, model, substage_dir, context)
-    handover = schedule.checkpoint(offset + trained)
+    handover = {**schedule.checkpoint(offset + trained), "data": data.key}
     distributed.on_main("sub-stage schedule", lambda: (substage_dir / "schedule.json").write_text(json.dumps(handover)))
+    if distributed.is_main():
+        print(f"{stage.name}/substage-{index + 1}: {trained} steps; {rules.explain()}", flush=True)
     return {
         "steps": trained,
         "max_response_length": step.max_response_length,
-        "stopped_on_truncation": rule.stopped_at is not None,
-        "truncation_ratio": rule.ratio,
+        **rules.summary(),
         "resumed_from_step": done_steps or None,
     }
 
@@ -207,8 +260,9 @@ def _schedule_for(
     resume: Any,
 ) -> tuple[PromptSchedule, int, int]:
     """The sub-stage's schedule, the schedule step before its first step, and the steps
-    already trained: from its own checkpoint (resume), from the previous sub-stage's hand-over
-    (the dynamic filter and the epoch carry over), or new."""
+    already trained: from its own checkpoint (resume), or continued from the last sub-stage that
+    trained the same data set (its ``schedule.json``: the epoch and the dynamic filter carry over),
+    or new; step numbers go on from the previous sub-stage's."""
     schedule = PromptSchedule(
         data.prompts,
         prompts_per_batch=stage.prompts_per_batch,
@@ -221,11 +275,23 @@ def _schedule_for(
         state = resume.state["schedule"]
         schedule.load_state_dict(state)
         return schedule, state["next_step"] - 1 - resume.global_step, resume.global_step
-    previous = substage_dir.parent / f"substage-{index}" / "schedule.json"
     if index > 0:
-        state = distributed.on_main("previous schedule", lambda: json.loads(previous.read_text()))
-        schedule.load_state_dict(state)
+        next_step, same_data = distributed.on_main("previous schedules", partial(_handovers, substage_dir, index, data))
+        if same_data is not None:
+            schedule.load_state_dict(same_data)
+        if schedule.next_step != next_step:  # another data set trained in between, or none before
+            schedule.continue_at(next_step)
     return schedule, schedule.next_step - 1, 0
+
+
+def _handovers(substage_dir: Path, index: int, data: RLData) -> tuple[int, dict | None]:
+    """The step after the previous sub-stage's last, and the schedule hand-over of the last
+    sub-stage before ``index`` that trained ``data``'s set (None: none did)."""
+    states = [
+        json.loads((substage_dir.parent / f"substage-{i}" / "schedule.json").read_text()) for i in range(1, index + 1)
+    ]
+    same = [state for state in states if state.get("data", data.key) == data.key]  # no key: written before sets
+    return int(states[-1]["next_step"]), same[-1] if same else None
 
 
 def _batch_split(stage: GRPOStage) -> str:
@@ -236,16 +302,12 @@ def _batch_split(stage: GRPOStage) -> str:
     return "half" if "half" in stage.thinking.values() else "think"
 
 
-def rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[tuple[int, float]]:
-    """Forget what a crashed run logged after its last checkpoint; return the truncation ratios
-    logged before it (main process)."""
+def rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[dict]:
+    """Forget what a crashed run logged after its last checkpoint; return the metrics logged
+    before it (main process)."""
     truncate_jsonl(substage_dir / "metrics.jsonl", done_steps)
     truncate_jsonl(substage_dir / "draws.jsonl", offset + done_steps)
-    return [
-        (int(record["step"]), float(record["truncation_ratio"]))
-        for record in read_metrics(substage_dir / "metrics.jsonl")
-        if "truncation_ratio" in record
-    ]
+    return read_metrics(substage_dir / "metrics.jsonl")
 
 
 # ----------------------------------------------------------------------------- reward options

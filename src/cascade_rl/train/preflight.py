@@ -128,8 +128,8 @@ def input_paths(recipe: Recipe) -> list[tuple[str, str]]:
 
 
 def data_sources(recipe: Recipe) -> Iterator[tuple[str, DataSource]]:
-    """(field path, source) of every data source of every stage that trains in this run (the
-    stages up to ``start_from.through`` are taken over, not trained)."""
+    """(field path, source) of every data source of every stage that trains in this run, its
+    sub-stages' own included (the stages up to ``start_from.through`` are taken over, not trained)."""
     names = [stage.name for stage in recipe.stages]
     taken = names.index(recipe.start_from.through) + 1 if recipe.start_from is not None else 0
     for index, stage in enumerate(recipe.stages):
@@ -138,9 +138,10 @@ def data_sources(recipe: Recipe) -> Iterator[tuple[str, DataSource]]:
         where = f"stages[{index}] ({stage.name})"
         for i, source in enumerate(getattr(stage, "data", None) or []):
             yield f"{where}.data[{i}]", source
-        for sub_index, sub in enumerate(getattr(stage, "substages", None) or []):
-            for i, source in enumerate(sub.data):
-                yield f"{where}.substages[{sub_index}].data[{i}]", source
+        for part in ("substages", "curriculum"):  # SFT sub-stages' data, GRPO sub-stages' own
+            for sub_index, sub in enumerate(getattr(stage, part, None) or []):
+                for i, source in enumerate(sub.data or []):
+                    yield f"{where}.{part}[{sub_index}].data[{i}]", source
 
 
 def formats(recipe: Recipe) -> Iterator[tuple[str, str, dict[str, Any]]]:

@@ -3,9 +3,10 @@ paper keeps the repair prompts on which fewer than 4 of 8 samples score above 0.
 at least one sample scores above zero).
 
 A GRPO stage with ``prompt_filter`` samples ``samples`` responses per prompt from the policy the
-stage starts from, with the stage's own rollout sampling (temperature, top-p, the first sub-stage's
-response budget and each prompt's thinking mode; ``half`` samples in ``/think``), scores them with
-the stage's rewards, and drops a prompt
+stage starts from, with the stage's own rollout sampling (temperature, top-p, the response budget
+of the first sub-stage that trains the prompt and each prompt's thinking mode; ``half`` samples in
+``/think``), scores them with the stage's rewards, and drops a prompt. Each data set of the stage
+(the stage's ``data``, a sub-stage's own) is filtered once, before the stage trains.
 
 * **too easy**: at least ``drop_solved_at_or_above`` of its samples score above ``solved_above``;
 * **hopeless** (``drop_hopeless``): none of its samples scores above ``hopeless_at_or_below`` (0);
@@ -68,17 +69,21 @@ def kept_prompts(
     workers: int = 4,
     dtype: str | None = None,
     engine: str = "transformers",
+    max_tokens: int | None = None,
 ) -> list[int]:
     """Indices of the prompts the stage's ``prompt_filter`` keeps (all of them without one), the
-    same on every process. Raises :class:`RecipeError` when it keeps none."""
+    same on every process; the verdicts are written to ``stage_dir``. ``max_tokens``: the
+    response budget of the sub-stage that trains these prompts (default: the first one's).
+    Raises :class:`RecipeError` when it keeps none."""
     if stage.prompt_filter is None:
         return list(range(len(prompts)))
     result = stage_dir / RESULT_FILE
+    budget = max_tokens or stage.curriculum[0].max_response_length
     distributed.on_main(
         f"{stage.name}: prompt filter",
         lambda: (
             result.exists()
-            or _measure(stage, prompts, model, stage_dir, seed, reward_options, workers, (dtype, engine))
+            or _measure(stage, prompts, model, stage_dir, seed, reward_options, workers, (dtype, engine), budget)
         ),
     )
     verdicts = json.loads(result.read_text())["verdicts"]
@@ -100,6 +105,7 @@ def _measure(
     reward_options: Mapping[str, Mapping[str, Any]],
     workers: int,
     sampling: tuple[str | None, str] = (None, "transformers"),
+    max_tokens: int | None = None,
 ) -> None:
     from cascade_rl.eval.benchmarks import score_samples
     from cascade_rl.eval.sampling import open_generator, reserve, sample
@@ -116,7 +122,7 @@ def _measure(
         n=rule.samples,
         temperature=stage.temperature,
         top_p=stage.top_p,
-        max_tokens=stage.curriculum[0].max_response_length,
+        max_tokens=max_tokens or stage.curriculum[0].max_response_length,
         top_k=stage.top_k or 0,
     )
     stage_dir.mkdir(parents=True, exist_ok=True)

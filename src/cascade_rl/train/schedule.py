@@ -18,6 +18,11 @@ epoch spans three steps or more (any real stage; the tiny tests check the edge c
 (the schedule may already have drawn the next step: a snapshot from before that draw is
 used), so a run resumed from it — or the next curriculum sub-stage started from it — draws
 exactly the prompts the uninterrupted run would have drawn.
+
+**One schedule per data set.** A schedule's prompts are one data set's; a curriculum sub-stage
+on another set (its own ``data``) has its own schedule, which numbers its steps on from the
+previous sub-stage's (:meth:`PromptSchedule.continue_at`). A sub-stage that returns to a set
+continues that set's last schedule, its epoch and dynamic-filter verdicts included.
 """
 
 from __future__ import annotations
@@ -180,6 +185,16 @@ class PromptSchedule:
             for s, rows in state.get("results", {}).items()
         }
         self._snapshots = {}
+
+    def continue_at(self, step: int) -> None:
+        """Go on drawing at step ``step`` after steps this schedule did not draw (a sub-stage on
+        another data set trained them): every result recorded so far is taken into the filter
+        first, as the steps in between have made them visible."""
+        if step < self.next_step:
+            raise ValueError(f"cannot continue at step {step}: step {self.next_step - 1} was drawn already")
+        self._ingest_through(self.next_step - 1)
+        self.next_step, self.ingested_through = step, step - 1
+        self.drawn, self.results, self._snapshots = {}, {}, {}
 
     def checkpoint(self, trained_through: int) -> dict:
         """The state to continue from after ``trained_through`` steps were trained (and their

@@ -95,9 +95,7 @@ class RewardModelRunner(NoInputs):
 
 class GRPORunner(NoInputs):
     def describe(self, stage: GRPOStage, variables: dict[str, str]) -> StageDescription:
-        curriculum = " -> ".join(
-            f"{c.max_response_length}{'(OF)' if c.overlong_filter else ''}" for c in stage.curriculum
-        )
+        curriculum = " -> ".join(_substage_text(c) for c in stage.curriculum)
         settings = (
             f"domain {stage.domain or 'per row'}, {stage.thinking}, {stage.prompts_per_batch}x"
             f"{stage.rollouts_per_prompt} rollouts, T {stage.temperature:g}, lr {stage.learning_rate:g}, "
@@ -105,9 +103,10 @@ class GRPORunner(NoInputs):
             + (", dynamic filtering" if stage.dynamic_filter.enabled else "")
             + (", prompt filter" if stage.prompt_filter else "")
             + _lora_text(stage)
+            + _topics_text(stage.all_data)
         )
         steps = f"<= {sum(c.max_steps for c in stage.curriculum)}"
-        return StageDescription(count_source_rows(stage.data, variables), steps, settings)
+        return StageDescription(_grpo_rows(stage, variables), steps, settings)
 
     def run(self, stage: GRPOStage, context: StageContext) -> Handover:
         from cascade_rl.train.grpo import run_grpo_stage
@@ -187,6 +186,33 @@ def _steps(max_steps: int | None, rows: str, epochs: float, batch_size: int) -> 
 
 def _lora_text(stage: Any) -> str:
     return f", LoRA r{stage.lora.r}" if stage.lora is not None else ""
+
+
+def _substage_text(step: Any) -> str:
+    """A curriculum step in the plan: its response budget, overlong filtering, input-context
+    budget and stop rules, e.g. ``16384(OF, prompts <= 16384, until the reward plateaus)``."""
+    notes = ["OF"] if step.overlong_filter else []
+    if step.max_prompt_length:
+        notes.append(f"prompts <= {step.max_prompt_length}")
+    if step.stop_truncation_ratio is not None:
+        notes.append(f"until truncation {step.stop_direction} to {step.stop_truncation_ratio:g}")
+    if step.plateau_window is not None:
+        notes.append("until the reward plateaus")
+    return f"{step.max_response_length}" + (f"({', '.join(notes)})" if notes else "")
+
+
+def _grpo_rows(stage: GRPOStage, variables: dict[str, str]) -> str:
+    """The rows a GRPO stage reads: the stage's data, or per sub-stage the data it trains."""
+    if all(step.data is None for step in stage.curriculum):
+        return count_source_rows(stage.data, variables)
+    return " -> ".join(count_source_rows(stage.substage_data(i), variables) for i in range(len(stage.curriculum)))
+
+
+def _topics_text(sources: Any) -> str:
+    """The topics the stage's data sources leave out (``drop_topics``), e.g. ``, without math,
+    code prompts``."""
+    topics = dict.fromkeys(topic for source in sources for topic in source.drop_topics)
+    return f", without {', '.join(topics)} prompts" if topics else ""
 
 
 def policy_handover(model: Path, context: StageContext) -> Handover:
