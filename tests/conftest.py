@@ -74,3 +74,20 @@ def judge_url():
         process.terminate()
         process.wait(timeout=10)
 
+
+
+@pytest.fixture(scope="session")
+def early_stopping_checkpoint(tiny_checkpoint, tmp_path_factory):
+    """:func:`tiny_checkpoint` whose generation config ends a response at one token in eight (as
+    TRL reads its end tokens): random rollouts end at different lengths, so that some finish
+    while others are still sampled."""
+    import json
+    import shutil
+
+    path = tmp_path_factory.mktemp("early-stopping") / "model"
+    shutil.copytree(tiny_checkpoint, path)
+    config = json.loads((path / "generation_config.json").read_text())
+    eos = config["eos_token_id"]
+    config["eos_token_id"] = sorted({*(eos if isinstance(eos, list) else [eos]), *range(3, 300, 8)})
+    (path / "generation_config.json").write_text(json.dumps(config))
+    return path

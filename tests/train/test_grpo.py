@@ -566,3 +566,45 @@ def test_report_to_tensorboard_logs_every_step_with_the_projects_metrics(tiny_ch
     ):
         assert tag in tags, sorted(tags)
     assert [e.step for e in events.Scalars("train/rollouts/total")] == [1, 2, 3]
+
+
+def test_asynchronous_verification_trains_exactly_what_synchronous_verification_trains(
+    early_stopping_checkpoint, many_prompts, tmp_path
+):
+    """Issue 39 item 1: rollouts scored as each finishes (the decoder reports rows that end early)
+    give the step the same rewards, decisions and weights as scoring after generation; the
+    verification hidden behind generation is logged."""
+    from transformers import AutoModelForCausalLM
+
+    scorer = "tiny_assets:slow_parity"  # first-letter parity after 20 ms: depends on what was sampled
+    settings = dict(
+        prompts_per_batch=4,
+        rollouts_per_prompt=2,
+        per_device_batch_size=2,  # four micro-batches per step
+        domain=scorer,
+        reward_options={scorer: {"delay": 0.02}},
+        dynamic_filter={"enabled": True},
+        curriculum=[{"max_response_length": 12, "overlong_filter": False, "max_steps": 3}],
+    )
+    runs = {}
+    for asynchronous in (True, False):
+        recipe = recipe_stage(many_prompts, **settings)
+        recipe.runtime.async_rewards = asynchronous
+        stage_dir = tmp_path / ("async" if asynchronous else "sync")
+        run_grpo_stage(
+            recipe.stages[0],
+            StageContext.settle(policy=early_stopping_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
+        )
+        runs[asynchronous] = stage_dir
+    draws = {a: (d / "substage-1" / "draws.jsonl").read_text() for a, d in runs.items()}
+    assert draws[True] == draws[False]
+    metrics = {a: read_metrics(d / "metrics.jsonl") for a, d in runs.items()}
+    for key in ("reward/mean", "reward/std", "zero_variance_groups", "response_length/mean", "rollouts/scored"):
+        assert [m.get(key) for m in metrics[True]] == [m.get(key) for m in metrics[False]], key
+    lengths = [m["completions/min_length"] < m["completions/max_length"] for m in metrics[True]]
+    assert all(lengths)  # rollouts of every step ended at different times
+    assert sum(m["time/verification_hidden"] for m in metrics[True]) > 0
+    assert all(m["time/verification_hidden"] == 0 for m in metrics[False])
+    models = [AutoModelForCausalLM.from_pretrained(runs[a] / "substage-1" / "model") for a in (True, False)]
+    for a, b in zip(*(model.parameters() for model in models)):
+        assert torch.equal(a, b)
