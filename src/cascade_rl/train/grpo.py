@@ -7,7 +7,9 @@ every token of the batch divided by the total token count), group z-score advant
 filtering (a truncated rollout unscored, out of its group's statistics and out of the loss) and a
 constant learning rate with AdamW -- is a :class:`~cascade_rl.train.on_policy.StepSettings` per
 curriculum sub-stage, which the backend maps onto its trainer (``train/trl_backend.py``), and a
-reward function over the registry (:class:`~cascade_rl.train.rewards.RolloutScorer`).
+reward function over the registry (:class:`~cascade_rl.train.verification.RolloutScorer`), which
+verifies each rollout as it finishes (``runtime.async_rewards``) and masks a rollout whose verifier
+reached no verdict (``max_masked_share`` stops the stage when too many do).
 
 **Rollouts** come from vLLM when the run's engine is vLLM (``runtime.use_vllm``, settled once per
 run for the machine: :mod:`cascade_rl.train.machine`): in colocate mode the cascade drives an

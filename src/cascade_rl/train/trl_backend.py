@@ -10,10 +10,15 @@ Every place the cascade reaches into TRL is in this module, and nowhere else imp
   ``GRPOTrainer`` drawing its prompts from the engine's
   :class:`~cascade_rl.train.schedule.PromptSchedule` through TRL's sampler contract, generating
   with the cascade's own vLLM engine when there is one, and owning **the step's scoring**
-  (:meth:`OnPolicyTrainer._calculate_rewards`): the reward functions return scores
-  (:class:`~cascade_rl.train.rewards.RolloutScorer`), the step gathers every process's rollouts,
-  finishes and shapes their rewards over the whole batch (:func:`~cascade_rl.train.rewards.score_step`),
-  logs them and records them in the schedule -- one gather, no callback between reward and trainer.
+  (:meth:`OnPolicyTrainer._calculate_rewards`): the step's verification
+  (:class:`~cascade_rl.train.verification.StepVerification`) is opened before the rollouts are
+  generated, and the engine hands it each rollout as it finishes (vLLM's step loop, the fallback
+  loop's hooks), so programs run in the sandbox while the rest of the step is sampled; the scoring
+  step collects the verdicts, gathers every process's rollouts, finishes and shapes their rewards
+  over the whole batch (:func:`~cascade_rl.train.rewards.score_step`), logs them and records them
+  in the schedule -- one gather, no callback between reward and trainer. A rollout without a verdict
+  leaves the loss too (its completion mask zeroed, the step's token count recounted), and a step
+  mostly without verdicts stops the stage (:func:`~cascade_rl.train.rewards.check_masked_share`).
   A token-level objective (distillation's teacher advantages,
   :class:`~cascade_rl.train.on_policy.TokenObjective`) replaces TRL's group advantages after it.
 * **Model heads TRL calls into**: the dense LM head (:func:`install_lm_head`) honouring TRL's
@@ -29,7 +34,7 @@ reward functions (``reward_funcs``, with TRL's names for their metrics), callbac
 TRL's ``rollout_func`` is not used: it is experimental in TRL 1.x (a warning at every trainer)
 and it skips TRL's tokenisation and weight-sync bookkeeping this module relies on.
 
-**Why one file of about 600 lines**: the point of it is that an upgrade of TRL is read and fixed
+**Why one file of about 700 lines**: the point of it is that an upgrade of TRL is read and fixed
 in one place; splitting it would scatter the private surface again.
 """
 
@@ -263,7 +268,7 @@ class OnPolicyTrainer(GRPOTrainer):
 
     ``schedule`` / ``row_of`` / ``steps``: the prompts of each step and the dataset row of a
     (prompt, mode); ``draws_log``: where each step's draw is written (main process);
-    ``reward_funcs`` (TRL's argument): the stage's :class:`~cascade_rl.train.rewards.RolloutScorer`;
+    ``reward_funcs`` (TRL's argument): the stage's :class:`~cascade_rl.train.verification.RolloutScorer`;
     ``objective``: token-level advantages instead of a reward (:class:`RewardSlot` fills TRL's reward
     slot); ``reward_shaping``: ``none`` or ``tanh_z``;
     ``rollouts``: this process's vLLM engine (None: TRL's path, the project's decoder without vLLM)."""
