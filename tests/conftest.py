@@ -52,3 +52,41 @@ def smollm2_tiny_vllm(tmp_path_factory):
     from real_model_assets import build_smollm2_tiny
 
     return build_smollm2_tiny(tmp_path_factory.mktemp("smollm2-vllm") / "model", heads=2)
+
+
+@pytest.fixture(scope="session")
+def judge_url():
+    """The scripted pairwise judge (tests/rewards/genrm_judge.py) behind a real OpenAI-compatible
+    server in its own process; its base URL (``.../v1``)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "llm"))
+    from llm_helpers import free_port, wait_for_http
+
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "rewards" / "genrm_judge.py"), str(port)])
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/stats", process)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def early_stopping_checkpoint(tiny_checkpoint, tmp_path_factory):
+    """:func:`tiny_checkpoint` whose generation config ends a response at one token in eight (as
+    TRL reads its end tokens): random rollouts end at different lengths, so that some finish
+    while others are still sampled."""
+    import json
+    import shutil
+
+    path = tmp_path_factory.mktemp("early-stopping") / "model"
+    shutil.copytree(tiny_checkpoint, path)
+    config = json.loads((path / "generation_config.json").read_text())
+    eos = config["eos_token_id"]
+    config["eos_token_id"] = sorted({*(eos if isinstance(eos, list) else [eos]), *range(3, 300, 8)})
+    (path / "generation_config.json").write_text(json.dumps(config))
+    return path

@@ -106,3 +106,36 @@ def answer_band(response: str, *, answer: str, **_):
     from cascade_rl.rewards.base import Score
 
     return Score({0: 1.0, 1: -1.0, 2: 0.3}[int(answer) % 3])
+
+
+#: what the slow scorer saw: calls, and the most calls running at once (scorer threads)
+SCORING = {"active": 0, "most": 0, "calls": 0}
+
+
+def slow_parity(response: str, *, delay: float = 0.05, **_):
+    """:func:`first_char_parity` after ``delay`` seconds (a verifier that takes time), counting how
+    many calls run at once."""
+    import threading
+    import time
+
+    from cascade_rl.rewards.base import Score
+
+    lock = SCORING.setdefault("lock", threading.Lock())
+    with lock:
+        SCORING["active"] += 1
+        SCORING["calls"] += 1
+        SCORING["most"] = max(SCORING["most"], SCORING["active"])
+    try:
+        time.sleep(delay)
+        return Score(float(ord(response[0]) % 2) if response else 0.0)
+    finally:
+        with lock:
+            SCORING["active"] -= 1
+
+
+def fails_on(response: str, *, marker: str = "FAIL", **_):
+    """A verifier whose service fails on responses holding ``marker`` (a connection refused), else
+    :func:`first_char_parity`."""
+    if marker in response:
+        raise ConnectionError("verifier at 127.0.0.1:9 refused the connection")
+    return first_char_parity(response)

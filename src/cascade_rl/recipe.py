@@ -144,6 +144,12 @@ class Runtime(Strict):
         "passes: the same gradient (token-level loss, no KL), less compute (train/learning_rows.py).",
     )
     reward_workers: int = Field(4, gt=0, description="Parallel reward workers (code sandbox pool size).")
+    async_rewards: bool = Field(
+        True,
+        description="Verify each rollout as it finishes, on the reward workers, while the rest of the step is "
+        "generated (the paper's asynchronous Code RL verification; the same rewards); false = score the step's "
+        "rollouts after its generation ends.",
+    )
     sandbox: Literal["bwrap", "rlimits"] = Field(
         "bwrap",
         description="Isolation of untrusted code (code rewards, SWE tests, TTS judge): bwrap = bubblewrap, scoring "
@@ -663,6 +669,13 @@ class GRPOStage(OnPolicyStage):
         None, description="Keep only prompts that are hard but not hopeless for the starting policy (None = off)."
     )
     stabilisers: Stabilisers = Field(default_factory=Stabilisers, description="Unstable-RLHF toolbox (off by default).")
+    max_masked_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Stop the stage when more than this share of a step's rollouts have no verdict (a sandbox, "
+        "reward-model or judge failure: masked out of the loss and their group, not scored 0); 1 = never stop.",
+    )
     data: list[DataSource] = Field(
         default_factory=list,
         description="Prompt rows (see docs/data-formats.md) of every sub-stage that names none of its own; "

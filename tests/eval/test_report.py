@@ -486,3 +486,24 @@ def test_a_directory_that_is_not_a_run_is_refused_before_anything_is_written(tmp
         build_report(tmp_path / "other")
     assert list((tmp_path / "other").iterdir()) == []
     assert build_report(run_dir).is_file()  # stage directories with stage.json: a run
+
+
+def test_rollouts_without_a_verdict_are_counted_per_stage_domain_and_reason(run_dir):
+    """Issue 45 item 2: what the verifiers failed to judge, out of training, is in the report."""
+    steps = [
+        {"step": 1, "rollouts/total": 16, "masked/code/sandbox_failed": 2},
+        {"step": 2, "rollouts/total": 16, "masked/code/sandbox_failed": 1, "masked/code/reward_worker_failed": 1},
+        {"step": 3, "rollouts/total": 16},
+    ]
+    (run_dir / "05-code" / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in steps))
+    markdown = build_report(run_dir).read_text()
+    section = markdown.split("## Rollouts without a verdict")[1]
+    rows = markdown_table(section, "max_masked_share")
+    assert rows[0] == ["stage", "domain", "reason", "rollouts", "% of the stage's"]
+    assert rows[1:] == [
+        ["code", "code", "sandbox_failed", "3", "6.2"],
+        ["code", "code", "reward_worker_failed", "1", "2.1"],
+    ]
+    stages = {s["stage"]: s for s in json.loads((run_dir / "report.json").read_text())["stages"]}
+    assert stages["code"]["masked"] == {"code": {"sandbox_failed": 3, "reward_worker_failed": 1}}
+    assert stages["rlhf"]["masked"] == {} and "masked" not in stages["sft"]

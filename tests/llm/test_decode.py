@@ -129,3 +129,53 @@ def test_installed_decoder_returns_generates_layout_and_defers_what_it_does_not_
     assert torch.equal(got[0], expected[0])  # our loop: prompt ids, new ids, pad after the stop
     assert torch.equal(got[1], expected[1])  # repetition penalty: transformers' generate
     assert not torch.equal(expected[0], expected[1])
+
+
+def test_each_row_is_reported_as_it_ends_while_the_others_are_sampled(model_and_batch):
+    """Asynchronous verification (issue 39): a row that emits its stop token is handed over at
+    that step, before the rows still running; the rest when the budget is spent."""
+    model, tokenizer, inputs = model_and_batch
+    stop = a_stop_token(model, inputs, tokenizer)
+    reports: list[tuple[int, list[int], int]] = []
+    steps = {"count": 0}
+
+    def counting_forward(module, args, kwargs):
+        steps["count"] += 1
+
+    hook = model.register_forward_pre_hook(counting_forward, with_kwargs=True)
+    try:
+        outputs = decode(
+            model,
+            inputs["input_ids"],
+            inputs["attention_mask"],
+            max_new_tokens=12,
+            temperature=0,
+            top_p=1.0,
+            stop_ids=[stop],
+            on_finished=lambda row, tokens: reports.append((row, list(tokens), steps["count"])),
+        )
+    finally:
+        hook.remove()
+    assert sorted(row for row, _, _ in reports) == [0, 1, 2, 3]  # every row once
+    assert all(tokens == outputs[row] for row, tokens, _ in reports)
+    stopped = [(row, when) for row, tokens, when in reports if tokens[-1] == stop]
+    running = [(row, when) for row, tokens, when in reports if tokens[-1] != stop]
+    assert stopped and running  # a_stop_token: some rows stop early, others run to the budget
+    for row, when in stopped:
+        assert when == len(outputs[row])  # reported at the forward pass that sampled its stop token
+        assert when < steps["count"]  # ... while the others went on
+    assert all(when == steps["count"] == 12 for _, when in running)
+
+
+def test_the_installed_decoder_reports_rows_only_while_its_hook_is_set(model_and_batch):
+    model, tokenizer, inputs = model_and_batch
+    patched = AutoModelForCausalLM.from_pretrained(model.name_or_path).eval()
+    hooks = install_decoder(patched)
+    config = GenerationConfig(max_new_tokens=5, do_sample=False, eos_token_id=[tokenizer.eos_token_id], pad_token_id=0)
+    reported: list[int] = []
+    hooks.on_finished = lambda row, tokens: reported.append(row)
+    hf_generate(patched, inputs, generation_config=config)
+    assert sorted(reported) == [0, 1, 2, 3]
+    hooks.on_finished = None
+    hf_generate(patched, inputs, generation_config=config)
+    assert len(reported) == 4

@@ -105,18 +105,7 @@ def test_the_judge_sees_the_prompt_and_the_answers_in_the_chosen_format():
 
 
 # ----------------------------------------------------------------------------- a scripted judge server
-@pytest.fixture(scope="module")
-def judge_url():
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(HERE / "genrm_judge.py"), str(port)])
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/stats", process)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
+# judge_url: tests/conftest.py (the scripted judge, genrm_judge.py, in its own process)
 def stats(judge_url: str, path: str = "/stats") -> dict:
     with urllib.request.urlopen(judge_url.removesuffix("/v1") + path, timeout=5) as answer:
         return json.loads(answer.read())

@@ -1,21 +1,28 @@
 """GRPO exactly as the paper (SPEC section 5), checked on TRL's real trainer with a tiny model."""
 
 import json
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 import torch
 from datasets import Dataset
-from trl import GRPOTrainer
 
 from cascade_rl.recipe import parse_recipe
 from cascade_rl.train.common import read_metrics
 from cascade_rl.train.context import StageContext
 from cascade_rl.train.grpo import grpo_config, run_grpo_stage
 from cascade_rl.train.on_policy import cascade_serves_rollouts
-from cascade_rl.train.rewards import RolloutScorer
+from cascade_rl.train.rewards import VerifierFailure
 from cascade_rl.train.rl_data import build_rl_data
 from cascade_rl.train.schedule import PromptSchedule
 from cascade_rl.train.trl_backend import OnPolicyTrainer
+from cascade_rl.train.verification import RolloutScorer
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "llm"))
+from llm_helpers import free_port  # noqa: E402
 
 SCORER = "tiny_assets:contains_answer"
 
@@ -57,7 +64,13 @@ def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=OnPolicyTraine
         thinking=stage.thinking,
         dynamic_filter=stage.dynamic_filter,
     )
-    reward = RolloutScorer(tokenizer, overlong_filter=step.overlong_filter, workers=1)
+    reward = RolloutScorer(
+        tokenizer,
+        options=stage.reward_options,
+        overlong_filter=step.overlong_filter,
+        workers=2,
+        max_masked_share=stage.max_masked_share,
+    )
     rows = data.row_index()
     return trainer_class(
         model=str(tiny_checkpoint),
@@ -226,9 +239,6 @@ class FixedCompletions(OnPolicyTrainer):
         completions = [[{"role": "assistant", "content": t}] for t in self.completion_texts]
         return prompt_ids, completion_ids, None, completions, None, {}, None, []
 
-    def _generate_and_score_completions(self, inputs):  # scored directly, not drawn by the schedule
-        return GRPOTrainer._generate_and_score_completions(self, inputs)
-
 
 def score_fixed(trainer, texts, truncate):
     trainer.completion_texts, trainer.truncate = texts, truncate
@@ -258,6 +268,99 @@ def test_without_overlong_filtering_a_truncated_rollout_is_scored(tiny_checkpoin
     out = score_fixed(trainer, ["3", "5", "3", "3 3 3"], truncate={3})
     assert trainer.scored.rewards == [1.0, 0.0, 1.0, 1.0]
     assert out["completion_mask"][3].sum().item() > 0
+
+
+ONE_STEP = [{"max_response_length": 6, "overlong_filter": False, "max_steps": 1}]
+
+
+def test_a_rollout_without_a_verdict_is_out_of_group_statistics_and_loss(tiny_checkpoint, rl_file, tmp_path):
+    """Masked, not zeroed (issue 45): the verifier failed on rollout 2, so it takes no part in
+    its group's mean and standard deviation, and none of its tokens reaches the loss or its
+    token count."""
+    recipe = recipe_stage(rl_file, domain="tiny_assets:fails_on", curriculum=ONE_STEP)
+    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions)
+    trainer.model.train()
+    out = score_fixed(trainer, ["a", "b", "c FAIL", "e"], truncate=set())
+    assert trainer.scored.rewards == [1.0, 0.0, None, 1.0]  # first-letter parity; 2 has no verdict
+    expected = torch.tensor([1.0, 0.0, 1.0])
+    z = (expected - expected.mean()) / (expected.std() + 1e-4)
+    torch.testing.assert_close(out["advantages"][[0, 1, 3]], z, rtol=1e-4, atol=1e-4)
+    assert out["advantages"][2].item() == 0.0 and out["completion_mask"][2].sum().item() == 0
+    assert out["num_items_in_batch"].item() == out["completion_mask"].sum().item() == 3 * 2  # a letter + eos each
+    assert trainer._metrics["train"]["masked/tiny_assets:fails_on/scorer_raised_connectionerror"] == [1.0]
+
+
+@pytest.fixture
+def code_file(tmp_path):
+    rows = [{"prompt": "Read n, print n + 1.", "tests": {"inputs": ["1"], "outputs": ["2"]}}] * 2
+    path = tmp_path / "code.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def kill_sandboxes(stop: threading.Event) -> None:
+    """SIGKILL every sandbox (bubblewrap) this test process starts, until ``stop``."""
+    import psutil
+
+    while not stop.is_set():
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if child.name() == "bwrap":
+                    child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(0.05)
+
+
+def test_a_sandbox_that_dies_masks_its_rollouts_and_a_step_mostly_masked_stops_the_stage(
+    tiny_checkpoint, code_file, tmp_path
+):
+    slow = "```python\nimport time\ntime.sleep(3)\nprint(int(input()) + 1)\n```"
+    from cascade_rl.sandbox import isolation
+
+    if isolation() != "bwrap":  # probed (once per process) before the killer starts
+        pytest.skip("the sandbox to kill is bubblewrap's")
+    stop = threading.Event()
+    killer = threading.Thread(target=kill_sandboxes, args=(stop,), daemon=True)
+    killer.start()
+    try:
+        stopping = make_trainer(tiny_checkpoint, recipe_stage(code_file, domain="code", curriculum=ONE_STEP),
+                                tmp_path / "a", FixedCompletions)  # fmt: skip
+        with pytest.raises(VerifierFailure, match=r"step 1: 4 of 4 rollouts \(100%\) have no verdict") as error:
+            score_fixed(stopping, [slow] * 4, truncate=set())
+        assert "code: 4 x 'sandbox failed: " in str(error.value)
+        tolerant = recipe_stage(code_file, domain="code", curriculum=ONE_STEP, max_masked_share=1.0)
+        trainer = make_trainer(tiny_checkpoint, tolerant, tmp_path / "b", FixedCompletions)
+        out = score_fixed(trainer, [slow] * 4, truncate=set())
+    finally:
+        stop.set()
+        killer.join()
+    assert trainer.scored.rewards == [None] * 4 and all("sandbox failed" in m for m in trainer.scored.masked)
+    assert out["completion_mask"].sum().item() == 0 and out["num_items_in_batch"].item() == 0
+
+
+def test_a_reward_model_server_that_is_down_stops_the_stage(tiny_checkpoint, rl_file, tmp_path):
+    dead = {"reward_model": f"http://127.0.0.1:{free_port()}", "max_retries": 0, "timeout": 2}
+    recipe = recipe_stage(rl_file, domain="preference", reward_options={"preference": dead}, curriculum=ONE_STEP)
+    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions)
+    with pytest.raises(VerifierFailure, match="preference: 4 x 'reward-model server: "):
+        score_fixed(trainer, ["3", "5", "3", "4"], truncate=set())
+
+
+def test_a_judge_that_times_out_masks_its_group(tiny_checkpoint, rl_file, tmp_path, judge_url):
+    judge = {"base_url": judge_url, "model": "judge", "timeout": 0.5, "max_retries": 0}
+    options = {"genrm": {"judge": judge}}
+    recipe = recipe_stage(rl_file, domain="genrm", reward_options=options, curriculum=ONE_STEP, max_masked_share=1.0)
+    trainer = make_trainer(tiny_checkpoint, recipe, tmp_path, FixedCompletions)
+    trainer.model.train()
+    started = time.monotonic()
+    out = score_fixed(trainer, ["HANG a", "HANG b", "HANG c", "HANG d"], truncate=set())
+    assert time.monotonic() - started < 10  # one timeout, then the judge's guard fails fast
+    assert trainer.scored.rewards == [None] * 4 and out["completion_mask"].sum().item() == 0
+    assert all(m.startswith("judge failed") for m in trainer.scored.masked)
+    assert any("timed out" in m for m in trainer.scored.masked), trainer.scored.masked
+    metrics = trainer._metrics["train"]
+    assert metrics["masked/genrm/judge_failed"] == [4.0] and metrics["verify/genrm/judge_failures"] == [4.0]
 
 
 def test_stage_runs_curriculum_writes_metrics_and_changes_parameters(tiny_checkpoint, rl_file, tmp_path):
@@ -599,3 +702,45 @@ def test_a_substage_killed_after_its_stop_rule_fired_does_not_train_on_when_resu
     done = json.loads((resumed / "substage-1" / "done").read_text())
     assert (done["steps"], done["stopped_at"], done["resumed_from_step"]) == (stop, stop, stop)
     assert stage_draws(resumed, 1) == stage_draws(tmp_path / "whole", 1)
+
+
+def test_asynchronous_verification_trains_exactly_what_synchronous_verification_trains(
+    early_stopping_checkpoint, many_prompts, tmp_path
+):
+    """Issue 39 item 1: rollouts scored as each finishes (the decoder reports rows that end early)
+    give the step the same rewards, decisions and weights as scoring after generation; the
+    verification hidden behind generation is logged."""
+    from transformers import AutoModelForCausalLM
+
+    scorer = "tiny_assets:slow_parity"  # first-letter parity after 20 ms: depends on what was sampled
+    settings = dict(
+        prompts_per_batch=4,
+        rollouts_per_prompt=2,
+        per_device_batch_size=2,  # four micro-batches per step
+        domain=scorer,
+        reward_options={scorer: {"delay": 0.02}},
+        dynamic_filter={"enabled": True},
+        curriculum=[{"max_response_length": 12, "overlong_filter": False, "max_steps": 3}],
+    )
+    runs = {}
+    for asynchronous in (True, False):
+        recipe = recipe_stage(many_prompts, **settings)
+        recipe.runtime.async_rewards = asynchronous
+        stage_dir = tmp_path / ("async" if asynchronous else "sync")
+        run_grpo_stage(
+            recipe.stages[0],
+            StageContext.settle(policy=early_stopping_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0),
+        )
+        runs[asynchronous] = stage_dir
+    draws = {a: (d / "substage-1" / "draws.jsonl").read_text() for a, d in runs.items()}
+    assert draws[True] == draws[False]
+    metrics = {a: read_metrics(d / "metrics.jsonl") for a, d in runs.items()}
+    for key in ("reward/mean", "reward/std", "zero_variance_groups", "response_length/mean", "rollouts/scored"):
+        assert [m.get(key) for m in metrics[True]] == [m.get(key) for m in metrics[False]], key
+    lengths = [m["completions/min_length"] < m["completions/max_length"] for m in metrics[True]]
+    assert all(lengths)  # rollouts of every step ended at different times
+    assert sum(m["time/verification_hidden"] for m in metrics[True]) > 0
+    assert all(m["time/verification_hidden"] == 0 for m in metrics[False])
+    models = [AutoModelForCausalLM.from_pretrained(runs[a] / "substage-1" / "model") for a in (True, False)]
+    for a, b in zip(*(model.parameters() for model in models)):
+        assert torch.equal(a, b)

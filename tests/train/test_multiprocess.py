@@ -236,6 +236,17 @@ def switching_recipe(tmp_path_factory, tiny_checkpoint):
     return path
 
 
+def text_scored_recipe(folder: Path, checkpoint: Path, domain: str, options: dict, **runtime) -> Path:
+    """The stage above with a reward that depends on what each process sampled."""
+    path = write_stage_recipe(folder, checkpoint, **runtime)
+    recipe = yaml.safe_load(path.read_text())
+    stage = recipe["stages"][0]
+    stage.update(domain=domain, reward_options={domain: options}, thinking="no_think", rollouts_per_prompt=2)
+    stage["curriculum"] = [{"max_response_length": 12, "max_steps": 3}]
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
 @pytest.fixture(scope="module")
 def switched(switching_recipe, tmp_path_factory):
     """The uninterrupted runs, in one process and in two."""
@@ -272,3 +283,47 @@ def load_weights(model: Path) -> list[torch.Tensor]:
     from transformers import AutoModelForCausalLM
 
     return list(AutoModelForCausalLM.from_pretrained(model).parameters())
+
+
+def test_two_processes_verify_asynchronously_what_they_verify_after_generation(early_stopping_checkpoint, tmp_path):
+    """Issue 39 item 1 at scale: each process scores its rollouts as they finish; the step's
+    rewards, schedule and weights are those of scoring after generation."""
+    scorer, options = "tiny_assets:slow_parity", {"delay": 0.02}
+    outs = {}
+    for asynchronous in (True, False):
+        folder = tmp_path / str(asynchronous)
+        folder.mkdir()
+        recipe = text_scored_recipe(folder, early_stopping_checkpoint, scorer, options, async_rewards=asynchronous)
+        outs[asynchronous] = folder / "run"
+        run(recipe, outs[asynchronous], 2)
+    assert draws(outs[True]) == draws(outs[False])
+    metrics = {a: [json.loads(line) for line in (o / "01-toy" / "metrics.jsonl").read_text().splitlines()]
+               for a, o in outs.items()}  # fmt: skip
+    for key in ("reward/mean", "reward/std", "zero_variance_groups"):
+        assert [m.get(key) for m in metrics[True]] == [m.get(key) for m in metrics[False]], key
+    assert len({m["reward/mean"] for m in metrics[True]}) > 1  # the rewards depend on the samples
+    assert sum(m["time/verification_hidden"] for m in metrics[True]) > 0
+    for a, b in zip(weights(outs[True]), weights(outs[False])):
+        assert torch.equal(a, b)
+
+
+def test_two_processes_judge_each_group_once_with_the_pairwise_judge(tiny_checkpoint, judge_url, tmp_path):
+    """Issue 45 item 1 in training: the GenRM judge gets each prompt's whole group once, whichever
+    process holds it; the judge calls the logs count are the ones the judge served."""
+    before = judge_requests(judge_url)
+    recipe = text_scored_recipe(tmp_path, tiny_checkpoint, "genrm", {"judge": f"{judge_url}#judge"})
+    out = tmp_path / "run"
+    run(recipe, out, 2)
+    metrics = [json.loads(line) for line in (out / "01-toy" / "metrics.jsonl").read_text().splitlines()]
+    # 4 prompts x 2 rollouts a step; circular pairs over a group of 2: (0, 1), (1, 0)
+    assert [m["verify/genrm/judge_calls"] for m in metrics] == [8.0] * 3
+    assert [m["verify/genrm/calls"] for m in metrics] == [4.0] * 3  # one judging per group
+    assert all(m["verify/genrm/judge_seconds"] > 0 and m["rollouts/masked"] == 0 for m in metrics)
+    assert judge_requests(judge_url) - before == 24
+
+
+def judge_requests(judge_url: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(judge_url.removesuffix("/v1") + "/stats", timeout=5) as answer:
+        return json.loads(answer.read())["requests"]

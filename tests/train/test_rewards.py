@@ -4,12 +4,23 @@ batch, every process's rollouts together."""
 
 import json
 import math
+import threading
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from reward_model_assets import build_reward_model
 from transformers import AutoTokenizer
 
-from cascade_rl.train.rewards import RolloutScorer, report_metrics, score_step
+from cascade_rl.train.rewards import (
+    ScoredBatch,
+    VerifierFailure,
+    check_masked_share,
+    reason_kind,
+    report_metrics,
+    score_step,
+)
+from cascade_rl.train.verification import RolloutScorer
 
 
 @pytest.fixture(scope="module")
@@ -21,23 +32,57 @@ def encode(tokenizer, texts):
     return [tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id] for t in texts]
 
 
-def two_processes(tokenizer, prompts, texts, references, domain, options, group_size):
-    """The step as two processes run it: each scores its half, the gather hands both halves to
-    both, and each finishes the whole batch (the same rewards on every process)."""
-    ids, refs, indices = encode(tokenizer, texts), [json.dumps(r) for r in references], list(range(len(texts)))
-    halves = [slice(0, len(texts) // 2), slice(len(texts) // 2, None)]
+class Processes:
+    """``count`` processes in threads, each with the gather torch.distributed would give it."""
+
+    def __init__(self, count: int):
+        self.count, self.slots, self.barrier = count, [None] * count, threading.Barrier(count)
+
+    def gather(self, rank: int):
+        def gather(mine):
+            self.slots[rank] = mine
+            self.barrier.wait()
+            everyone = list(self.slots)
+            self.barrier.wait()
+            return everyone
+
+        return gather
+
+    def run(self, work):
+        """``work(rank, gather)`` on every process at once; their results in rank order."""
+        results = [None] * self.count
+        with ThreadPoolExecutor(self.count) as pool:
+            futures = [pool.submit(lambda r=r: work(r, self.gather(r))) for r in range(self.count)]
+            for rank, future in enumerate(futures):
+                results[rank] = future.result(timeout=120)
+        return results
+
+
+def scored_steps(tokenizer, prompts, texts, references, domain, options, group_size, processes):
+    """The step as ``processes`` processes run it: each verifies its contiguous slice (its rollouts'
+    groups numbered over the global batch), then all finish the whole batch together."""
+    ids, refs = encode(tokenizer, texts), [json.dumps(r) for r in references]
+    size = len(texts) // processes
     scorer = RolloutScorer(tokenizer, domain=domain, options=options)
-    local = [scorer(prompts[h], ids[h], _ref=refs[h], _pidx=indices[h]) for h in halves]
-    batches = [score_step(part, gather=lambda _mine: local, group_size=group_size, options=options) for part in local]
-    assert batches[0].rewards == batches[1].rewards
-    return batches[0].rewards
+
+    def step(rank, gather):
+        part = slice(rank * size, (rank + 1) * size)
+        groups = [i // group_size for i in range(len(texts))][part]
+        local = scorer(prompts[part], ids[part], _ref=refs[part], _pidx=list(range(len(texts)))[part],
+                       groups=groups, group_size=group_size)  # fmt: skip
+        return score_step(local, gather=gather, group_size=group_size, options=options, rank=rank)
+
+    batches = Processes(processes).run(step)
+    assert all(batch.rewards == batches[0].rewards for batch in batches)  # the same on every process
+    return batches[0]
+
+
+def two_processes(tokenizer, prompts, texts, references, domain, options, group_size):
+    return scored_steps(tokenizer, prompts, texts, references, domain, options, group_size, 2).rewards
 
 
 def one_process(tokenizer, prompts, texts, references, domain, options, group_size, log_metric=None):
-    scorer = RolloutScorer(tokenizer, domain=domain, options=options)
-    ids = encode(tokenizer, texts)
-    local = scorer(prompts, ids, _ref=[json.dumps(r) for r in references], _pidx=list(range(len(ids))))
-    batch = score_step(local, gather=lambda mine: [mine], group_size=group_size, options=options)
+    batch = scored_steps(tokenizer, prompts, texts, references, domain, options, group_size, 1)
     if log_metric is not None:
         report_metrics(batch, log_metric)
     return batch.rewards
@@ -95,3 +140,64 @@ def test_numeric_score_details_are_logged_per_domain(tiny_checkpoint):
     assert logged["reward/swe/applied"] == pytest.approx(0.5)
     assert logged["reward/swe/identical"] == pytest.approx(0.25)
     assert "reward/swe/similarity" in logged and "reward/swe/kind" not in logged
+
+
+def judge_requests(judge_url: str) -> int:
+    with urllib.request.urlopen(judge_url.removesuffix("/v1") + "/stats", timeout=5) as answer:
+        return json.loads(answer.read())["requests"]
+
+
+def test_a_group_split_over_processes_is_judged_once_whole(tiny_checkpoint, judge_url):
+    """A pairwise judge's group of 4 held 2 + 2 by two processes: judged once, by one process,
+    with all four responses -- the rewards of one process, and the judge calls of one group."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    prompts = [[{"role": "user", "content": "Say something."}]] * 4
+    texts = ["a quality=5", "b quality=1", "c quality=3", "d quality=2"]
+    options = {"genrm": {"judge": f"{judge_url}#judge"}}
+    before = judge_requests(judge_url)
+    single = scored_steps(tokenizer, prompts, texts, [{}] * 4, "genrm", options, 4, 1)
+    assert judge_requests(judge_url) - before == 4  # circular pairs over the 4: one call each
+    split = scored_steps(tokenizer, prompts, texts, [{}] * 4, "genrm", options, 4, 2)
+    assert judge_requests(judge_url) - before == 8  # once more, not once per process nor per half
+    # (0,1): 5 vs 1; (1,2): 1 vs 3; (2,3): 3 vs 2; (3,0): 2 vs 5
+    assert split.rewards == single.rewards == [5.0, 1.0, 3.0, 2.0]
+    assert split.calls["genrm"]["judge_calls"] == single.calls["genrm"]["judge_calls"] == 4.0
+    assert split.calls["genrm"]["calls"] == 1.0  # one group scorer call
+
+
+def test_rollouts_without_a_verdict_are_out_of_the_batch_minimum_and_counted(rm_path, tiny_checkpoint):
+    """The RLHF batch floor over the rollouts that have an RM score; a rollout whose RM server is
+    down has no verdict (reward None), counted per domain and reason."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    prompts = [[{"role": "user", "content": "Say hello."}]] * 2
+    dead = {"preference": {"reward_model": "http://127.0.0.1:9", "max_retries": 0, "timeout": 2}}
+    batch = scored_steps(tokenizer, prompts, ["hello", "hello 你好"], [{}] * 2, "preference", dead, 2, 1)
+    assert batch.rewards == [None, None]
+    assert batch.masked_counts() == {"preference": {"reward_model_server": 2}}
+    logged = {}
+    report_metrics(batch, logged.__setitem__)
+    assert logged["masked/preference/reward_model_server"] == 2.0 and logged["rollouts/masked"] == 2.0
+    assert logged["overlong/skipped"] == 0.0 and logged["rollouts/scored"] == 0.0
+
+
+def test_a_step_mostly_without_verdicts_stops_the_stage_with_its_causes():
+    def batch(masked):
+        return ScoredBatch([None if m else 1.0 for m in masked], ["code"] * 4, ["think"] * 4, [0] * 4,
+                           [False] * 4, [3] * 4, masked=list(masked))  # fmt: skip
+
+    check_masked_share(batch([None, None, "sandbox failed: died", None]), 0.5, step=3)
+    check_masked_share(batch(["sandbox failed: died", "sandbox failed: died", None, None]), 0.5, step=3)
+    with pytest.raises(VerifierFailure) as error:
+        check_masked_share(batch(["sandbox failed: the server died", "sandbox failed: x", "judge failed: y", None]),
+                           0.5, step=7)  # fmt: skip
+    message = str(error.value)
+    assert message.startswith("step 7: 3 of 4 rollouts (75%) have no verdict, more than max_masked_share 0.5")
+    assert "code: 2 x 'sandbox failed: the server died'" in message and "code: 1 x 'judge failed: y'" in message
+    check_masked_share(batch(["a: b"] * 4), 1.0, step=1)  # 1 = never stop
+
+
+def test_a_reason_is_named_by_its_text_before_the_first_colon():
+    assert reason_kind("sandbox failed: the server died: 9") == "sandbox_failed"
+    assert reason_kind("scorer raised ValueError: bad") == "scorer_raised_valueerror"
+    assert reason_kind("reward-model server: timed out") == "reward_model_server"
+    assert reason_kind("") == "unknown"

@@ -143,8 +143,8 @@ def test_the_trainer_has_the_private_attributes_the_backend_reads(tiny_checkpoin
     from transformers import AutoTokenizer
 
     from cascade_rl.recipe import DynamicFilter
-    from cascade_rl.train.rewards import RolloutScorer
     from cascade_rl.train.schedule import PromptSchedule
+    from cascade_rl.train.verification import RolloutScorer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     from trl import GRPOConfig

@@ -86,6 +86,7 @@ def run_stages(recipe, out: Path | None, **where: str | bool | None) -> Path | N
     from cascade_rl.recipe import RecipeError
     from cascade_rl.train import distributed
     from cascade_rl.train.cascade import Cascade
+    from cascade_rl.train.rewards import VerifierFailure
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -94,4 +95,8 @@ def run_stages(recipe, out: Path | None, **where: str | bool | None) -> Path | N
         raise fail(error) from None
     except distributed.MainProcessError as error:  # this process waited; the main one says why
         raise fail(f"process {distributed.rank()}: {error}", EXIT_PROBLEMS) from None
+    except VerifierFailure as error:  # every process stops at the same step: the main one says why
+        if distributed.is_main():
+            raise fail(error, EXIT_PROBLEMS) from None
+        raise typer.Exit(EXIT_PROBLEMS) from None
     return report if distributed.is_main() else None

@@ -22,7 +22,9 @@ and writes ``report.md``, ``report.json`` and PNG plots under ``plots/``:
 (e) response length on every benchmark after each stage, and the entropy and length of the
     rollouts during each RL stage (the paper: RLHF shortens responses, IF-RL lowers entropy);
 (f) for benchmarks whose samples say whether an edit applied (SWE), the share that did beside
-    the exact fixes.
+    the exact fixes;
+(g) per ``grpo`` stage, the rollouts whose verifier reached no verdict (masked out of training,
+    not scored 0), by reward domain and reason (``masked/<domain>/<reason>`` in metrics.jsonl).
 
 **Noise.** Each value comes with its standard error over prompts (``eval.json``
 ``extra.stderr``). Every stage is evaluated on the same prompts, so a change between two
@@ -71,6 +73,7 @@ from cascade_rl.eval.runs import (
     RunSummary,
     StageRecord,
     evaluations,
+    masked_rollouts,
     read_json,
     recipe_targets,
     summarize_run,
@@ -232,6 +235,30 @@ def _sample_rates_section(summary: RunSummary) -> list[str]:
     return lines
 
 
+def _masked_section(summary: RunSummary) -> list[str]:
+    """Per RL stage, the rollouts whose verifier reached no verdict, by domain and reason."""
+    rl_rows = [row for row in summary.rows if row.kind == "grpo" and row.metrics]
+    if not rl_rows:
+        return []
+    table = []
+    for row in rl_rows:
+        total = sum(float(m.get("rollouts/total", 0)) for m in row.metrics)
+        for domain, reasons in masked_rollouts(row.metrics).items():
+            for reason, count in reasons.items():
+                table.append([row.name, domain, reason, count, f"{100 * count / total:.1f}" if total else None])
+    lines = [
+        "## Rollouts without a verdict",
+        "",
+        "A rollout whose verifier failed (a sandbox, reward-model or judge failure) is left out of the loss and "
+        "of its group's statistics, not scored 0 (Nemotron-Cascade 2's mask_sample); a stage stops when more than "
+        "its max_masked_share of a step is masked.",
+        "",
+    ]
+    if not table:
+        return lines + ["Every rollout of every RL stage had a verdict.", ""]
+    return lines + [format_table(table, ["stage", "domain", "reason", "rollouts", "% of the stage's"]), ""]
+
+
 def _curves_section(summary: RunSummary, plots: Mapping[str, str]) -> list[str]:
     lines = []
     for row in summary.rows:
@@ -307,7 +334,7 @@ def _markdown(
     lines += _learning_lines(summary)
     lines += ["## Targets", ""] + _targets_section(checks) + [""]
     lines += _falls_lines(untargeted_falls(summary, targets, forgetting_limit)) + _noise_section(summary)
-    lines += _sample_rates_section(summary) + _length_entropy_section(summary, length_plot)
+    lines += _sample_rates_section(summary) + _length_entropy_section(summary, length_plot) + _masked_section(summary)
     if plots:
         lines += ["## Training curves (RL stages)", ""] + _curves_section(summary, plots)
     return "\n".join(lines).rstrip() + "\n"
@@ -349,6 +376,8 @@ def _stage_json(row: StageRecord) -> dict[str, Any]:
         note = learning_note(row.name, row.metrics)
         if note:
             entry["learning"]["note"] = note
+    if row.kind == "grpo" and row.metrics:
+        entry["masked"] = masked_rollouts(row.metrics)  # per domain and reason; {} when every rollout had one
     return entry
 
 

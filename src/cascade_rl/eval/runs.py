@@ -370,3 +370,16 @@ def trend(metrics: Sequence[Mapping[str, Any]], key: str, steps: int = TREND_STE
     if not values:
         return None
     return sum(values[:steps]) / len(values[:steps]), sum(values[-steps:]) / len(values[-steps:])
+
+
+def masked_rollouts(metrics: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Rollouts without a verdict (a failed verifier: left out of training) over a stage's logged
+    steps, per reward domain and reason: the sums of metrics.jsonl's ``masked/<domain>/<reason>``."""
+    counts: dict[str, dict[str, int]] = {}
+    for row in metrics:
+        for key, value in row.items():
+            if key.startswith("masked/") and key.count("/") >= 2 and isinstance(value, (int, float)):
+                domain, reason = key.removeprefix("masked/").rsplit("/", 1)
+                counts.setdefault(domain, {})
+                counts[domain][reason] = counts[domain].get(reason, 0) + int(value)
+    return counts

@@ -12,14 +12,17 @@ the budget, that is most of the time. :func:`decode` samples the same distributi
   is kept while the probability of the tokens ranked above it is below ``top_p``; the first
   always is), the nucleus found among the top 64 tokens when they hold it, else by a full sort;
 * one uniform draw per sequence inverted through the kept tokens' cumulative probabilities;
-* ``temperature == 0`` is greedy decoding (the first maximum, as ``generate`` picks).
+* ``temperature == 0`` is greedy decoding (the first maximum, as ``generate`` picks);
+* a row is reported as it ends (``on_finished``), so that a trainer scores a rollout while the
+  others are still sampled (Code RL's asynchronous verification, SPEC section 6).
 
 ``benchmarks/bench_local.py`` measures it against ``generate`` on the same prompts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 #: the nucleus is looked for among this many top tokens before a full sort
@@ -73,9 +76,12 @@ def decode(
     stop_ids: Sequence[int],
     top_k: int = 0,
     generator: Any = None,
+    on_finished: Callable[[int, list[int]], None] | None = None,
 ) -> list[list[int]]:
     """New tokens for each row of a left-padded batch, each list ending at its first stop token
-    (included) or after ``max_new_tokens``."""
+    (included) or after ``max_new_tokens``. ``on_finished(row, tokens)`` is called as each row
+    ends -- at its stop token, while the other rows are still sampled, or with the budget spent
+    -- e.g. to score a rollout as soon as it is complete (``train/verification.py``)."""
     import torch
     from transformers import DynamicCache
 
@@ -104,7 +110,12 @@ def decode(
             for row, token in zip(alive.tolist(), tokens.tolist()):
                 outputs[row].append(token)
             running = ~torch.isin(tokens, stops)
-            if step == max_new_tokens - 1 or not bool(running.any()):
+            last = step == max_new_tokens - 1 or not bool(running.any())
+            if on_finished is not None:
+                for row, ended in zip(alive.tolist(), (~running).tolist()):
+                    if ended or last:
+                        on_finished(row, outputs[row])
+            if last:
                 break
             if not bool(running.all()):
                 kept = running.nonzero().squeeze(-1)
@@ -151,14 +162,24 @@ _COVERED = {
 _NEUTRAL = {"min_p": None, "repetition_penalty": 1.0, "cache_implementation": None, "num_return_sequences": 1}
 
 
-def install_decoder(model: Any) -> None:
+@dataclass
+class DecoderHooks:
+    """What the caller of an installed decoder may watch: ``on_finished(row, tokens)`` is handed
+    to :func:`decode` for each ``generate`` call while it is set (None: nothing is reported)."""
+
+    on_finished: Callable[[int, list[int]], None] | None = None
+
+
+def install_decoder(model: Any) -> DecoderHooks:
     """Make ``model.generate`` (what TRL calls for rollouts without vLLM) run :func:`decode` when
     the request is one it covers -- sampling or greedy with temperature, top-k, top-p, stop ids
     and a token budget -- and ``transformers``' ``generate`` otherwise. The output is the
-    ``generate`` layout: prompt ids then new ids, padded with the pad token."""
+    ``generate`` layout: prompt ids then new ids, padded with the pad token. Returns the hooks
+    the installed ``generate`` reads (a trainer scores each rollout as its row ends)."""
     import types
 
     original = model.generate
+    hooks = DecoderHooks()
 
     def generate(self, input_ids=None, attention_mask=None, generation_config=None, **kwargs):
         settings = _decode_settings(generation_config) if input_ids is not None and not kwargs else None
@@ -171,13 +192,14 @@ def install_decoder(model: Any) -> None:
         pad = settings.pop("pad_token_id")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        tokens = decode(self, input_ids, attention_mask, **settings)
+        tokens = decode(self, input_ids, attention_mask, on_finished=hooks.on_finished, **settings)
         new = input_ids.new_full((len(tokens), max(map(len, tokens), default=0)), pad)
         for row, ids in enumerate(tokens):
             new[row, : len(ids)] = torch.tensor(ids, dtype=new.dtype)
         return torch.cat([input_ids, new], dim=1)
 
     model.generate = types.MethodType(generate, model)
+    return hooks
 
 
 def _decode_settings(config: Any) -> dict[str, Any] | None:

@@ -242,12 +242,13 @@ class LocalGenerator:
             in_process=not sampling_alone(),
         )
         seed = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seeded generator
+        report = self.on_finished
         outputs = engine.sample(
             ids,
             sampling,
             stop_ids=self.stop_ids,
             seed=seed,
-            on_finished=self.on_finished,
+            on_finished=(lambda _index, _completions: report()) if report is not None else None,
         )
         return [[self._decode(c.token_ids) for c in completions] for completions in outputs]
 

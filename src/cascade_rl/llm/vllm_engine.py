@@ -44,7 +44,6 @@ import json
 import logging
 import os
 import sys
-import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -391,12 +390,15 @@ class VLLMEngine:
         stop_ids: Sequence[int],
         seed: int,
         logprobs: bool = False,
-        on_finished: Callable[[], None] | None = None,
+        on_finished: Callable[[int, list[Completion]], None] | None = None,
     ) -> list[list[Completion]]:
         """``sampling.n`` completions of each token-id prompt, in order (``temperature`` 0:
-        greedy); ``on_finished`` is called as each prompt's completions finish (a progress bar)."""
+        greedy). ``on_finished(index, completions)`` is called, in this thread, as each prompt's
+        completions finish, while the others are still sampled: a progress bar, or a reward that
+        scores each rollout as it ends (``train/verification.py``)."""
         import torch
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         greedy = sampling.temperature == 0
         params = SamplingParams(
@@ -408,13 +410,40 @@ class VLLMEngine:
             stop_token_ids=list(stop_ids),
             logprobs=0 if logprobs else None,
             detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,  # one output per request, when it finishes
         )
-        requests = [{"prompt_token_ids": list(p)} for p in prompts]
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            progress = functools.partial(FinishedRequests, on_finished) if on_finished is not None else False
-            outputs = self.llm.generate(requests, params, use_tqdm=progress)
-        return [[_completion(choice, logprobs) for choice in output.outputs] for output in outputs]
+            return self._run_requests(prompts, params, logprobs, on_finished)
+
+    def _run_requests(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: Any,
+        logprobs: bool,
+        on_finished: Callable[[int, list[Completion]], None] | None,
+    ) -> list[list[Completion]]:
+        """vLLM's offline step loop (what ``LLM.generate`` runs), handing each request to
+        ``on_finished`` as the engine reports it finished. Request ids are this call's own; a
+        failure (a prompt the engine refuses, a callback that raises) aborts what is left."""
+        engine = self.llm.llm_engine
+        ids = [f"cascade-{index}" for index in range(len(prompts))]
+        results: list[list[Completion] | None] = [None] * len(prompts)
+        try:
+            for request_id, prompt in zip(ids, prompts):
+                engine.add_request(request_id, {"prompt_token_ids": list(prompt)}, params)
+            while engine.has_unfinished_requests():
+                for output in engine.step():
+                    if not output.finished:
+                        continue
+                    index = int(output.request_id.removeprefix("cascade-"))
+                    results[index] = [_completion(choice, logprobs) for choice in output.outputs]
+                    if on_finished is not None:
+                        on_finished(index, results[index])
+        except BaseException:
+            engine.abort_request([i for i, done in zip(ids, results) if done is None])
+            raise
+        return [completions or [] for completions in results]
 
     # ------------------------------------------------------------------ weights
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
@@ -441,34 +470,6 @@ class VLLMEngine:
                 engine.llm_engine.engine_core.shutdown()
             del self.llm
             gc.collect()
-
-
-class FinishedRequests:
-    """What vLLM's offline calls take as their progress bars (``use_tqdm`` given a callable):
-    instead of drawing a bar, it calls ``on_finished`` for every finished request (one prompt
-    with its ``n`` completions). vLLM also wraps the requests it adds in one: that one just
-    iterates them."""
-
-    def __init__(self, on_finished: Callable[[], None], iterable: Iterable[Any] = (), **_bar_options: Any) -> None:
-        self.on_finished, self.iterable, self.n, self.postfix = on_finished, iterable, 0, ""
-        self.started = time.perf_counter()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.iterable)
-
-    @property
-    def format_dict(self) -> dict[str, float]:  # vLLM computes tokens per second from it
-        return {"elapsed": max(time.perf_counter() - self.started, 1e-9)}
-
-    def update(self, completions: int = 1) -> None:
-        self.n += completions
-        self.on_finished()
-
-    def refresh(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def _completion(choice: Any, logprobs: bool) -> Completion:

@@ -7,7 +7,9 @@ every token of the batch divided by the total token count), group z-score advant
 filtering (a truncated rollout unscored, out of its group's statistics and out of the loss) and a
 constant learning rate with AdamW -- is a :class:`~cascade_rl.train.on_policy.StepSettings` per
 curriculum sub-stage, which the backend maps onto its trainer (``train/trl_backend.py``), and a
-reward function over the registry (:class:`~cascade_rl.train.rewards.RolloutScorer`).
+reward function over the registry (:class:`~cascade_rl.train.verification.RolloutScorer`), which
+verifies each rollout as it finishes (``runtime.async_rewards``) and masks a rollout whose verifier
+reached no verdict (``max_masked_share`` stops the stage when too many do).
 
 **Rollouts** come from vLLM when the run's engine is vLLM (``runtime.use_vllm``, settled once per
 run for the machine: :mod:`cascade_rl.train.machine`): in colocate mode the cascade drives an
@@ -54,9 +56,9 @@ from cascade_rl.train.curriculum import SubstageStop, merge_substage_metrics, ru
 from cascade_rl.train.machine import local_engine
 from cascade_rl.train.on_policy import StepSettings, Substage, on_policy_config, train_substage
 from cascade_rl.train.prompt_filter import kept_prompts
-from cascade_rl.train.rewards import RolloutScorer
 from cascade_rl.train.rl_data import RLData, data_key, drop_long_prompts, load_rl_prompts, rl_data_from
 from cascade_rl.train.schedule import PromptSchedule
+from cascade_rl.train.verification import RolloutScorer
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +222,12 @@ def _run_substage(
         settings = dataclasses.replace(settings, max_steps=done_steps)
     rows = substage_data.row_index()
     reward = RolloutScorer(
-        tokenizer, options=options, overlong_filter=step.overlong_filter, workers=context.runtime.reward_workers
+        tokenizer,
+        options=options,
+        overlong_filter=step.overlong_filter,
+        workers=context.runtime.reward_workers,
+        asynchronous=context.runtime.async_rewards,
+        max_masked_share=stage.max_masked_share,
     )
     substage = Substage(
         stage,
@@ -313,8 +320,9 @@ def rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[dict]:
 # ----------------------------------------------------------------------------- reward options
 def resolve_reward_options(stage: GRPOStage, reward_models: Mapping[str, Path]) -> dict[str, dict]:
     """Scorer options as the scorers take them: ``'@name'`` becomes that reward-model stage's
-    checkpoint, ``${VAR}`` expands, and a SWE ``judge`` given as a generator spec
-    (``local:/path`` or ``http://host/v1#model``) becomes a :class:`YesNoJudge`."""
+    checkpoint and ``${VAR}`` expands. A ``judge`` given as a spec (``local:/path`` or
+    ``http://host/v1#model``) stays one: each domain loads its own kind of judge from it, once
+    per process (SWE's yes/no judge, GenRM's pairwise judge)."""
     resolved: dict[str, dict] = {}
     for domain, options in stage.reward_options.items():
         resolved[domain] = {}
@@ -325,10 +333,6 @@ def resolve_reward_options(stage: GRPOStage, reward_models: Mapping[str, Path]) 
                 value = str(reward_models[value[1:]])
             elif isinstance(value, str):
                 value = expand(value)
-            if key == "judge" and isinstance(value, str):
-                from cascade_rl.llm.judge import YesNoJudge
-
-                value = YesNoJudge(value)
             resolved[domain][key] = value
     return resolved
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,17 +67,31 @@ class VLLMRollouts:
         return time.perf_counter() - started
 
     def generate(
-        self, prompt_ids: Sequence[Sequence[int]], sampling: Sampling, *, stop_ids: Sequence[int], step: int
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        sampling: Sampling,
+        *,
+        stop_ids: Sequence[int],
+        step: int,
+        on_finished: Callable[[int, list[int]], None] | None = None,
     ) -> tuple[list[list[int]], list[list[float]]]:
         """One completion per prompt row (``sampling.n`` is 1: the rows already repeat each prompt):
         token ids (ending with the stop token when one came) and each token's log-probability under
-        the sampling distribution."""
+        the sampling distribution. ``on_finished(row, token_ids)`` is called as each row finishes,
+        while the others are still sampled (asynchronous verification)."""
+        report = None
+        if on_finished is not None:
+
+            def report(row: int, completions: list) -> None:
+                on_finished(row, completions[0].token_ids)
+
         results = self.engine.sample(
             prompt_ids,
             sampling,
             stop_ids=stop_ids,
             seed=step_seed(self.seed, step, distributed.rank()),
             logprobs=True,
+            on_finished=report,
         )
         completions = [choices[0] for choices in results]
         return [c.token_ids for c in completions], [c.logprobs or [] for c in completions]

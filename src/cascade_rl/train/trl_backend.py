@@ -10,10 +10,15 @@ Every place the cascade reaches into TRL is in this module, and nowhere else imp
   ``GRPOTrainer`` drawing its prompts from the engine's
   :class:`~cascade_rl.train.schedule.PromptSchedule` through TRL's sampler contract, generating
   with the cascade's own vLLM engine when there is one, and owning **the step's scoring**
-  (:meth:`OnPolicyTrainer._calculate_rewards`): the reward functions return scores
-  (:class:`~cascade_rl.train.rewards.RolloutScorer`), the step gathers every process's rollouts,
-  finishes and shapes their rewards over the whole batch (:func:`~cascade_rl.train.rewards.score_step`),
-  logs them and records them in the schedule -- one gather, no callback between reward and trainer.
+  (:meth:`OnPolicyTrainer._calculate_rewards`): the step's verification
+  (:class:`~cascade_rl.train.verification.StepVerification`) is opened before the rollouts are
+  generated, and the engine hands it each rollout as it finishes (vLLM's step loop, the fallback
+  loop's hooks), so programs run in the sandbox while the rest of the step is sampled; the scoring
+  step collects the verdicts, gathers every process's rollouts, finishes and shapes their rewards
+  over the whole batch (:func:`~cascade_rl.train.rewards.score_step`), logs them and records them
+  in the schedule -- one gather, no callback between reward and trainer. A rollout without a verdict
+  leaves the loss too (its completion mask zeroed, the step's token count recounted), and a step
+  mostly without verdicts stops the stage (:func:`~cascade_rl.train.rewards.check_masked_share`).
   A token-level objective (distillation's teacher advantages,
   :class:`~cascade_rl.train.on_policy.TokenObjective`) replaces TRL's group advantages after it.
 * **Model heads TRL calls into**: the dense LM head (:func:`install_lm_head`) honouring TRL's
@@ -29,7 +34,7 @@ reward functions (``reward_funcs``, with TRL's names for their metrics), callbac
 TRL's ``rollout_func`` is not used: it is experimental in TRL 1.x (a warning at every trainer)
 and it skips TRL's tokenisation and weight-sync bookkeeping this module relies on.
 
-**Why one file of about 600 lines**: the point of it is that an upgrade of TRL is read and fixed
+**Why one file of about 700 lines**: the point of it is that an upgrade of TRL is read and fixed
 in one place; splitting it would scatter the private surface again.
 """
 
@@ -55,9 +60,17 @@ from cascade_rl.llm.decode import install_decoder
 from cascade_rl.llm.vllm_engine import quiet_triton_on_cpu
 from cascade_rl.train import distributed, machine
 from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
-from cascade_rl.train.rewards import ScoredBatch, recorded_step, report_metrics, score_step, unscored
+from cascade_rl.train.rewards import (
+    ScoredBatch,
+    check_masked_share,
+    recorded_step,
+    report_metrics,
+    score_step,
+    unscored,
+)
 from cascade_rl.train.rollouts import ImportanceRatio, VLLMRollouts
 from cascade_rl.train.schedule import PromptSchedule, StepDraw
+from cascade_rl.train.verification import StepVerification
 
 # TRL imports vLLM where it is installed, before the project starts an engine: vLLM's Triton probe
 # then says three times that a CPU has no Triton; the filter drops those lines, on a CPU only
@@ -134,6 +147,11 @@ def check_trl() -> None:
             "the installed TRL changed what train/trl_backend.py overrides (pyproject.toml pins the tested range): "
             + "; ".join(problems)
         )
+
+
+#: the dataset columns a step's rows carry for its rewards: reference fields (JSON), prompt index,
+#: thinking mode, reward domain
+ROW_COLUMNS = ("_ref", "_pidx", "_mode", "_domain")
 
 
 # ----------------------------------------------------------------------------- configurations
@@ -254,7 +272,7 @@ class OnPolicyTrainer(GRPOTrainer):
 
     ``schedule`` / ``row_of`` / ``steps``: the prompts of each step and the dataset row of a
     (prompt, mode); ``draws_log``: where each step's draw is written (main process);
-    ``reward_funcs`` (TRL's argument): the stage's :class:`~cascade_rl.train.rewards.RolloutScorer`;
+    ``reward_funcs`` (TRL's argument): the stage's :class:`~cascade_rl.train.verification.RolloutScorer`;
     ``objective``: token-level advantages instead of a reward (:class:`RewardSlot` fills TRL's reward
     slot); ``reward_shaping``: ``none`` or ``tanh_z``;
     ``rollouts``: this process's vLLM engine (None: TRL's path, the project's decoder without vLLM)."""
@@ -290,12 +308,14 @@ class OnPolicyTrainer(GRPOTrainer):
         install_lm_head(self.model, lm_head, temperature=self.temperature, outputs=("log_probs", "entropy"))
         self.rollouts, self.synced_step, self.ratio = rollouts, -1, ImportanceRatio()
         self.trainer_logps: list | None = None  # the loss's own log-probabilities, for the vLLM ratio
+        self.verification: StepVerification | None = None  # the step's, while it generates and scores
+        self.decoder = None  # the project's decoder's hooks, when it samples
         if rollouts is not None:
             # TRL's vLLM branches (sampling log-probabilities, the optional importance-sampling
             # correction) apply to these rollouts; generation itself is _generate_single_turn below
             self.use_vllm, self.vllm_mode = True, "colocate"
         if not self.use_vllm:
-            install_decoder(self.model)  # rollouts without finished sequences in the batch (llm/decode.py)
+            self.decoder = install_decoder(self.model)  # finished sequences leave the batch (llm/decode.py)
         if self.ref_model is not None:
             install_lm_head(self.ref_model, lm_head, temperature=self.temperature)
         if objective is not None:
@@ -317,20 +337,55 @@ class OnPolicyTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ one step's rollouts
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
-        assert self.sampler is not None
-        self.current_draw = self.sampler.drawn.popleft()
-        self._check_rows(inputs, self.current_draw)
+        self.current_draw = None  # a batch handed to the trainer directly (no schedule sampler: not training)
+        if self.sampler is not None:
+            self.current_draw = self.sampler.drawn.popleft()
+            self._check_rows(inputs, self.current_draw)
         if self.rng_checkpoint is not None:
             # The trainer restores the RNG states before the data loader starts, which draws a
             # seed from them; restored here, the first resumed step samples exactly what the
             # uninterrupted run sampled.
             self._load_rng_state(self.rng_checkpoint)
             self.rng_checkpoint = None
-        output = super()._generate_and_score_completions(inputs)
+        self.verification = self._verification(inputs) if self.objective is None else None
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self.verification = None
         if self.objective is not None:
             self._drop_reward_metrics()
             output["advantages"] = self.objective.advantages(inputs, output, self)
+        else:
+            self._leave_out_unverified(output)
         return output
+
+    def _verification(self, inputs: Sequence[dict]) -> StepVerification:
+        """This process's verification of the step's rollouts (train/verification.py), opened before
+        they are generated: each rollout's GRPO group is its place in the global batch, of which
+        this process holds the contiguous slice its rank names."""
+        (scorer,) = self.reward_funcs  # the stage's one reward function: every domain routes inside it
+        columns = {key: [row[key] for row in inputs] for key in ROW_COLUMNS if key in inputs[0]}
+        offset = distributed.rank() * len(inputs)
+        groups = [(offset + i) // self.num_generations for i in range(len(inputs))]
+        prompts = [row["prompt"] for row in inputs]
+        return scorer.verify(prompts, columns, groups=groups, group_size=self.num_generations)
+
+    def _leave_out_unverified(self, output: dict) -> None:
+        """Rollouts without a verdict (their reward None: out of their group's statistics) leave
+        the loss too: their completion mask is zeroed and the step's token total (the token-level
+        loss's denominator) recounted without them, as TRL does for overlong filtering."""
+        batch = self.scored
+        if batch is None or not any(reason is not None for reason in batch.masked):
+            return  # the same on every process: the recount below is collective
+        count = output["completion_ids"].size(0)
+        start = distributed.rank() * count
+        for row, reason in enumerate(batch.masked[start : start + count]):
+            if reason is not None:
+                output["completion_mask"][row] = 0
+        mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            mask = mask * output["tool_mask"]
+        output["num_items_in_batch"] = self.accelerator.gather(mask.sum()).sum()
 
     def _check_rows(self, inputs: Sequence[dict], draw: StepDraw) -> None:
         """The rows TRL handed this process are its slice of the drawn step, or the contract broke."""
@@ -350,15 +405,25 @@ class OnPolicyTrainer(GRPOTrainer):
         return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs):
+        """The step's rollouts, each handed to the step's verification as it finishes."""
+        on_finished = self.verification.finished if self.verification is not None else None
         if self.rollouts is None:
-            return super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs
-            )
+            if self.decoder is not None:  # else TRL's own engines: scored when the step collects
+                self.decoder.on_finished = on_finished
+            try:
+                return super()._generate_single_turn(
+                    prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs
+                )
+            finally:
+                if self.decoder is not None:
+                    self.decoder.on_finished = None
         if self.state.global_step != self.synced_step:  # new weights since the last rollouts
             self._log_metric("time/weight_sync", self.rollouts.sync(self.accelerator.unwrap_model(self.model)))
             self.synced_step = self.state.global_step
         sampling = Sampling(1, self.temperature, self.top_p, self.max_completion_length, self.top_k or 0)
-        return self.rollouts.generate(prompt_ids, sampling, stop_ids=self.eos_token_ids, step=self.state.global_step)
+        return self.rollouts.generate(
+            prompt_ids, sampling, stop_ids=self.eos_token_ids, step=self.state.global_step, on_finished=on_finished
+        )
 
     # ------------------------------------------------------------------ the step's scoring
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -367,21 +432,29 @@ class OnPolicyTrainer(GRPOTrainer):
         import torch
 
         started = time.perf_counter()
-        keys = ("_ref", "_pidx", "_mode", "_domain")
-        columns = {key: [row[key] for row in inputs] for key in keys if key in inputs[0]}
         if self.objective is None:
-            (scorer,) = self.reward_funcs  # the stage's one reward function: every domain routes inside it
-            local = scorer(prompts, completion_ids_list, **columns)
-            batch = score_step(local, gather=distributed.gather, group_size=self.num_generations,
-                               options=scorer.options, shaping=self.reward_shaping)  # fmt: skip
-        else:  # no reward (a token-level objective): the rollouts are recorded for the schedule, at 0
-            local = unscored(
-                completion_ids_list, stop_token_ids(self.processing_class), *(columns[k] for k in keys[1:])
+            (scorer,) = self.reward_funcs
+            verification = self.verification or self._verification(inputs)  # (a step not drawn here)
+            local = verification.collect(completion_ids_list)
+            batch = score_step(
+                local,
+                gather=distributed.gather,
+                group_size=self.num_generations,
+                options=scorer.options,
+                shaping=self.reward_shaping,
+                rank=distributed.rank(),
             )
+            step = self.current_draw.step if self.current_draw is not None else self.state.global_step + 1
+            check_masked_share(batch, scorer.max_masked_share, step=step)
+        else:  # no reward (a token-level objective): the rollouts are recorded for the schedule, at 0
+            columns = [[row.get(key) for row in inputs] for key in ROW_COLUMNS[1:]]
+            local = unscored(completion_ids_list, stop_token_ids(self.processing_class), *columns)
             batch = recorded_step(local, gather=distributed.gather)
         batch.seconds = time.perf_counter() - started
         if self.objective is None:
             report_metrics(batch, self._log_metric)
+            for name, value in verification.timing().items():  # this process's; TRL averages them
+                self._log_metric(name, value)
         self._record(batch)
         rewards = [float("nan") if r is None else r for r in batch.rewards]
         return torch.tensor(rewards, dtype=torch.float32, device=self.accelerator.device).unsqueeze(1)
@@ -504,6 +577,7 @@ def draw_record(draw: StepDraw, batch: ScoredBatch, digests: Sequence[str]) -> d
         "epochs": list(draw.epochs),
         "rollouts": len(batch.rewards),
         "scored": sum(r is not None for r in batch.rewards),
+        "masked": sum(reason is not None for reason in batch.masked),
         "schedule_digests": list(digests),
     }
 
