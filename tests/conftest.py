@@ -18,6 +18,15 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+# The CLI's consoles read COLUMNS when they are made and keep it: made here, without it, they read
+# the width each command's environment gives (CliRunner(env={"COLUMNS": ...})), whatever test
+# imported the CLI first in a worker.
+_columns = os.environ.pop("COLUMNS", None)
+import cascade_rl.cli.common  # noqa: E402, F401
+
+if _columns is not None:
+    os.environ["COLUMNS"] = _columns
+
 import pytest
 
 

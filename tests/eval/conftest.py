@@ -14,6 +14,7 @@ import pytest
 LLM_TESTS = Path(__file__).resolve().parents[1] / "llm"
 sys.path.insert(0, str(LLM_TESTS))
 
+from eval_assets import ANSWER_C_CHAIN, FIRST_IS_BETTER  # noqa: E402
 from llm_helpers import SURE, build_chain_model  # noqa: E402
 
 from cascade_rl.chat import IM_END  # noqa: E402
@@ -22,19 +23,6 @@ _spec = importlib.util.spec_from_file_location("llm_test_fixtures", LLM_TESTS / 
 _llm_fixtures = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_llm_fixtures)
 transformers_server = _llm_fixtures.transformers_server
-
-ANSWER_C = "<think>x</think>Answer: C"
-ANSWER_C_CHAIN = {
-    "\n": {"<think>": SURE},
-    "<think>": {"x": SURE},
-    "x": {"</think>": SURE},
-    "</think>": {"A": SURE},
-    **{a: {b: SURE} for a, b in zip("Answer", "nswer:")},
-    ":": {" ": SURE},
-    " ": {"C": SURE},
-    "C": {IM_END: SURE},
-}
-FIRST_IS_BETTER = "[[A>>B]]"
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ANSWER_C
+from eval_assets import ANSWER_C
 from llm_helpers import ProxyServer
 
 from cascade_rl.eval.benchmarks import EvalSettings, evaluate, in_window, load_benchmark, parse_date

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ANSWER_C
+from eval_assets import ANSWER_C
 
 from cascade_rl.recipe import load_recipe
 

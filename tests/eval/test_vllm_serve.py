@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ANSWER_C, ANSWER_C_CHAIN
+from eval_assets import ANSWER_C, ANSWER_C_CHAIN
 from llm_helpers import build_chain_model, free_port, wait_for_http
 
 from cascade_rl.llm.vllm_engine import import_problem

@@ -87,6 +87,42 @@ def test_one_engine_per_process_serves_checkpoints_of_the_same_architecture(engi
     assert shared_engine(copy, dtype="float32", max_num_seqs=4, sequence_tokens=32) is engine
 
 
+# ---- the module engine (a later test closes it: these run first)
+def test_each_request_is_handed_over_as_it_finishes_and_the_samples_do_not_change(engine, prompt_ids):
+    """vLLM's step loop reports each request when the engine finishes it (asynchronous
+    verification, issue 39): shorter completions first, each once, the same tokens as returned
+    and as a call without a callback draws from the same seed."""
+    sampling = Sampling(n=1, temperature=1.0, max_tokens=12, top_p=1.0)
+    stops = list(range(0, 320, 7))  # one token in seven ends a completion: lengths differ
+    prompts = prompt_ids * 2  # within the engine's 8 sequences: sampled side by side
+    reports: list[tuple[int, list[int]]] = []
+    outputs = engine.sample(
+        prompts,
+        sampling,
+        stop_ids=stops,
+        seed=3,
+        on_finished=lambda index, completions: reports.append((index, completions[0].token_ids)),
+    )
+    plain = engine.sample(prompts, sampling, stop_ids=stops, seed=3)
+    assert [c[0].token_ids for c in outputs] == [c[0].token_ids for c in plain]
+    assert sorted(index for index, _ in reports) == list(range(len(prompts)))
+    assert all(tokens == outputs[index][0].token_ids for index, tokens in reports)
+    lengths = [len(tokens) for _, tokens in reports]
+    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]  # all sampled together: the shortest end first
+
+
+def test_a_callback_that_fails_stops_the_call_and_leaves_the_engine_clean(engine, prompt_ids):
+    sampling = Sampling(n=1, temperature=1.0, max_tokens=12, top_p=1.0)
+
+    def fail(index, completions):
+        raise RuntimeError("the scorer pool is gone")
+
+    with pytest.raises(RuntimeError, match="the scorer pool is gone"):
+        engine.sample(prompt_ids * 3, sampling, stop_ids=list(range(0, 320, 7)), seed=1, on_finished=fail)
+    assert not engine.llm.llm_engine.has_unfinished_requests()
+    assert len(engine.sample(prompt_ids, sampling, stop_ids=[0], seed=1)) == len(prompt_ids)
+
+
 def test_the_engine_choice_says_why_and_true_is_an_error_when_vllm_cannot_run(
     tiny_checkpoint, vllm_checkpoint, monkeypatch
 ):
@@ -326,38 +362,3 @@ def test_vllms_triton_probe_is_quiet_on_a_cpu_only():
     script = "import cascade_rl.train.grpo, vllm"  # TRL imports vLLM, then the project does
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "Triton" not in result.stderr, result.stderr[-2000:]
-
-
-def test_each_request_is_handed_over_as_it_finishes_and_the_samples_do_not_change(engine, prompt_ids):
-    """vLLM's step loop reports each request when the engine finishes it (asynchronous
-    verification, issue 39): shorter completions first, each once, the same tokens as returned
-    and as a call without a callback draws from the same seed."""
-    sampling = Sampling(n=1, temperature=1.0, max_tokens=12, top_p=1.0)
-    stops = list(range(0, 320, 7))  # one token in seven ends a completion: lengths differ
-    prompts = prompt_ids * 2  # within the engine's 8 sequences: sampled side by side
-    reports: list[tuple[int, list[int]]] = []
-    outputs = engine.sample(
-        prompts,
-        sampling,
-        stop_ids=stops,
-        seed=3,
-        on_finished=lambda index, completions: reports.append((index, completions[0].token_ids)),
-    )
-    plain = engine.sample(prompts, sampling, stop_ids=stops, seed=3)
-    assert [c[0].token_ids for c in outputs] == [c[0].token_ids for c in plain]
-    assert sorted(index for index, _ in reports) == list(range(len(prompts)))
-    assert all(tokens == outputs[index][0].token_ids for index, tokens in reports)
-    lengths = [len(tokens) for _, tokens in reports]
-    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]  # all sampled together: the shortest end first
-
-
-def test_a_callback_that_fails_stops_the_call_and_leaves_the_engine_clean(engine, prompt_ids):
-    sampling = Sampling(n=1, temperature=1.0, max_tokens=12, top_p=1.0)
-
-    def fail(index, completions):
-        raise RuntimeError("the scorer pool is gone")
-
-    with pytest.raises(RuntimeError, match="the scorer pool is gone"):
-        engine.sample(prompt_ids * 3, sampling, stop_ids=list(range(0, 320, 7)), seed=1, on_finished=fail)
-    assert not engine.llm.llm_engine.has_unfinished_requests()
-    assert len(engine.sample(prompt_ids, sampling, stop_ids=[0], seed=1)) == len(prompt_ids)

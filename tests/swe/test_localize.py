@@ -3,7 +3,7 @@
 import time
 
 import pytest
-from conftest import ScriptedGenerator
+from swe_assets import ScriptedGenerator
 
 from cascade_rl.rewards.swe_edits import parse_patch, patched_path
 from cascade_rl.swe.localize import (

@@ -3,7 +3,7 @@
 import ast
 
 import pytest
-from conftest import ScriptedGenerator, edit, repair_answer
+from swe_assets import ScriptedGenerator, edit, repair_answer
 
 from cascade_rl.llm.base import Sampling
 from cascade_rl.swe.repair import approx_tokens, build_context, candidate_from_response, compress_python, repair

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import git_state
+from swe_assets import git_state
 from typer.testing import CliRunner
 
 from cascade_rl.cli.swe import app

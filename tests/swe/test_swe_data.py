@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import INTERVALS_FIX, SHAPES_FIX, TEXTKIT_FIX
+from swe_assets import INTERVALS_FIX, SHAPES_FIX, TEXTKIT_FIX
 
 from cascade_rl.chat import with_mode
 from cascade_rl.data.loading import LoadReport

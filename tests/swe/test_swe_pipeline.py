@@ -4,7 +4,7 @@ import json
 import statistics
 
 import pytest
-from conftest import git_state
+from swe_assets import git_state
 
 from cascade_rl.swe.pipeline import InstanceError, SweInstance, load_instances, run_pipeline
 

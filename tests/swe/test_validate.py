@@ -1,7 +1,7 @@
 """Patch validation in sandboxed throw-away copies: regression, reproduction and gold tests."""
 
 import pytest
-from conftest import git_state
+from swe_assets import git_state
 
 from cascade_rl.sandbox import Limits, SandboxPool
 from cascade_rl.swe.repo import Repository

@@ -2,13 +2,13 @@
 a crash between stages and after `kill -9` inside a stage, and errors before any compute."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from child_env import child_environment
 
 from cascade_rl.recipe import RecipeError, load_recipe
 from cascade_rl.train.cascade import Cascade
@@ -113,7 +113,7 @@ def recipe_file(tmp_path, tiny_checkpoint):
 
 
 def cascade_cli(*args, env=None):
-    environment = {**os.environ, "PYTHONPATH": str(TESTS), **(env or {})}
+    environment = child_environment(**(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "cascade_rl.cli", *args], capture_output=True, text=True, env=environment, timeout=600
     )

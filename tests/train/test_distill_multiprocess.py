@@ -15,6 +15,7 @@ import psutil
 import pytest
 import torch
 import yaml
+from child_env import child_environment
 from tiny_assets import build_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +67,7 @@ def command(recipe: Path, out: Path, processes: int, *extra: str) -> list[str]:
 
 
 def environment() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    return child_environment()
 
 
 def run(recipe, out, processes, *extra):

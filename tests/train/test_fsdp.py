@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from child_env import child_environment
 from transformers import AutoModelForCausalLM
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,8 +113,7 @@ def launch(setup: str, recipe: Path, out: Path, *extra: str, env: dict | None = 
     accelerate = str(Path(sys.executable).with_name("accelerate"))
     port = str(29300 + os.getpid() % 1000)
     command = [accelerate, "launch", "--config_file", str(config), "--main_process_port", port, *program]
-    paths = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))
-    environment = {**os.environ, "PYTHONPATH": paths, "OMP_NUM_THREADS": "1", **(env or {})}
+    environment = child_environment(**(env or {}))
     return subprocess.run(
         [*command, "run", str(recipe), "--out", str(out), *extra],
         capture_output=True,

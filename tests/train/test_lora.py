@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from child_env import child_environment
 from transformers import AutoModelForCausalLM
 
 from cascade_rl.recipe import parse_recipe
@@ -142,7 +143,7 @@ def test_lora_stage_in_two_processes(tiny_checkpoint, tmp_path):
     launcher = Path(sys.executable).with_name("torchrun")
     port = str(29400 + os.getpid() % 1000)
     cli = ["-m", "cascade_rl.cli", "run", str(path), "--out", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "OMP_NUM_THREADS": "1"}
+    env = child_environment()
     result = subprocess.run(
         [str(launcher), "--nproc_per_node", "2", "--master_port", port, *cli],
         capture_output=True,

@@ -16,6 +16,7 @@ import psutil
 import pytest
 import torch
 import yaml
+from child_env import child_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 6
@@ -65,8 +66,7 @@ def command(recipe: Path, out: Path, processes: int, *extra: str) -> list[str]:
 
 
 def environment() -> dict:
-    paths = os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))  # a worktree's src
-    return {**os.environ, "PYTHONPATH": paths, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    return child_environment()
 
 
 def run(recipe, out, processes, *extra):

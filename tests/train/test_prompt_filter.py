@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from child_env import child_environment
 
 from cascade_rl.recipe import PromptFilter, RecipeError
 from cascade_rl.train.context import StageContext
@@ -85,8 +86,7 @@ def run(recipe: Path, out: Path, processes: int) -> subprocess.CompletedProcess:
         launcher = Path(sys.executable).with_name("torchrun")
         port = str(28500 + os.getpid() % 1000)
         command = [str(launcher), "--nproc_per_node", str(processes), "--master_port", port, *cli]
-    environment = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=environment)
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=child_environment())
 
 
 @pytest.mark.parametrize("processes", [1, 2])
