@@ -31,8 +31,10 @@ One episode::
 * **The episode ends** when a turn calls no tool (the model answered), when the turn was cut
   at the token budget (``truncated=True``: its complete calls count for the verdict but do not
   run, as NeMo Gym's agent stops on an incomplete response), or when ``max_steps`` model turns
-  have been taken (the budget's last calls run and count; their results are not shown).
-  ``Step.end`` says which: ``answered``, ``truncated``, ``unfinished thinking``, ``step budget``.
+  have been taken (the budget's last calls run and count; their results are not shown), or when
+  the loop cuts it (:meth:`Episode.cut`: the tool results did not fit its token budget).
+  ``Step.end`` says which: ``answered``, ``truncated``, ``unfinished thinking``, ``step budget``
+  (a cut episode's ``end`` is the loop's reason, ``token budget``).
 * **The verdict** (:meth:`Episode.score`) is a :class:`~cascade_rl.rewards.base.Score`; an
   environment that cannot reach one because of its own infrastructure returns
   :meth:`Score.no_verdict`.
@@ -153,6 +155,13 @@ class Episode(ABC):
             content, failed = self.run_call(call)
             self.failed_calls += failed
         return {"role": "tool", "name": call.name, "content": content}
+
+    def cut(self, end: str) -> None:
+        """End the episode from outside (the loop's token budget ran out before the tool results
+        could be shown): what was done so far is what :meth:`score` judges."""
+        if self.done:
+            raise RuntimeError(f"the episode is over ({self.end}); start a new one")
+        self.end = end
 
     def _finish(self, end: str, results: list[dict[str, Any]]) -> Step:
         self.end = end
