@@ -25,18 +25,22 @@ from llm_helpers import SURE, build_chain_model  # noqa: E402
 CUSTOMER = "00000011"
 DELETE = json.dumps({"name": "customer_relationship_manager_delete_customer", "arguments": {"customer_id": CUSTOMER}})
 LOOKUP = json.dumps({"name": "customer_relationship_manager_search_customers", "arguments": {"customer_name": "Acme"}})
-CHAIN = {
-    "\n": {TOOL_CALL_OPEN: SURE},
-    TOOL_CALL_OPEN: {DELETE: SURE, LOOKUP: SURE},
-    DELETE: {TOOL_CALL_CLOSE: SURE},
-    LOOKUP: {TOOL_CALL_CLOSE: SURE},
-    TOOL_CALL_CLOSE: {IM_END: SURE},
-}
 
 
-def build_caller(path: Path, head_dim: int = 8) -> Path:
-    """The tool-calling chain model (module docstring); ``head_dim=32`` for vLLM's CPU kernels."""
-    return build_chain_model(Path(path), CHAIN, (DELETE, LOOKUP), head_dim=head_dim)
+def chain(delete_bias: float = 0.0) -> dict:
+    return {
+        "\n": {TOOL_CALL_OPEN: SURE},
+        TOOL_CALL_OPEN: {DELETE: SURE + delete_bias, LOOKUP: SURE},
+        DELETE: {TOOL_CALL_CLOSE: SURE},
+        LOOKUP: {TOOL_CALL_CLOSE: SURE},
+        TOOL_CALL_CLOSE: {IM_END: SURE},
+    }
+
+
+def build_caller(path: Path, head_dim: int = 8, delete_bias: float = 0.0) -> Path:
+    """The tool-calling chain model (module docstring); ``head_dim=32`` for vLLM's CPU kernels;
+    ``delete_bias``: the log-odds of the deleting call over the look-up (0: even)."""
+    return build_chain_model(Path(path), chain(delete_bias), (DELETE, LOOKUP), head_dim=head_dim)
 
 
 def caller_rows(count: int, seed: int = 0) -> list[dict]:
