@@ -59,14 +59,6 @@ def start_episodes(rows: Sequence[Mapping[str, Any]], prompts: Sequence[Any], se
     return episodes
 
 
-def verdict(episode: Episode) -> Score:
-    """The episode's score; an environment that fails to judge gives no verdict (not a wrong answer)."""
-    try:
-        return episode.score()
-    except Exception as error:  # noqa: BLE001 - the environment's failure, kept as its reason
-        return Score.no_verdict(f"{type(error).__name__}: {error}")
-
-
 def episode_results(
     rows: Sequence[Mapping[str, Any]], episodes: Sequence[Episode | None], transcripts: Sequence[Transcript]
 ) -> tuple[list[dict | None], list[dict]]:
@@ -78,7 +70,7 @@ def episode_results(
         if episode is None:
             column.append(None)
             continue
-        score = verdict(episode)
+        score = episode.verdict()
         details = {key: value for key, value in score.details.items() if _jsonable(value)}
         tokens = transcript.model_tokens
         column.append({"reward": score.reward, "details": details, "masked": score.masked, "model_tokens": tokens})
@@ -92,7 +84,7 @@ def episode_results(
                 "turns": transcript.turns,
                 "model_tokens": transcript.model_tokens,
                 "tokens": len(transcript.completion_ids),
-                "calls": [call.as_dict() if call.error is None else {"error": call.error} for call in episode.calls],
+                "calls": episode.call_records(),
                 "failed_calls": episode.failed_calls,
                 **({"no_verdict": score.masked} if score.masked else {}),
             }
