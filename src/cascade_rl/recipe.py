@@ -5,7 +5,8 @@ ordered list of stages. Stage kinds:
 
 * ``sft`` — supervised fine-tuning in sub-stages (SPEC 3: 16K then 32K, one epoch each);
 * ``reward_model`` — a Bradley-Terry scalar reward model (SPEC 4: one epoch, LR 2e-6, batch 256);
-* ``grpo`` — one domain-wise RL stage (SPEC 5-6): rlhf, ifrl, math, code, swe or any name;
+* ``grpo`` — one domain-wise RL stage (SPEC 5-6): rlhf, ifrl, math, code, swe, Cascade 2's
+  multi_domain (SPEC 11) or any name;
 * ``distill`` — multi-domain on-policy distillation (MOPD, docs/mopd.md);
 * ``eval`` — benchmarks only.
 
@@ -668,11 +669,12 @@ class GRPOStage(OnPolicyStage):
 
     kind: Literal["grpo"] = "grpo"
     name: str = Field(
-        ..., description="Stage name; rlhf, ifrl, math, code, swe extend the paper's preset of that name."
+        ..., description="Stage name; rlhf, ifrl, math, code, swe, multi_domain extend the preset of that name."
     )
     preset: str | None = Field(
         None,
-        description="The preset this stage extends (src/cascade_rl/presets/: rlhf, ifrl, math, code, swe); None = "
+        description="The preset this stage extends (src/cascade_rl/presets/: rlhf, ifrl, math, code, swe, "
+        "multi_domain); None = "
         "the preset named like the stage, if any; none = no preset.",
     )
     domain: str | None = Field(
