@@ -85,7 +85,9 @@ def test_every_rollout_is_one_multi_turn_episode_whose_reward_is_the_verdict_of_
     assert Counter((e["step"], e["prompt"]) for e in played) == Counter(
         {(d["step"], p): ROLLOUTS for d in drawn for p in d["prompts"]}
     )
-    assert all(e["turns"] == 2 and e["end"] == "step budget" and e["model_tokens"] == 8 for e in played), Counter((e["turns"], e["end"], e["model_tokens"]) for e in played)
+    assert all(e["turns"] == 2 and e["end"] == "step budget" and e["model_tokens"] == 8 for e in played), Counter(
+        (e["turns"], e["end"], e["model_tokens"]) for e in played
+    )
     assert all(e["tokens"] > e["model_tokens"] for e in played)  # the first turn's tool results are in it
     for episode in played:  # the trainer's reward is what `cascade score` gives the episode's calls
         row = rows[episode["prompt"]]
