@@ -155,16 +155,20 @@ def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
     plain = build_world(tmp_path / "plain", seed=1, sizes=SMALL)
     assert not {"rl_workplace.jsonl", "rl_structured.jsonl"} & set(plain.rows)
     assert set(plain.benchmarks) == set(BENCHMARKS)
+    assert not {"rl_mcqa.jsonl", "bench_toy-mcqa.jsonl"} & set(plain.rows)
     sizes = replace(SMALL, sft_workplace=12, sft_structured=10, rl_workplace=10, rl_structured=8,
-                    bench_workplace=6, bench_structured=6)  # fmt: skip
+                    bench_workplace=6, bench_structured=6, sft_mcqa=10, rl_mcqa=9, bench_mcqa=7)  # fmt: skip
     world = build_world(tmp_path / "multi", seed=1, sizes=sizes)
     assert world.rows["rl_workplace.jsonl"] == 10 and world.rows["rl_structured.jsonl"] == 8
     assert world.benchmarks["toy-workplace"].domain == "workplace" and world.benchmarks["toy-structured"].rows == 6
+    assert world.rows["rl_mcqa.jsonl"] == 9 and world.benchmarks["toy-mcqa"].rows == 7
     for name in (
         "rl_workplace.jsonl",
         "rl_structured.jsonl",
         "bench_toy-workplace.jsonl",
         "bench_toy-structured.jsonl",
+        "rl_mcqa.jsonl",
+        "bench_toy-mcqa.jsonl",
     ):
         for row in read(world.out_dir / name):
             assert not missing_fields(get_domain(row["domain"]), row)
