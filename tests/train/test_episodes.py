@@ -87,8 +87,8 @@ class ScriptedTrainer:
 
         from cascade_rl.recipe import DynamicFilter
         from cascade_rl.train import trl_backend
-        from cascade_rl.train.verification import RolloutScorer
         from cascade_rl.train.schedule import PromptSchedule
+        from cascade_rl.train.verification import RolloutScorer
 
         tokenizer = AutoTokenizer.from_pretrained(checkpoint)
         end = tokenizer.convert_tokens_to_ids(IM_END)
