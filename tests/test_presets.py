@@ -39,15 +39,26 @@ def test_every_shipped_recipe_resolves_to_its_pinned_values(path):
 
 
 def test_the_presets_are_the_papers_grpo_stages_and_each_is_valid():
-    assert preset_names() == ["code", "ifrl", "math", "rlhf", "swe"]
+    assert preset_names() == ["code", "ifrl", "math", "multi_domain", "rlhf", "swe"]
     for name in preset_names():
         text = yaml.safe_load((PRESETS / f"{name}.yaml").read_text())
         assert set(text) - {"thinking_model"} <= set(GRPOStage.model_fields), name
         for kind in ("unified", "thinking"):
             settings = paper_defaults(name, kind)
             own_data = all("data" in step for step in settings["curriculum"])  # every sub-stage names its own
-            stage = GRPOStage.model_validate({**settings, "name": f"not-{name}", **({} if own_data else {"data": "x"})})
-            assert stage.curriculum and stage.domain, (name, kind)
+            stage = GRPOStage.model_validate(
+                {**settings, "name": f"not-{name}", **({} if own_data else {"data": "x.jsonl"})}
+            )
+            # every preset names its reward domain, but the multi-domain stage's rows route themselves
+            assert stage.curriculum and (stage.domain or name == "multi_domain"), (name, kind)
+
+
+def test_the_multi_domain_preset_has_cascade_2s_shared_settings():
+    stage = GRPOStage.model_validate({**paper_defaults("multi_domain"), "name": "multi_domain", "data": "x.jsonl"})
+    assert (stage.rollouts_per_prompt, stage.prompts_per_batch, stage.learning_rate) == (16, 128, 3e-6)
+    assert (stage.temperature, stage.top_p, stage.top_k, stage.domain) == (1.0, 1.0, None, None)
+    assert stage.dynamic_filter.enabled and stage.max_turns == 6 and stage.stabilisers.kl_coef == 0.0
+    assert stage.stabilisers.loss == "token" and not stage.curriculum[0].overlong_filter
     assert paper_defaults("custom-name") == {} and paper_defaults("../recipes/tiny") == {}
 
 
@@ -79,7 +90,7 @@ def test_an_unknown_preset_is_named_with_the_ones_there_are():
     with pytest.raises(RecipeError) as error:
         stage(name="x", preset="maths")
     assert "stages[1] (x)" in str(error.value) and "unknown preset 'maths'" in str(error.value)
-    assert "code, ifrl, math, rlhf, swe" in str(error.value)
+    assert "code, ifrl, math, multi_domain, rlhf, swe" in str(error.value)
 
 
 def write() -> None:

@@ -5,7 +5,8 @@ ordered list of stages. Stage kinds:
 
 * ``sft`` — supervised fine-tuning in sub-stages (SPEC 3: 16K then 32K, one epoch each);
 * ``reward_model`` — a Bradley-Terry scalar reward model (SPEC 4: one epoch, LR 2e-6, batch 256);
-* ``grpo`` — one domain-wise RL stage (SPEC 5-6): rlhf, ifrl, math, code, swe or any name;
+* ``grpo`` — one domain-wise RL stage (SPEC 5-6): rlhf, ifrl, math, code, swe, Cascade 2's
+  multi_domain (SPEC 11) or any name;
 * ``distill`` — multi-domain on-policy distillation (MOPD, docs/mopd.md);
 * ``eval`` — benchmarks only.
 
@@ -307,7 +308,16 @@ class Benchmark(Strict):
     k: int = Field(4, gt=0, description="Samples per prompt.")
     temperature: float = Field(0.6, ge=0, description="Sampling temperature (paper: 0.6).")
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling (paper: 0.95).")
-    max_new_tokens: int = Field(65536, gt=0, description="Generation budget (paper: 64K).")
+    max_new_tokens: int = Field(
+        65536,
+        gt=0,
+        description="Generation budget (paper: 64K); a multi-turn domain's episode: every turn and tool result of a "
+        "local model (a served model: each turn).",
+    )
+    max_turns: int = Field(6, gt=0, description="Multi-turn domains: model turns per episode (NeMo Gym's agent: 6).")
+    max_turn_tokens: int | None = Field(
+        None, gt=0, description="Multi-turn domains: tokens per model turn; None = what is left of max_new_tokens."
+    )
     mode: Literal["think", "no_think"] = Field("think", description="Thinking mode of the prompts.")
     limit: int | None = Field(None, gt=0, description="Evaluate at most this many prompts.")
     pass_threshold: float = Field(1.0, description="A sample is correct when its reward is at least this.")
@@ -501,7 +511,9 @@ class CurriculumStep(WithData):
         "max_prompt_length, context-<l>.jsonl); None = the stage's.",
     )
 
-    max_response_length: int = Field(..., gt=0, description="Rollouts longer than this are truncated.")
+    max_response_length: int = Field(
+        ..., gt=0, description="Rollouts longer than this are truncated (an episode: its turns and tool results)."
+    )
     overlong_filter: bool = Field(
         False, description="Skip truncated rollouts (no gradient, not in group statistics) instead of scoring them."
     )
@@ -623,6 +635,18 @@ class OnPolicyStage(WithData):
     learning_rate: float = Field(2e-6, gt=0, description="AdamW learning rate (constant).")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping.")
+    max_turns: int = Field(
+        6,
+        gt=0,
+        description="Multi-turn domains (an environment, e.g. workplace): model turns per episode; the last turn's "
+        "tool calls still run (NeMo Gym's agent: 6).",
+    )
+    max_turn_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="Multi-turn domains: tokens per model turn; None = what is left of the episode's response budget "
+        "(which every turn and every tool result share).",
+    )
     lora: LoRA | None = Field(None, description="Train LoRA adapters (merged at the end) instead of every weight.")
     eval: list[str] | None = Field(None, description="Benchmarks after this stage (None = the recipe's eval list).")
 
@@ -645,11 +669,12 @@ class GRPOStage(OnPolicyStage):
 
     kind: Literal["grpo"] = "grpo"
     name: str = Field(
-        ..., description="Stage name; rlhf, ifrl, math, code, swe extend the paper's preset of that name."
+        ..., description="Stage name; rlhf, ifrl, math, code, swe, multi_domain extend the preset of that name."
     )
     preset: str | None = Field(
         None,
-        description="The preset this stage extends (src/cascade_rl/presets/: rlhf, ifrl, math, code, swe); None = "
+        description="The preset this stage extends (src/cascade_rl/presets/: rlhf, ifrl, math, code, swe, "
+        "multi_domain); None = "
         "the preset named like the stage, if any; none = no preset.",
     )
     domain: str | None = Field(

@@ -414,3 +414,37 @@ def test_extends_names_a_missing_or_circular_base(tmp_path):
         load_recipe(tmp_path / "a.yaml")
     with pytest.raises(RecipeError, match=r"recipe file not found: .*missing.yaml \(extended by .*c.yaml\)"):
         load_recipe(tmp_path / "c.yaml")
+
+
+def test_mopd_plays_episodes_and_the_teacher_advantage_is_zero_on_tool_results(tmp_path):
+    """A workplace row in a distill stage is an episode (its environment runs on the row's fields):
+    the student's completion holds several turns and the tool results between them, and only the
+    model's own tokens get the teacher's advantage."""
+    from episode_assets import DELETE, build_caller, caller_rows
+
+    from cascade_rl.train.episodes import EpisodeSettings
+
+    student = build_caller(tmp_path / "student")
+    teacher = build_caller(tmp_path / "teacher", delete_bias=2.0)  # prefers the deleting call
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in caller_rows(4)))
+    stage = distill_stage(data, {"workplace": teacher}, thinking="no_think", max_response_length=1500,
+                          max_turns=2, temperature=1.0)  # fmt: skip
+    recipe = parse_recipe({"name": "t", "model": {"path": str(student)}, "stages": [stage]})
+    episodes = EpisodeSettings.of(recipe.stages[0], ["workplace"])
+    trainer = make_trainer(student, stage, tmp_path, {"workplace": local("workplace", teacher)})
+    trainer.episodes = episodes
+    output = trainer._generate_and_score_completions(drawn_step(trainer))
+    tool_mask, mask, advantages = output["tool_mask"], output["completion_mask"], output["advantages"]
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    delete = tokenizer.convert_tokens_to_ids(DELETE)
+    for row in range(mask.size(0)):
+        length = int(mask[row].sum())
+        turns = [i for i in range(length) if tool_mask[row, i]]
+        assert len(turns) == 8 and length > 8  # two 4-token turns, a tool result between them
+        assert torch.all(advantages[row, :length][tool_mask[row, :length] == 0] == 0)
+        ids = output["completion_ids"][row].tolist()
+        for i in turns:  # the teacher's preference shows where the call was chosen, and only there
+            expected = math.log(1 / (1 + math.exp(-2.0))) - math.log(0.5) if ids[i] == delete else None
+            if expected is not None:
+                assert advantages[row, i].item() == pytest.approx(expected, abs=1e-3)

@@ -161,6 +161,22 @@ def test_the_trainer_has_the_private_attributes_the_backend_reads(tiny_checkpoin
         row_of=lambda prompt, mode: prompt,
         steps=1,
     )
-    for name in trl_backend.TRL_PRIVATE_ATTRIBUTES:
+    vllm_only = {"_last_loaded_step"}  # TRL sets it with its own vLLM; the backend sets it for ours
+    for name in set(trl_backend.TRL_PRIVATE_ATTRIBUTES) - vllm_only:
         assert hasattr(trainer, name), name
     assert set(trainer._metrics) >= {"train"} and trainer.reward_func_names == ["cascade"]
+
+
+def test_trls_rollout_hook_takes_the_episodes_masks_and_columns_as_the_backend_hands_them():
+    """The multi-turn path (train/episodes.py) rides on what TRL 1.16's ``_generate`` does with a
+    ``rollout_func``: it skips its weight sync when ``_last_loaded_step`` is the current step, keeps
+    ``env_mask`` as the tool mask, and hands every other key to the reward functions' rows."""
+    from trl import GRPOTrainer
+
+    generate = inspect.getsource(GRPOTrainer._generate)
+    assert "self.rollout_func(prompts, self)" in generate
+    assert "self.state.global_step != self._last_loaded_step" in generate
+    assert 'extra_fields.pop("env_mask", None)' in generate
+    scoring = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert "inp[key] = values[i]" in scoring and "completion_mask * tool_mask" in scoring
+    assert 'inputs["tool_mask"]' in inspect.getsource(GRPOTrainer._compute_loss)

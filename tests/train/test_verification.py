@@ -169,3 +169,25 @@ def test_verification_threads_do_not_outlive_the_step(tokenizer):
     generate(verification, ids, 0.0)
     verification.collect(ids)
     assert not {t.name for t in threading.enumerate() if t.name.startswith("cascade-verify")} - before
+
+
+def test_an_episodes_verdict_is_its_rollouts_and_an_episode_without_one_is_masked(tokenizer):
+    """A multi-turn episode was judged by its environment when it ended (``_episode``): the step
+    keeps that verdict, never scores the transcript again, counts the model's tokens only, and
+    masks an episode whose environment reached no verdict; single-turn rows beside them are
+    verified as usual."""
+    texts = ["abc", "a transcript the workplace scorer cannot read", "another one"]
+    ids = encode(tokenizer, texts)
+    cols = columns([{}] * 3)
+    cols["_domain"] = ["tiny_assets:first_char_parity", "workplace", "workplace"]
+    episodes = [
+        None,
+        {"reward": 1.0, "details": {"turns": 2, "failed_calls": 0}, "masked": None, "model_tokens": 3},
+        {"reward": 0.0, "details": {}, "masked": "OSError: database gone", "model_tokens": 2},
+    ]
+    for asynchronous in (False, True):
+        verification = RolloutScorer(tokenizer, asynchronous=asynchronous).verify(texts, cols)
+        rollouts = verification.collect(ids, episodes=episodes)
+        assert [r.reward for r in rollouts] == [1.0, 1.0, None]
+        assert rollouts[1].numbers == {"turns": 2.0, "failed_calls": 0.0} and rollouts[1].length == 3
+        assert rollouts[2].masked == "OSError: database gone" and rollouts[0].length == len(ids[0])

@@ -217,3 +217,32 @@ def test_mopd_samples_the_student_with_vllm_and_its_mismatch_band_sees_vllms_log
     before = AutoModelForCausalLM.from_pretrained(vllm_checkpoint)
     after = AutoModelForCausalLM.from_pretrained(model)
     assert any(not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters()))
+
+
+# ----------------------------------------------------------------------------- multi-turn episodes
+def test_episodes_play_every_turn_on_the_engine_and_the_ratio_sees_only_the_models_tokens(tmp_path):
+    """Workplace episodes (tests/episode_assets.py's tool-calling model) sampled turn by turn by
+    vLLM, each turn seeded on its own; the vLLM / trainer ratio over the model's tokens is 1 (the
+    tool results carry no sampling log-probability: counted, they would pull its minimum to ~0),
+    and a second run samples the same episodes."""
+    from episode_assets import build_caller, caller_rows
+
+    model = build_caller(tmp_path / "model", head_dim=32)
+    data = tmp_path / "rl.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in caller_rows(4)))
+    recipe = vllm_recipe(data, domain=None, max_turns=3, curriculum=[{"max_response_length": 1600, "max_steps": 2}])
+    for name in ("first", "second"):
+        run_grpo_stage(
+            recipe.stages[0],
+            StageContext.settle(policy=model, stage_dir=tmp_path / name, runtime=recipe.runtime, seed=0),
+        )
+    played = [
+        json.loads(line) for line in (tmp_path / "first" / "substage-1" / "episodes.jsonl").read_text().splitlines()
+    ]
+    assert len(played) == 2 * 2 * 4 and all(e["turns"] == 3 and e["end"] == "step budget" for e in played)
+    assert len({tuple(c["name"] for c in e["calls"]) for e in played}) > 2  # turns are drawn, not repeated
+    for record in read_metrics(tmp_path / "first" / "metrics.jsonl"):
+        assert 0.999 < record["rollout/importance_ratio/min"] <= record["rollout/importance_ratio/max"] < 1.001
+        assert record["reward/workplace/turns"] == 3.0
+    again = (tmp_path / "second" / "substage-1" / "episodes.jsonl").read_text()
+    assert again == (tmp_path / "first" / "substage-1" / "episodes.jsonl").read_text()

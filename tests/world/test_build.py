@@ -155,16 +155,20 @@ def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
     plain = build_world(tmp_path / "plain", seed=1, sizes=SMALL)
     assert not {"rl_workplace.jsonl", "rl_structured.jsonl"} & set(plain.rows)
     assert set(plain.benchmarks) == set(BENCHMARKS)
+    assert not {"rl_mcqa.jsonl", "bench_toy-mcqa.jsonl"} & set(plain.rows)
     sizes = replace(SMALL, sft_workplace=12, sft_structured=10, rl_workplace=10, rl_structured=8,
-                    bench_workplace=6, bench_structured=6)  # fmt: skip
+                    bench_workplace=6, bench_structured=6, sft_mcqa=10, rl_mcqa=9, bench_mcqa=7)  # fmt: skip
     world = build_world(tmp_path / "multi", seed=1, sizes=sizes)
     assert world.rows["rl_workplace.jsonl"] == 10 and world.rows["rl_structured.jsonl"] == 8
     assert world.benchmarks["toy-workplace"].domain == "workplace" and world.benchmarks["toy-structured"].rows == 6
+    assert world.rows["rl_mcqa.jsonl"] == 9 and world.benchmarks["toy-mcqa"].rows == 7
     for name in (
         "rl_workplace.jsonl",
         "rl_structured.jsonl",
         "bench_toy-workplace.jsonl",
         "bench_toy-structured.jsonl",
+        "rl_mcqa.jsonl",
+        "bench_toy-mcqa.jsonl",
     ):
         for row in read(world.out_dir / name):
             assert not missing_fields(get_domain(row["domain"]), row)
@@ -184,3 +188,36 @@ def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
     assert not sft_requests & (requests["bench_toy-workplace.jsonl"] | requests["bench_toy-structured.jsonl"])
     assert not sft_requests & (requests["rl_workplace.jsonl"] | requests["rl_structured.jsonl"])
     assert sum(1 for r in sft if any(m["role"] == "tool" for m in r["messages"])) == 12
+
+
+def test_multi_domain_near_misses_are_a_share_of_sft_and_their_fixed_phrases_are_scaffolding(tmp_path):
+    from dataclasses import replace
+
+    from cascade_rl.rewards.mcqa import score as mcqa_score
+    from cascade_rl.world import WorldOptions
+    from cascade_rl.world.choice import SCAFFOLDING as CHOICE_PHRASES
+    from cascade_rl.world.structured import SCAFFOLDING as STRUCTURED_PHRASES
+
+    sizes = replace(SMALL, sft_workplace=40, sft_mcqa=60, rl_mcqa=8, bench_mcqa=8, bench_workplace=4)
+    options = WorldOptions(sft_near_miss=0.5, near_miss_domains=("mcqa", "workplace"))
+    world = build_world(tmp_path / "w", seed=2, sizes=sizes, options=options)
+    sft = read(world.out_dir / "sft.jsonl")
+    office = [r for r in sft if any(m["role"] == "tool" for m in r["messages"])]
+    calls = [sum(len(m.get("tool_calls") or ()) for m in r["messages"]) for r in office]
+    look_ups_only = sum(count == 1 for count in calls)  # every office task needs a look-up and a write
+    assert len(office) == 40 and 8 <= look_ups_only <= 32 and min(calls) == 1 and max(calls) >= 2
+    choice_answers = [r["messages"][-1]["content"] for r in sft if "\nWhere does " in r["messages"][0]["content"]]
+    unboxed = [a for a in choice_answers if "\\boxed{" not in a]
+    assert len(choice_answers) >= 60 and 15 <= len(unboxed) <= 45 and all(a.startswith("Answer: ") for a in unboxed)
+    # the RL prompts and benchmarks keep their gold references: a boxed letter scores 1 on each
+    for row in read(world.out_dir / "bench_toy-mcqa.jsonl") + read(world.out_dir / "rl_mcqa.jsonl"):
+        reference = {"options": row["options"], "expected_answer": row["expected_answer"]}
+        assert mcqa_score(f"\\boxed{{{row['expected_answer']}}}", **reference).reward == 1.0
+    fixed = scaffolding()
+    assert set(CHOICE_PHRASES) | set(STRUCTURED_PHRASES) <= set(fixed)
+    # not named, the families stay gold at the same share: the near misses are opt-in per domain
+    plain = build_world(tmp_path / "plain", seed=2, sizes=sizes, options=WorldOptions(sft_near_miss=0.5))
+    plain_sft = read(plain.out_dir / "sft.jsonl")
+    assert all(sum(len(m.get("tool_calls") or ()) for m in r["messages"]) >= 2 for r in plain_sft
+               if any(m["role"] == "tool" for m in r["messages"]))  # fmt: skip
+    assert not any(r["messages"][-1]["content"].startswith("Answer: ") for r in plain_sft)

@@ -110,3 +110,38 @@ def test_share_of_near_misses_in_sft_and_nothing_else_changes(tmp_path):
 def test_share_outside_zero_one_is_refused():
     with pytest.raises(ValueError, match="sft_near_miss"):
         WorldOptions(sft_near_miss=1.5)
+
+
+def test_multi_domain_near_misses_lose_the_reward_only_when_their_domain_is_named():
+    from cascade_rl.rewards.mcqa import score as mcqa_score
+    from cascade_rl.rewards.structured import score as structured_score
+    from cascade_rl.world.choice import choice_task
+    from cascade_rl.world.structured import structured_task
+
+    families = ("mcqa", "structured_output")
+    rng = random.Random(3)
+    for task in draw(choice_task, 20):
+        assert near_miss(task, rng) == task  # not a default near-miss domain
+        miss = near_miss(task, rng, families)
+        assert miss.answer == f"Answer: {task.reference['expected_answer']}"
+        assert mcqa_score(miss.answer, **task.reference).reward == 0.0
+    for task in draw(structured_task, 40):
+        miss = near_miss(task, rng, families)
+        assert structured_score(task.answer, **task.reference).reward == 1.0
+        missed = structured_score(miss.answer, **task.reference)
+        assert missed.reward == 0.0 and missed.details["error_type"] == "validation_error", miss.answer
+
+
+def test_a_near_miss_office_episode_answers_after_its_look_up_and_changes_nothing():
+    from cascade_rl.rewards.workplace.scorer import score
+    from cascade_rl.world import office
+
+    task = office.office_task(random.Random(5))
+    row = office.sft_row(task, "o", near_miss=True)
+    assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "assistant"]
+    calls = [
+        {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}
+        for message in row["messages"]
+        for call in message.get("tool_calls") or ()
+    ]
+    assert score(calls=calls, ground_truth=task.ground_truth, database=task.database).reward == 0.0

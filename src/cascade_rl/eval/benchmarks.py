@@ -9,7 +9,8 @@ backends, the token budget, the progress bar and how an interrupted evaluation r
 Two kinds of benchmark:
 
 * ``verify`` -- a sample is correct when its reward reaches ``pass_threshold`` (math,
-  multiple choice, IFEval strict prompt accuracy, code, SWE exact fix, tool calls). The mean
+  multiple choice, IFEval strict prompt accuracy, code, SWE exact fix, tool calls; a multi-turn
+  domain's sample is an episode judged by its environment, :mod:`.episodes`). The mean
   reward is kept beside the headline number (for SWE: the mean patch similarity), and IFEval /
   IFBench add their prompt- and instruction-level strict and loose accuracies
   (:mod:`.breakdown`).
@@ -38,6 +39,7 @@ from cascade_rl.chat import with_mode
 from cascade_rl.data.loading import load_sources, resolve_path, rl_normaliser
 from cascade_rl.eval import arena
 from cascade_rl.eval.breakdown import breakdown
+from cascade_rl.eval.episodes import play, plays_episodes
 from cascade_rl.eval.sampling import open_generator, reserve, sample, token_budget
 from cascade_rl.llm.base import Generator, Sampling
 from cascade_rl.recipe import Benchmark, DataSource, expand
@@ -190,6 +192,7 @@ class _Plan:
     prompts: list[list[dict]]
     baselines: list[str] | None = None
     judge: str | Generator | None = None
+    episodes: bool = False  # multi-turn rows: each sample is an episode (eval/episodes.py)
 
 
 def evaluate(
@@ -227,7 +230,8 @@ def evaluate(
     results: dict[str, dict] = {}
     for plan in plans:
         bench = plan.bench
-        samples = _sample(generator, plan.prompts, bench, samples_dir / f"{bench.name}.progress.jsonl", settings)
+        if not plan.episodes:
+            samples = _sample(generator, plan.prompts, bench, samples_dir / f"{bench.name}.progress.jsonl", settings)
         if bench.kind == "arena":
             baselines = plan.baselines or _sampled_baselines(bench, arena_dir or out_dir, generator, plan.prompts,
                                                              settings)  # fmt: skip
@@ -241,6 +245,14 @@ def evaluate(
                 outcome = arena.reward_model_outcome(prompts, samples, baselines, str(reward_model))
             result = arena_result(plan, outcome)
             _write_samples(samples_dir / f"{bench.name}.jsonl", plan.rows, samples, details=outcome.per_sample)
+        elif plan.episodes:
+            played = play(generator, plan.rows, plan.prompts, bench, batch_size=settings.batch_size,
+                          progress=samples_dir / f"{bench.name}.progress.jsonl")  # fmt: skip
+            scores = [[sample.score for sample in group] for group in played]
+            result = verify_result(bench, scores)
+            calls = [[{"calls": sample.calls} for sample in group] for group in played]
+            _write_samples(samples_dir / f"{bench.name}.jsonl", plan.rows,
+                           [[sample.response for sample in group] for group in played], scores, calls)  # fmt: skip
         else:
             options = {(bench.domain or row["domain"]): bench.options for row in plan.rows}
             scores = score_samples(plan.rows, samples, options, workers=settings.workers)
@@ -278,7 +290,7 @@ def _plan(bench: Benchmark, variables: dict[str, str], judge: Any, reward_model:
             except OptionError as error:
                 raise ValueError(f"benchmark {bench.name}: options.{error.option}: {error.reason}") from None
     prompts = [with_mode(row["prompt"], bench.mode) for row in rows]
-    plan = _Plan(bench, rows, prompts, judge=judge)
+    plan = _Plan(bench, rows, prompts, judge=judge, episodes=bench.kind == "verify" and plays_episodes(bench, rows))
     if bench.kind == "arena":
         plan.baselines = _given_baselines(bench, rows, variables)
     return plan

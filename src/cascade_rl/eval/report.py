@@ -25,6 +25,9 @@ and writes ``report.md``, ``report.json`` and PNG plots under ``plots/``:
     the exact fixes;
 (g) per ``grpo`` stage, the rollouts whose verifier reached no verdict (masked out of training,
     not scored 0), by reward domain and reason (``masked/<domain>/<reason>`` in metrics.jsonl).
+(h) for RL stages mixing reward domains or playing multi-turn episodes (Cascade 2's multi-domain
+    RL), each domain's reward, pass rate, turns and tool errors at the start and end of the stage
+    (:mod:`cascade_rl.eval.domains`).
 
 **Noise.** Each value comes with its standard error over prompts (``eval.json``
 ``extra.stderr``). Every stage is evaluated on the same prompts, so a change between two
@@ -53,6 +56,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cascade_rl.eval.domains import domain_trends, domains_section
 from cascade_rl.eval.forgetting import (
     Change,
     TargetCheck,
@@ -334,7 +338,8 @@ def _markdown(
     lines += _learning_lines(summary)
     lines += ["## Targets", ""] + _targets_section(checks) + [""]
     lines += _falls_lines(untargeted_falls(summary, targets, forgetting_limit)) + _noise_section(summary)
-    lines += _sample_rates_section(summary) + _length_entropy_section(summary, length_plot) + _masked_section(summary)
+    lines += _sample_rates_section(summary) + domains_section(summary)
+    lines += _length_entropy_section(summary, length_plot) + _masked_section(summary)
     if plots:
         lines += ["## Training curves (RL stages)", ""] + _curves_section(summary, plots)
     return "\n".join(lines).rstrip() + "\n"
@@ -378,6 +383,9 @@ def _stage_json(row: StageRecord) -> dict[str, Any]:
             entry["learning"]["note"] = note
     if row.kind == "grpo" and row.metrics:
         entry["masked"] = masked_rollouts(row.metrics)  # per domain and reason; {} when every rollout had one
+    domains = domain_trends(row) if row.kind == "grpo" else {}
+    if domains:
+        entry["rl_domains"] = domains
     return entry
 
 

@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -207,33 +208,58 @@ class LocalGenerator:
         return await asyncio.to_thread(self.generate_batch, conversations, sampling)
 
     def _sample(self, prompts: list[str], sampling: Sampling) -> list[list[str]]:
+        tokens = self._sample_ids([self._ids(p) for p in prompts], sampling)
+        return [[self._decode(ids) for ids in group] for group in tokens]
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """The token ids of :meth:`render_prompt` (what :meth:`sample_ids` continues)."""
+        check_messages(messages)
+        return self._ids(self.render_prompt(messages))
+
+    def sample_ids(self, prompt_ids: Sequence[Sequence[int]], max_tokens: int, sampling: Sampling) -> list[list[int]]:
+        """One completion per token sequence, at most ``max_tokens`` new tokens, drawn as ``sampling``
+        says (its ``n`` and ``max_tokens`` aside): the new token ids up to and including the first
+        stop id (the turns of a multi-turn episode, :mod:`cascade_rl.llm.episodes`)."""
+        drawn = replace(sampling, n=1, max_tokens=max_tokens)
+        prompts = [list(ids) for ids in prompt_ids]
+        per_call = len(prompts) if self.engine == "vllm" else self.batch_size
+        out: list[list[int]] = []
+        with self._lock:
+            for start in range(0, len(prompts), per_call):
+                out += [group[0] for group in self._sample_ids(prompts[start : start + per_call], drawn)]
+        return out
+
+    def _sample_ids(self, ids: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
+        """``sampling.n`` completions (token ids) of each prompt's ids."""
         if self.engine == "vllm":
-            return self._sample_vllm(prompts, sampling)
-        inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+            return self._sample_vllm(ids, sampling)
+        import torch
+
         n = sampling.n
-        greedy = sampling.temperature == 0
-        copies = 1 if greedy else n
+        copies = 1 if sampling.temperature == 0 else n
+        width = max(map(len, ids))
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(row)) + row for row in ids], device=self.device)
+        attention = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids], device=self.device)
         token_lists = decode(
             self.model,
-            inputs["input_ids"].repeat_interleave(copies, dim=0),
-            inputs["attention_mask"].repeat_interleave(copies, dim=0),
+            input_ids.repeat_interleave(copies, dim=0),
+            attention.repeat_interleave(copies, dim=0),
             max_new_tokens=sampling.max_tokens,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=sampling.top_k,
             stop_ids=self.stop_ids,
         )
-        texts = [self._decode(tokens) for tokens in token_lists]
-        if greedy:  # greedy decoding gives the same text every time
-            texts = [text for text in texts for _ in range(n)]
-        return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+        if copies == 1:  # greedy decoding gives the same tokens every time
+            token_lists = [tokens for tokens in token_lists for _ in range(n)]
+        return [token_lists[i * n : (i + 1) * n] for i in range(len(ids))]
 
-    def _sample_vllm(self, prompts: list[str], sampling: Sampling) -> list[list[str]]:
+    def _sample_vllm(self, ids: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
         import torch
 
         from cascade_rl.llm.vllm_engine import sampling_alone, shared_engine
 
-        ids = [self._ids(p) for p in prompts]
         engine = shared_engine(
             self.model_path,
             dtype=self.dtype_name,
@@ -250,7 +276,7 @@ class LocalGenerator:
             seed=seed,
             on_finished=(lambda _index, _completions: report()) if report is not None else None,
         )
-        return [[self._decode(c.token_ids) for c in completions] for completions in outputs]
+        return [[list(c.token_ids) for c in completions] for completions in outputs]
 
     def _decode(self, token_ids: list[int]) -> str:
         """Text of a completion up to its first stop token, special tokens kept (module doc)."""

@@ -31,8 +31,10 @@ One episode::
 * **The episode ends** when a turn calls no tool (the model answered), when the turn was cut
   at the token budget (``truncated=True``: its complete calls count for the verdict but do not
   run, as NeMo Gym's agent stops on an incomplete response), or when ``max_steps`` model turns
-  have been taken (the budget's last calls run and count; their results are not shown).
-  ``Step.end`` says which: ``answered``, ``truncated``, ``unfinished thinking``, ``step budget``.
+  have been taken (the budget's last calls run and count; their results are not shown), or when
+  the loop cuts it (:meth:`Episode.cut`: the tool results did not fit its token budget).
+  ``Step.end`` says which: ``answered``, ``truncated``, ``unfinished thinking``, ``step budget``
+  (a cut episode's ``end`` is the loop's reason, ``token budget``).
 * **The verdict** (:meth:`Episode.score`) is a :class:`~cascade_rl.rewards.base.Score`; an
   environment that cannot reach one because of its own infrastructure returns
   :meth:`Score.no_verdict`.
@@ -53,7 +55,7 @@ from typing import Any
 
 from cascade_rl.chat import parse_tool_calls, split_thinking
 from cascade_rl.rewards.base import Score
-from cascade_rl.rewards.registry import get_domain
+from cascade_rl.rewards.registry import REGISTRY, get_domain
 
 #: model turns an episode may take unless the domain's options say otherwise (NeMo Gym's agent)
 DEFAULT_MAX_STEPS = 6
@@ -112,6 +114,7 @@ class Episode(ABC):
             raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
         #: the conversation so far: the prompt, then each assistant turn and its tool results
         self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
+        self.prompt_messages = len(self.messages)
         self.tools = list(tools or [])
         self.max_steps = max_steps
         self.steps = 0
@@ -154,6 +157,13 @@ class Episode(ABC):
             self.failed_calls += failed
         return {"role": "tool", "name": call.name, "content": content}
 
+    def cut(self, end: str) -> None:
+        """End the episode from outside (the loop's token budget ran out before the tool results
+        could be shown): what was done so far is what :meth:`score` judges."""
+        if self.done:
+            raise RuntimeError(f"the episode is over ({self.end}); start a new one")
+        self.end = end
+
     def _finish(self, end: str, results: list[dict[str, Any]]) -> Step:
         self.end = end
         return Step(results, done=True, end=end)
@@ -166,14 +176,28 @@ class Episode(ABC):
     def score(self) -> Score:
         """The episode's verdict (may be asked before the episode is over: it judges what was done)."""
 
+    def verdict(self) -> Score:
+        """:meth:`score`, or no verdict when the environment itself fails to judge (not a wrong answer)."""
+        try:
+            return self.score()
+        except Exception as error:  # noqa: BLE001 - the environment's failure, kept as the reason
+            return Score.no_verdict(f"{type(error).__name__}: {error}")
+
+    def call_records(self) -> list[dict[str, Any]]:
+        """The model's calls in order as ``cascade score`` re-judges them (``{name, arguments}``;
+        a call that could not be read: ``{error}``)."""
+        return [call.as_dict() if call.error is None else {"error": call.error} for call in self.calls]
+
     def summary(self) -> dict[str, Any]:
         """What every environment reports in its verdict's details: turns, calls, failed calls, end."""
         return {"turns": self.steps, "calls": len(self.calls), "failed_calls": self.failed_calls, "end": self.end}
 
 
 def has_environment(domain: str) -> bool:
-    """Whether rows of ``domain`` are multi-turn episodes (the domain names an environment)."""
-    return get_domain(domain).environment is not None
+    """Whether rows of ``domain`` are multi-turn episodes (a registered domain that names an
+    environment; a user scorer, or a name that is no reward domain, such as a distillation
+    stage's teacher label, is single-turn)."""
+    return domain in REGISTRY and REGISTRY[domain].environment is not None
 
 
 def start_episode(row: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> Episode:

@@ -55,13 +55,15 @@ from typing import Any
 import torch
 
 from cascade_rl.chat import with_mode, with_tools
-from cascade_rl.data.loading import LoadReport, as_messages, load_sources, read_rows, resolve_path
+from cascade_rl.data.loading import LoadReport, as_messages, load_sources, read_rows, resolve_path, rl_normaliser
 from cascade_rl.data.rows import rename_fields
 from cascade_rl.recipe import DistillStage, DynamicFilter, RecipeError, Runtime
+from cascade_rl.rewards.environment import has_environment
 from cascade_rl.train import distributed
 from cascade_rl.train.common import resume_point
 from cascade_rl.train.context import StageContext
 from cascade_rl.train.curriculum import merge_substage_metrics, run_substages
+from cascade_rl.train.episodes import EpisodeSettings
 from cascade_rl.train.filtering import MODES
 from cascade_rl.train.grpo import rewind_logs, write_data_report
 from cascade_rl.train.on_policy import PolicyModels, StepSettings, Substage, on_policy_config, train_substage
@@ -93,15 +95,19 @@ class DistillData:
 
 def normalise_distill_row(row: dict) -> dict:
     """A prompt (chat messages ending with a user or tool turn, tools written into the system
-    message as for RL rows) and its ``domain``; no reference answer is needed."""
+    message as for RL rows) and its ``domain``; no reference answer is needed, except by a
+    multi-turn domain, whose environment runs on the row's fields (the RL rows' normaliser
+    checks and keeps them as ``reference``)."""
+    domain = row.get("domain")
+    if not isinstance(domain, str) or not domain:
+        raise ValueError("missing field 'domain'")
+    if has_environment(domain):
+        return rl_normaliser(domain)(row)
     prompt = as_messages(row.get("prompt") if "prompt" in row else row.get("messages"), "prompt")
     while prompt and prompt[-1]["role"] == "assistant":
         prompt = prompt[:-1]
     if not prompt or prompt[-1]["role"] not in ("user", "tool"):
         raise ValueError("prompt does not end with a user turn")
-    domain = row.get("domain")
-    if not isinstance(domain, str) or not domain:
-        raise ValueError("missing field 'domain'")
     if row.get("tools"):
         try:
             prompt = with_tools(prompt, row["tools"])
@@ -142,6 +148,7 @@ def build_distill_data(stage: DistillStage, *, seed: int, variables: Mapping[str
                     "_pidx": len(rows),
                     "_mode": each,
                     "_domain": prompt["domain"],
+                    "_ref": json.dumps(prompt["reference"]) if "reference" in prompt else "",
                 }
             )
     if not rows:
@@ -212,7 +219,7 @@ class TeacherAdvantages:
 
     def advantages(self, inputs: Sequence[Mapping[str, Any]], output: Mapping[str, Any], models: PolicyModels):
         domains = [row["_domain"] for row in inputs]
-        mask = output["completion_mask"]
+        mask = model_tokens(output)
         started = time.perf_counter()
         teacher = self.teacher_logps(domains, output, models)
         scored = time.perf_counter()
@@ -227,8 +234,9 @@ class TeacherAdvantages:
         return advantages
 
     def teacher_logps(self, domains: Sequence[str], output: Mapping[str, Any], models: PolicyModels) -> torch.Tensor:
-        """Per completion token, the log-probability its row's domain teacher gives it (0 on padding)."""
-        mask = output["completion_mask"]
+        """Per completion token, the log-probability its row's domain teacher gives it (0 on padding
+        and on an episode's tool results)."""
+        mask = model_tokens(output)
         result = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
         by_teacher: dict[int, list[int]] = defaultdict(list)
         for i, domain in enumerate(domains):
@@ -241,6 +249,13 @@ class TeacherAdvantages:
             else:
                 result[rows] = _served_logps(teacher, output, members, models.temperature).to(mask.device)
         return result * mask
+
+
+def model_tokens(output: Mapping[str, Any]) -> torch.Tensor:
+    """The mask of the model's own completion tokens: padding out, and an episode's tool results
+    (TRL's ``tool_mask``), which the teacher is not asked to have written."""
+    mask = output["completion_mask"]
+    return mask * output["tool_mask"] if output.get("tool_mask") is not None else mask
 
 
 def _served_logps(teacher: ServedTeacher, output: Mapping[str, Any], members: list[int], temperature: float):
@@ -369,6 +384,7 @@ def _train(
         resume=resume,
         done_steps=done,
         objective=objective,
+        episodes=EpisodeSettings.of(stage, (row["_domain"] for row in data.rows)),
     )
     steps = train_substage(substage, model, substage_dir, context)
     return {"steps": steps, "resumed_from_step": done or None}

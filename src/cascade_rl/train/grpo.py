@@ -53,6 +53,7 @@ from cascade_rl.train import distributed
 from cascade_rl.train.common import MetricsWriter, finite_number, read_metrics, resume_point, truncate_jsonl
 from cascade_rl.train.context import StageContext
 from cascade_rl.train.curriculum import SubstageStop, merge_substage_metrics, run_substages
+from cascade_rl.train.episodes import EpisodeSettings
 from cascade_rl.train.machine import local_engine
 from cascade_rl.train.on_policy import StepSettings, Substage, on_policy_config, train_substage
 from cascade_rl.train.prompt_filter import kept_prompts
@@ -229,6 +230,7 @@ def _run_substage(
         asynchronous=context.runtime.async_rewards,
         max_masked_share=stage.max_masked_share,
     )
+    episodes = EpisodeSettings.of(stage, (row["_domain"] for row in substage_data.rows), options)
     substage = Substage(
         stage,
         settings,
@@ -244,6 +246,7 @@ def _run_substage(
         reward=reward,
         callbacks=[StopRules(rules)],
         prompt_tokens=step.max_prompt_length,
+        episodes=episodes,
     )
     trained = train_substage(substage, model, substage_dir, context)
     handover = {**schedule.checkpoint(offset + trained), "data": data.key}
@@ -314,6 +317,7 @@ def rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[dict]:
     before it (main process)."""
     truncate_jsonl(substage_dir / "metrics.jsonl", done_steps)
     truncate_jsonl(substage_dir / "draws.jsonl", offset + done_steps)
+    truncate_jsonl(substage_dir / "episodes.jsonl", offset + done_steps)
     return read_metrics(substage_dir / "metrics.jsonl")
 
 

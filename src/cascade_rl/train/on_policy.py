@@ -9,6 +9,8 @@ the backend builds its configuration, ``train/trl_backend.py``), its rows and sc
 a reward function or a :class:`TokenObjective`. :func:`train_substage` does the rest, the same for
 both: the trainer (with the metrics writer and the checkpoint marker), the vLLM rollouts when the
 run samples with vLLM, training from the last checkpoint, saving the model, pruning checkpoints.
+A stage whose rows include multi-turn domains also brings its :class:`EpisodeSettings`
+(``train/episodes.py``): those rows are played as episodes, recorded in ``episodes.jsonl``.
 
 The protocols here are the engine's side of the boundary with the backend: :class:`TokenObjective`
 is what an objective offers the trainer, :class:`PolicyModels` what the trainer offers it.
@@ -33,6 +35,7 @@ from cascade_rl.train.common import (
     peft_config,
 )
 from cascade_rl.train.context import StageContext
+from cascade_rl.train.episodes import EpisodeSettings
 from cascade_rl.train.schedule import PromptSchedule
 
 #: prompt tokens a rollout's KV cache is sized for when the sub-stage sets no max_prompt_length
@@ -160,6 +163,7 @@ class Substage:
     objective: TokenObjective | None = None
     callbacks: list = field(default_factory=list)
     prompt_tokens: int | None = None  # the longest prompt the rollouts' KV cache must hold
+    episodes: EpisodeSettings | None = None  # how multi-turn rows play (None: the stage has none)
 
 
 def train_substage(substage: Substage, model: Path, substage_dir: Path, context: StageContext) -> int:
@@ -198,6 +202,8 @@ def train_substage(substage: Substage, model: Path, substage_dir: Path, context:
         drop_idle_rollouts=runtime.drop_idle_rollouts,
         reward_shaping=stage.stabilisers.reward_shaping,
         objective=substage.objective,
+        episodes=substage.episodes,
+        episodes_log=substage_dir / "episodes.jsonl",
     )
     trackers = Trackers.of(runtime, substage_dir / "trainer", substage.run_name)
     fit(trainer, substage.tokenizer, substage_dir, substage.resume, trackers)

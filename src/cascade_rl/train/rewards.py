@@ -24,8 +24,9 @@ tokens out of the loss. :func:`check_masked_share` stops the stage when more tha
 failing, and training on what is left would learn from a biased remainder.
 
 The result, a :class:`ScoredBatch`, is the same on every process; :func:`report_metrics` turns
-it into the step's metrics (per-domain rewards and the means of their numeric score details,
-e.g. ``reward/swe/applied``; rollouts without a verdict per domain and reason,
+it into the step's metrics (per-domain rewards, pass rates and the means of their numeric score
+details, e.g. ``reward/swe/applied``, a multi-turn domain's ``reward/workplace/turns`` and
+``failed_calls`` (tool errors); rollouts without a verdict per domain and reason,
 ``masked/<domain>/<reason>``; each domain's scorer calls, their time and the judge calls they
 made, ``verify/<domain>/...``; response length per thinking mode; errors, timeouts, skipped
 rollouts; time).
@@ -48,6 +49,10 @@ from cascade_rl.rewards.registry import get_domain, score_groups
 
 class VerifierFailure(RuntimeError):
     """Too much of a step has no verdict: the verifiers fail, not the policy (one line)."""
+
+
+#: a rollout passes when its reward reaches this (the binary verifiers' 1; ``reward/<domain>/pass_rate``)
+PASS_REWARD = 1.0
 
 
 @dataclass
@@ -335,6 +340,7 @@ def report_metrics(batch: ScoredBatch, log_metric: Callable[[str, float], None])
     for name, values in batch.per_domain.items():
         if values:
             log_metric(f"reward/{name or 'row'}/mean", mean(values))
+            log_metric(f"reward/{name or 'row'}/pass_rate", sum(v >= PASS_REWARD for v in values) / len(values))
     for name, means in batch.details.items():
         for key, value in means.items():
             if key != "mean":

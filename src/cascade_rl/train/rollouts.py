@@ -39,9 +39,11 @@ from cascade_rl.llm.vllm_engine import process_cores, shared_engine
 from cascade_rl.train import distributed
 
 
-def step_seed(seed: int, step: int, rank: int) -> int:
-    """The sampling seed of one process at one optimizer step."""
-    digest = hashlib.sha256(f"{seed}/{step}/{rank}".encode()).digest()
+def step_seed(seed: int, step: int, rank: int, turn: int = 0) -> int:
+    """The sampling seed of one process at one optimizer step (``turn``: the sampling round of a
+    step's multi-turn episodes; the first round keeps the single-turn seed)."""
+    key = f"{seed}/{step}/{rank}" + (f"/{turn}" if turn else "")
+    digest = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
@@ -73,12 +75,14 @@ class VLLMRollouts:
         *,
         stop_ids: Sequence[int],
         step: int,
+        turn: int = 0,
         on_finished: Callable[[int, list[int]], None] | None = None,
     ) -> tuple[list[list[int]], list[list[float]]]:
         """One completion per prompt row (``sampling.n`` is 1: the rows already repeat each prompt):
         token ids (ending with the stop token when one came) and each token's log-probability under
-        the sampling distribution. ``on_finished(row, token_ids)`` is called as each row finishes,
-        while the others are still sampled (asynchronous verification)."""
+        the sampling distribution. ``turn``: the round of a multi-turn step (each round its own
+        seed). ``on_finished(row, token_ids)`` is called as each row finishes, while the others are
+        still sampled (asynchronous verification)."""
         report = None
         if on_finished is not None:
 
@@ -89,7 +93,7 @@ class VLLMRollouts:
             prompt_ids,
             sampling,
             stop_ids=stop_ids,
-            seed=step_seed(self.seed, step, distributed.rank()),
+            seed=step_seed(self.seed, step, distributed.rank(), turn),
             logprobs=True,
             on_finished=report,
         )

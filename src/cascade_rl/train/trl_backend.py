@@ -57,8 +57,10 @@ from torch.utils.data import Sampler
 from cascade_rl.chat import stop_token_ids
 from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.decode import install_decoder
+from cascade_rl.llm.episodes import Budget, ChatCodec, run_episodes
 from cascade_rl.llm.vllm_engine import quiet_triton_on_cpu
 from cascade_rl.train import distributed, machine
+from cascade_rl.train.episodes import EpisodeSettings, episode_results, start_episodes
 from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
 from cascade_rl.train.rewards import (
     ScoredBatch,
@@ -103,9 +105,24 @@ TRL_PRIVATE: dict[str, tuple[str, ...]] = {
     "GRPOTrainer._compute_loss": ("self", "model", "inputs"),
     "GRPOTrainer._log_metric": ("self", "name", "value"),
     "GRPOTrainer._load_rng_state": ("self", "checkpoint"),
+    "GRPOTrainer._tokenize_prompts": ("self", "prompts"),
 }
-#: TRL's private attributes of a GRPOTrainer this module reads or sets
-TRL_PRIVATE_ATTRIBUTES = ("_metrics", "use_vllm", "vllm_mode", "eos_token_ids", "num_generations", "temperature")
+#: TRL's private attributes of a GRPOTrainer this module reads or sets (``rollout_func``: the hook
+#: through which ``_generate`` takes multi-turn episodes, set per call; ``_last_loaded_step``: TRL's
+#: own weight-sync mark, which the cascade's engine keeps from syncing a vLLM it does not have;
+#: ``generation_config`` / ``generation_kwargs``: each turn's token budget without vLLM)
+TRL_PRIVATE_ATTRIBUTES = (
+    "_metrics",
+    "use_vllm",
+    "vllm_mode",
+    "eos_token_ids",
+    "num_generations",
+    "temperature",
+    "rollout_func",
+    "_last_loaded_step",
+    "generation_config",
+    "generation_kwargs",
+)
 #: TRL's internal functions and types this module imports: (module, name)
 TRL_INTERNALS = (
     ("trl.trainer.utils", "add_fused_lm_head"),
@@ -275,7 +292,9 @@ class OnPolicyTrainer(GRPOTrainer):
     ``reward_funcs`` (TRL's argument): the stage's :class:`~cascade_rl.train.verification.RolloutScorer`;
     ``objective``: token-level advantages instead of a reward (:class:`RewardSlot` fills TRL's reward
     slot); ``reward_shaping``: ``none`` or ``tanh_z``;
-    ``rollouts``: this process's vLLM engine (None: TRL's path, the project's decoder without vLLM)."""
+    ``rollouts``: this process's vLLM engine (None: TRL's path, the project's decoder without vLLM);
+    ``episodes``: how the stage plays its multi-turn rows (None: it has none), whose records go to
+    ``episodes_log`` (main process)."""
 
     def __init__(
         self,
@@ -289,6 +308,8 @@ class OnPolicyTrainer(GRPOTrainer):
         drop_idle_rollouts: bool = True,
         reward_shaping: str = "none",
         objective: Any = None,
+        episodes: EpisodeSettings | None = None,
+        episodes_log: Path | None = None,
         **kwargs: Any,
     ):
         check_trl()
@@ -301,6 +322,10 @@ class OnPolicyTrainer(GRPOTrainer):
         self.scored: ScoredBatch | None = None  # the last step's rollouts and rewards, every process's
         self.rng_checkpoint: str | None = None
         self.lm_head = lm_head
+        self.episodes, self.episodes_log = episodes, episodes_log
+        self.step_rows: list[dict] = []  # this process's rows of the step being generated
+        self.episode_records: list[dict] = []  # this process's finished episodes of that step
+        self.turn, self.turn_tokens = 0, None  # the sampling round of an episode step, and its token budget
         super().__init__(*args, **kwargs)
         self.drop_idle_rollouts = drop_idle_rollouts and can_drop_idle_rollouts(
             self.loss_type, self.beta, self.args.entropy_coef, self.top_entropy_quantile
@@ -347,6 +372,7 @@ class OnPolicyTrainer(GRPOTrainer):
             # uninterrupted run sampled.
             self._load_rng_state(self.rng_checkpoint)
             self.rng_checkpoint = None
+        self.step_rows = inputs
         self.verification = self._verification(inputs) if self.objective is None else None
         try:
             output = super()._generate_and_score_completions(inputs)
@@ -400,13 +426,77 @@ class OnPolicyTrainer(GRPOTrainer):
 
     def _generate(self, prompts: list):
         start = time.perf_counter()
-        result = super()._generate(prompts)
+        if self.episodes is None:
+            result = super()._generate(prompts)
+        else:  # TRL's hook for rollouts it does not generate itself, set for this call only
+            self.rollout_func = self._play_episodes
+            if self.rollouts is not None:  # TRL's weight sync is for a vLLM of its own; ours syncs in the first turn
+                self._last_loaded_step = self.state.global_step
+            try:
+                result = super()._generate(prompts)
+            finally:
+                self.rollout_func = None
         self._log_metric("time/generation", time.perf_counter() - start)
         return result
 
+    def _play_episodes(self, prompts: list, trainer: Any = None) -> dict:
+        """The step's rollouts as episodes (``llm/episodes.py``): a multi-turn row plays its
+        environment turn by turn, a single-turn row takes one turn; TRL receives every turn and tool
+        result as the completion, the tool results masked (``env_mask``), and the episodes' verdicts
+        in the ``_episode`` column for the scoring step."""
+        assert self.episodes is not None
+        prompt_ids, _, _ = self._tokenize_prompts(prompts)
+        episodes = start_episodes(self.step_rows, prompts, self.episodes)
+        self.turn = 0
+        transcripts = run_episodes(
+            prompt_ids,
+            episodes,
+            self._sample_turn,
+            budget=Budget(self.max_completion_length, self.episodes.max_turn_tokens),
+            codec=ChatCodec(self.processing_class, self.eos_token_ids),
+            lockstep=(lambda open_here: any(distributed.gather(open_here))) if self._collective_generation() else None,
+        )
+        column, self.episode_records = episode_results(self.step_rows, episodes, transcripts)
+        with_logprobs = all(t.logprobs is not None for t in transcripts)
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": [t.completion_ids for t in transcripts],
+            "logprobs": [t.logprobs for t in transcripts] if with_logprobs else None,
+            "env_mask": [t.tool_mask for t in transcripts],
+            "_episode": column,
+        }
+
+    def _sample_turn(self, prompt_ids: list[list[int]], max_tokens: int):
+        """One round of the episodes' turns through the step's engine, at most ``max_tokens`` each."""
+        self.turn_tokens = max_tokens
+        try:
+            if self.rollouts is not None or self.use_vllm:
+                return self._generate_single_turn(prompt_ids, None, {}, 1)
+            budget = {"max_new_tokens": max_tokens}
+            saved = self.generation_config.max_new_tokens, dict(self.generation_kwargs)
+            self.generation_config.update(**budget)
+            self.generation_kwargs.update(budget)
+            try:
+                return self._generate_single_turn(prompt_ids, None, {}, 1)
+            finally:
+                self.generation_config.max_new_tokens = saved[0]
+                self.generation_kwargs.clear()
+                self.generation_kwargs.update(saved[1])
+        finally:
+            self.turn, self.turn_tokens = self.turn + 1, None
+
+    def _collective_generation(self) -> bool:
+        """Whether every process must take part in each generation call: TRL's server mode gathers
+        the prompts, FSDP and DeepSpeed gather the weights of the trainer's model."""
+        if self.rollouts is not None:
+            return False
+        return bool(self.use_vllm or self.is_fsdp_enabled or self.is_deepspeed_enabled)
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, *args, **kwargs):
-        """The step's rollouts, each handed to the step's verification as it finishes."""
-        on_finished = self.verification.finished if self.verification is not None else None
+        """The step's rollouts, each handed to the step's verification as it finishes (not a turn
+        of an episode: the episode is its rollout, judged when it ends)."""
+        playing = self.turn_tokens is not None
+        on_finished = self.verification.finished if self.verification is not None and not playing else None
         if self.rollouts is None:
             if self.decoder is not None:  # else TRL's own engines: scored when the step collects
                 self.decoder.on_finished = on_finished
@@ -420,9 +510,15 @@ class OnPolicyTrainer(GRPOTrainer):
         if self.state.global_step != self.synced_step:  # new weights since the last rollouts
             self._log_metric("time/weight_sync", self.rollouts.sync(self.accelerator.unwrap_model(self.model)))
             self.synced_step = self.state.global_step
-        sampling = Sampling(1, self.temperature, self.top_p, self.max_completion_length, self.top_k or 0)
+        budget = self.turn_tokens or self.max_completion_length
+        sampling = Sampling(1, self.temperature, self.top_p, budget, self.top_k or 0)
         return self.rollouts.generate(
-            prompt_ids, sampling, stop_ids=self.eos_token_ids, step=self.state.global_step, on_finished=on_finished
+            prompt_ids,
+            sampling,
+            stop_ids=self.eos_token_ids,
+            step=self.state.global_step,
+            turn=self.turn,
+            on_finished=on_finished,
         )
 
     # ------------------------------------------------------------------ the step's scoring
@@ -435,7 +531,7 @@ class OnPolicyTrainer(GRPOTrainer):
         if self.objective is None:
             (scorer,) = self.reward_funcs
             verification = self.verification or self._verification(inputs)  # (a step not drawn here)
-            local = verification.collect(completion_ids_list)
+            local = verification.collect(completion_ids_list, episodes=[row.get("_episode") for row in inputs])
             batch = score_step(
                 local,
                 gather=distributed.gather,
@@ -474,6 +570,17 @@ class OnPolicyTrainer(GRPOTrainer):
         if self.draws_log is not None and distributed.is_main():
             with open(self.draws_log, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(draw_record(draw, batch, digests)) + "\n")
+        if self.episodes is not None:
+            self._log_episodes(draw.step)
+
+    def _log_episodes(self, step: int) -> None:
+        """Every process's finished episodes of the step, one line each in ``episodes.jsonl`` (collective)."""
+        records = [record for part in distributed.gather(self.episode_records) for record in part]
+        self.episode_records = []
+        if self.episodes_log is not None and distributed.is_main() and records:
+            with open(self.episodes_log, "a", encoding="utf-8") as handle:
+                for record in records:
+                    handle.write(json.dumps({"step": step, **record}, ensure_ascii=False) + "\n")
 
     def _drop_reward_metrics(self) -> None:
         """TRL's group reward statistics say nothing in a stage without a reward."""
@@ -536,7 +643,10 @@ class OnPolicyTrainer(GRPOTrainer):
         self.trainer_logps = []
         try:
             loss = super()._compute_loss(model, inputs)
-            self.ratio.add(self.trainer_logps[0], sampled, inputs["completion_mask"])
+            mask = inputs["completion_mask"]
+            if "tool_mask" in inputs:  # the model's own tokens only
+                mask = mask * inputs["tool_mask"]
+            self.ratio.add(self.trainer_logps[0], sampled, mask)
         finally:
             self.trainer_logps = None
         return loss

@@ -21,7 +21,9 @@ scored per response is scored rollout by rollout; a domain scored per group (``g
 the pairwise GenRM) when the last rollout of a group this process holds whole finishes (a group
 split over processes is judged after the gather, :func:`~cascade_rl.train.rewards.score_step`).
 :meth:`~StepVerification.collect`, the scoring step, scores what was not reported (an engine
-without per-request completion, TRL's server mode) and waits for the rest.
+without per-request completion, TRL's server mode) and waits for the rest. A multi-turn episode
+(``train/episodes.py``) is not reported turn by turn: its environment judged it when it ended,
+and ``collect`` takes that verdict (a verdict or none, as any scorer's) for its rollout.
 
 The scorers see the same requests either way, so the rewards are the synchronous path's: with
 ``asynchronous=False`` (``runtime.async_rewards: false``) nothing is scored before the step's
@@ -48,6 +50,7 @@ from typing import Any
 from cascade_rl.chat import decode_response, last_user_text, stop_token_ids
 from cascade_rl.rewards.base import Score
 from cascade_rl.rewards.registry import get_domain, score_batch, score_groups
+from cascade_rl.train.episodes import episode_score
 from cascade_rl.train.rewards import Rollout, call_totals, rollout_of
 
 
@@ -184,10 +187,18 @@ class StepVerification:
         return self.group_size is None or len(members) == self.group_size
 
     # ------------------------------------------------------------------ the scoring step
-    def collect(self, completion_ids: Sequence[Sequence[int]]) -> list[Rollout]:
+    def collect(
+        self, completion_ids: Sequence[Sequence[int]], episodes: Sequence[Mapping[str, Any] | None] | None = None
+    ) -> list[Rollout]:
         """Every rollout of this process with its verdict (the scoring step): the rollouts no
-        engine reported are recorded now, what is left is scored, and all is waited for."""
+        engine reported are recorded now, what is left is scored, and all is waited for.
+        ``episodes``: per rollout, the verdict of a multi-turn episode (``_episode``,
+        :func:`~cascade_rl.train.episodes.episode_results`), reached when it ended; the rollout
+        keeps it instead of being scored again."""
         self.waited_at = time.perf_counter()
+        for index, entry in enumerate(episodes or []):
+            if entry is not None:
+                self._take_episode(index, completion_ids[index], entry)
         for index, ids in enumerate(completion_ids):
             if self.tokens[index] is None:
                 self._record(index, ids)
@@ -206,6 +217,17 @@ class StepVerification:
             pool.shutdown(wait=True, cancel_futures=True)
         self._hold_split_groups()
         return [rollout for rollout in self.rollouts if rollout is not None]
+
+    def _take_episode(self, index: int, token_ids: Sequence[int], entry: Mapping[str, Any]) -> None:
+        """An episode's rollout: its length is the model's own tokens (not the tools'), its verdict
+        the episode's (none for a truncated rollout under overlong filtering)."""
+        self._record(index, token_ids)
+        self.submitted.add(index)
+        rollout = self.rollouts[index]
+        assert rollout is not None
+        rollout.length = int(entry["model_tokens"])
+        if self._scored(index):
+            rollout.take(episode_score(entry), keep_details=get_domain(self.domains[index]).combine is not None)
 
     def _remaining_units(self) -> list[_Unit]:
         """What nobody has scored yet: each domain's rollouts as one batch, each group whole here

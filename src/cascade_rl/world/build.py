@@ -13,7 +13,10 @@
 ``rl_code.jsonl``          code prompts (domain ``code``, ``tests``)
 ``rl_swe.jsonl``           repair prompts (domain ``swe``, ``files``, ``golden_patch``)
 ``bench_<name>.jsonl``     held-out benchmarks: toy-ifeval, toy-math, toy-code, toy-swe, toy-arena,
-                           tool-call
+                           tool-call; toy-workplace, toy-structured, toy-mcqa when their sizes are set
+``rl_workplace.jsonl``,    the multi-domain stage's prompts (office episodes, structured output,
+``rl_structured.jsonl``,   multiple choice), written when their sizes are set
+``rl_mcqa.jsonl``
 ``tokenizer/``             the byte-level BPE tokenizer trained on the training files
 ``manifest.json``          seed, sizes, row counts, SHA-256 of every file, the benchmarks' domains
                            and thinking modes, and what decontamination dropped
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import render
-from cascade_rl.world import arithmetic, general, instructions, office, programs, structured, swe, tools
+from cascade_rl.world import arithmetic, choice, general, instructions, office, programs, structured, swe, tools
 from cascade_rl.world.decontam import Decontaminator, row_text, strip_scaffolding
 from cascade_rl.world.near_miss import DEFAULT_DOMAINS as DEFAULT_NEAR_MISS_DOMAINS
 from cascade_rl.world.near_miss import DOMAINS as NEAR_MISS_DOMAINS
@@ -74,13 +77,17 @@ class WorldSizes:
     bench_swe: int = 32
     bench_tool: int = 48
     #: multi-domain tasks (issue 44; off by default, so the default world is unchanged): the toy
-    #: office's tool episodes (domain ``workplace``) and structured output (``structured_output``)
+    #: office's tool episodes (domain ``workplace``), structured output (``structured_output``)
+    #: and multiple choice (``mcqa``)
     sft_workplace: int = 0
     sft_structured: int = 0
+    sft_mcqa: int = 0
     rl_workplace: int = 0
     rl_structured: int = 0
+    rl_mcqa: int = 0
     bench_workplace: int = 0
     bench_structured: int = 0
+    bench_mcqa: int = 0
     vocab_size: int = 2048
 
     @classmethod
@@ -166,18 +173,21 @@ BENCHMARKS = {
 OPTIONAL_BENCHMARKS = {
     "toy-workplace": ("bench_toy-workplace.jsonl", "workplace", "no_think", "verify"),
     "toy-structured": ("bench_toy-structured.jsonl", "structured_output", "no_think", "verify"),
+    "toy-mcqa": ("bench_toy-mcqa.jsonl", "mcqa", "no_think", "verify"),
 }
 
 
 def scaffolding() -> list[str]:
     """Fixed text shared by every instance of a prompt family (see :mod:`.decontam`): the
-    SWE prompt wrappers (both styles) and the instruction descriptions of the toy world."""
+    SWE prompt wrappers (both styles), the instruction descriptions of the toy world and the
+    fixed phrases of its structured-output and multiple-choice requests."""
     import string
 
     pieces: list[str] = []
     for template in swe.prompt_templates() + swe.generator_templates():
         pieces += [literal for literal, *_ in string.Formatter().parse(template) if literal.strip()]
     pieces += instructions.all_descriptions()
+    pieces += [*structured.SCAFFOLDING, *choice.SCAFFOLDING]
     return pieces
 
 
@@ -293,6 +303,7 @@ class Generators:
     code = staticmethod(programs.code_task)
     tool = staticmethod(tools.tool_task)
     structured = staticmethod(structured.structured_task)
+    choice = staticmethod(choice.choice_task)
 
     def math(self, rng: random.Random) -> Task:
         return arithmetic.math_task(rng, style=self.options.math_style)
@@ -324,7 +335,7 @@ def build_world(
     for rows in benches.values():
         sampler.used_prompts.update(_row_prompt_key(row) for row in rows)
 
-    office_sets = _office_rows(seed, sizes)
+    office_sets = _office_rows(seed, sizes, options)
     benches["toy-workplace"] = office_sets.pop("bench")
     files["sft.jsonl"] = _sft_rows(seed, sizes, sampler, generators, office_sets.pop("sft"))
     files["rm_pairs.jsonl"], rlhf_pool = _preference_rows(seed, sizes, sampler)
@@ -373,6 +384,7 @@ def _benchmarks(seed: int, sizes: WorldSizes, generators: Generators) -> dict[st
         "toy-swe": (generators.repair, sizes.bench_swe),
         "tool-call": (generators.tool, sizes.bench_tool),
         "toy-structured": (generators.structured, sizes.bench_structured),
+        "toy-mcqa": (generators.choice, sizes.bench_mcqa),
     }
     out = {}
     for name, (generator, count) in plan.items():
@@ -403,6 +415,7 @@ def _sft_rows(
         ("sft:swe_localization", generators.localize, sizes.sft_swe_localization, ("think",)),
         ("sft:swe_testgen", generators.testgen, sizes.sft_swe_testgen, ("think",)),
         ("sft:structured", generators.structured, sizes.sft_structured, ("no_think",)),
+        ("sft:mcqa", generators.choice, sizes.sft_mcqa, ("no_think",)),
     ]
     rows: list[dict] = []
     for name, generator, count, modes in plan:
@@ -469,18 +482,23 @@ def _rl_rows(
         ("rl_code.jsonl", "code", generators.code, sizes.rl_code),
         ("rl_swe.jsonl", "swe", generators.repair, sizes.rl_swe),
         ("rl_structured.jsonl", "structured", generators.structured, sizes.rl_structured),
+        ("rl_mcqa.jsonl", "mcqa", generators.choice, sizes.rl_mcqa),
     ):
-        if count == 0 and file_name == "rl_structured.jsonl":
+        if count == 0 and file_name in ("rl_structured.jsonl", "rl_mcqa.jsonl"):
             continue  # an optional multi-domain file: written only when asked for
         tasks = sampler.draw(f"rl:{name}", generator, _rng(seed, f"rl:{name}"), count, lambda t: rl_row(t, "probe"))
         out[file_name] = [rl_row(t, f"{name}-{i:05d}") for i, t in enumerate(tasks)]
     return out
 
 
-def _office_rows(seed: int, sizes: WorldSizes) -> dict[str, list[dict]]:
+def _office_rows(seed: int, sizes: WorldSizes, options: WorldOptions) -> dict[str, list[dict]]:
     """The toy office's benchmark, RL and SFT rows (:mod:`.office`). Each task has its own
     database, so a request is what makes two tasks the same: the benchmark is drawn first,
-    then RL and SFT requests that no other set has (SFT and RL strictly disjoint)."""
+    then RL and SFT requests that no other set has (SFT and RL strictly disjoint). A share
+    ``sft_near_miss`` of the SFT episodes stop before their write when ``workplace`` is a
+    near-miss domain."""
+    slips = _rng(seed, "office:sft:near_miss")
+    share = options.sft_near_miss if "workplace" in options.near_miss_domains else 0.0
     used: set[str] = set()
     out: dict[str, list[dict]] = {}
     for name, count in (("bench", sizes.bench_workplace), ("rl", sizes.rl_workplace), ("sft", sizes.sft_workplace)):
@@ -495,8 +513,11 @@ def _office_rows(seed: int, sizes: WorldSizes) -> dict[str, list[dict]]:
         if len(tasks) < count:
             raise RuntimeError(f"office:{name}: only {len(tasks)} of {count} distinct requests; ask for fewer")
         prefix = {"bench": "toy-workplace", "rl": "workplace", "sft": "workplace"}[name]
-        make = office.sft_row if name == "sft" else office.rl_row
-        out[name] = [make(task, f"{prefix}-{i:05d}") for i, task in enumerate(tasks)]
+        if name == "sft":
+            out[name] = [office.sft_row(t, f"{prefix}-{i:05d}", near_miss=slips.random() < share)
+                         for i, t in enumerate(tasks)]  # fmt: skip
+        else:
+            out[name] = [office.rl_row(t, f"{prefix}-{i:05d}") for i, t in enumerate(tasks)]
     return out
 
 

@@ -21,6 +21,13 @@ general chat       the gold answer padded with filler sentences (the reward mode
 SWE repair         the edit names its file without the package directory (``### utils.py``
                    for ``### farm/utils.py``): the edit does not apply (scores -1); only when
                    ``swe`` is among the near-miss domains (``WorldOptions.near_miss_domains``)
+multiple choice    ``Answer: B``: the right letter, not in ``\boxed{}`` (the strict grading
+                   mode reads the box only); only when ``mcqa`` is named
+structured output  the document with one field the schema does not have (the strict schema
+                   allows no other property); only when ``structured_output`` is named
+workplace          the toy office's episode stops after its look-up and answers without the
+                   write (the databases end unchanged; :func:`cascade_rl.world.office.sft_row`);
+                   only when ``workplace`` is named
 =================  ==========================================================================
 
 Tool calls stay gold. The RL prompts and the benchmarks are never touched: only the habits the
@@ -30,6 +37,7 @@ SFT model starts RL with change, not what is measured. The default share is 0 (c
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import replace
@@ -41,7 +49,7 @@ from cascade_rl.world.general import FILLERS
 from cascade_rl.world.tasks import Task
 
 #: Domains whose SFT answers may be written as near misses.
-DOMAINS = ("math", "code", "ifeval", "preference", "swe")
+DOMAINS = ("math", "code", "ifeval", "preference", "swe", "mcqa", "structured_output", "workplace")
 #: The near-miss domains of a world that does not name them.
 DEFAULT_DOMAINS = ("math", "code", "ifeval", "preference")
 
@@ -119,10 +127,24 @@ _BREAKERS = {
     instructions.END_PHRASE: _say_more,
 }
 
+
+def _unboxed_letter(task: Task, rng: random.Random) -> Task:
+    return replace(task, answer=f"Answer: {task.reference['expected_answer']}")
+
+
+def _extra_field(task: Task, rng: random.Random) -> Task:
+    if task.reference.get("schema_type") == "yaml":
+        return replace(task, answer=f"{task.answer}\nnote: none")
+    document = json.loads(task.answer)
+    return replace(task, answer=json.dumps({**document, "note": "none"}))
+
+
 _REWRITES = {
     "math": _math,
     "code": _code,
     "ifeval": _break_instruction,
     "preference": _verbose,
     "swe": _bare_file_name,
+    "mcqa": _unboxed_letter,
+    "structured_output": _extra_field,
 }

@@ -214,11 +214,13 @@ def rl_row(task: OfficeTask, row_id: str) -> dict[str, Any]:
     }
 
 
-def sft_row(task: OfficeTask, row_id: str) -> dict[str, Any]:
-    """The whole reference episode in non-thinking mode: each call, the environment's real result, the answer."""
+def sft_row(task: OfficeTask, row_id: str, *, near_miss: bool = False) -> dict[str, Any]:
+    """The whole reference episode in non-thinking mode: each call, the environment's real result,
+    the answer. ``near_miss``: the episode answers right after its look-up, without the write
+    (:mod:`.near_miss`)."""
     episode = WorkplaceEpisode([{"role": "user", "content": task.request, "mode": "no_think"}],
                                ground_truth=task.ground_truth, database=task.database)  # fmt: skip
-    for name, arguments in task.calls:
+    for name, arguments in task.calls[:1] if near_miss else task.calls:
         function = {"name": name, "arguments": json.dumps(arguments)}
         episode.messages.append(
             {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": function}]}

@@ -27,6 +27,11 @@ FIELDS: dict[str, dict[str, Any]] = {
 }
 
 
+#: the fixed text of every request (left out when the world decontaminates: :func:`.build.scaffolding`)
+SCAFFOLDING = ("\nWrite this as a ", " document with only these fields: ", " is not a student and has ",
+               " is a student and has ")  # fmt: skip
+
+
 def _fact(person: dict[str, Any]) -> str:
     pets = " and a ".join(person["pets"]) if person["pets"] else ""
     return (
