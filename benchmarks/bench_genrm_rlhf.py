@@ -136,6 +136,10 @@ def report(results: dict, bt_seconds: float | None, out: Path) -> None:
             cells += [f"{value:.1f} ± {se:.1f}", "" if result is start else f"{change[0]:+.1f} ± {change[1]:.1f}"]
         wall = "" if result is start else f"{result['wall_s']:.0f} s"
         lines.append(f"| {label} | {' | '.join(cells)} | {wall} |")
+    genrm_run, bt_run = results["GenRM-RLHF"], results["BT-RLHF"]
+    for judge, name in (("bt", "the BT RM"), ("genrm", "the GenRM judge")):
+        value, se = _mean_se([a - b for a, b in zip(genrm_run[judge], bt_run[judge])])
+        lines.append(f"GenRM-RLHF minus BT-RLHF by {name}: {value:+.1f} ± {se:.1f} (paired over prompts)")
     print("\n".join(lines))
     if bt_seconds is not None:
         print(f"BT-RLHF stage run (training + evaluation): {bt_seconds:.0f} s")
