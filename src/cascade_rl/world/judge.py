@@ -7,7 +7,7 @@ one) becomes two SFT rows, one per order of the two answers: the user turn is
 (``rewards.genrm.judge_messages``: the request as ``[user]\\n<text>``, the two answers), and the
 assistant turn is the JSON the scorer reads, ``{"score_1": .., "score_2": .., "ranking": ..}``.
 A model trained on them is a judge the ``genrm`` domain can call (``genrm.prompt`` set to the
-same template); ``tests/world/test_judge.py`` pins that the scorer sends exactly these prompts and
+same template); ``tests/world/test_judge_world.py`` pins that the scorer sends exactly these prompts and
 reads exactly these answers.
 
 Scores: the gold answer 5; a rejected answer by its kind -- 1 in the wrong language, 2
