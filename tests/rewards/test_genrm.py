@@ -102,6 +102,10 @@ def test_the_judge_sees_the_prompt_and_the_answers_in_the_chosen_format():
         PROMPT, "a", "b", prompt="Q: {conversation} | {response_1} vs {response_2}{principle}", principle="Prefer b."
     )
     assert custom["content"].startswith("Q: [user]\nWhat is 2 + 2? | a vs b\n") and "Prefer b." in custom["content"]
+    flagged = [{"role": "user", "content": "What is 2 + 2? /think", "mode": "think"}]
+    assert judge_messages(flagged, "a", "b", prompt="{conversation}", principle=None)[0]["content"] == (
+        "[user]\nWhat is 2 + 2?"
+    )  # the policy's thinking switch is not part of the request the judge reads
 
 
 # ----------------------------------------------------------------------------- a scripted judge server

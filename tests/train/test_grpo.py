@@ -363,6 +363,26 @@ def test_a_judge_that_times_out_masks_its_group(tiny_checkpoint, rl_file, tmp_pa
     assert metrics["masked/genrm/judge_failed"] == [4.0] and metrics["verify/genrm/judge_failures"] == [4.0]
 
 
+def test_a_genrm_judge_named_under_the_run_directory_is_loaded_from_it(tiny_checkpoint, rl_file, tmp_path):
+    """``local:${run}/...`` in a judge spec is the run's own directory (a stage's saved model, as
+    recipes/tiny-cascade2.yaml's judge), expanded when the stage starts, not read from the shell."""
+    from cascade_rl.recipe import run_variables
+
+    run_dir = tmp_path / "run"
+    (run_dir / "01-sft").mkdir(parents=True)
+    (run_dir / "01-sft" / "model").symlink_to(tiny_checkpoint)
+    options = {"genrm": {"judge": "local:${run}/01-sft/model", "max_tokens": 4, "parse_retries": 0}}
+    recipe = recipe_stage(rl_file, domain="genrm", reward_options=options, curriculum=ONE_STEP)
+    stage_dir = run_dir / "02-rlhf"
+    context = StageContext.settle(
+        policy=tiny_checkpoint, stage_dir=stage_dir, runtime=recipe.runtime, seed=0, variables=run_variables(run_dir)
+    )
+    run_grpo_stage(recipe.stages[0], context)
+    (metrics,) = read_metrics(stage_dir / "metrics.jsonl")
+    assert metrics["verify/genrm/judge_calls"] == 8.0  # two groups of four, circular pairs
+    assert metrics["rollouts/masked"] == 0 and metrics["verify/genrm/judge_failures"] == 0
+
+
 def test_stage_runs_curriculum_writes_metrics_and_changes_parameters(tiny_checkpoint, rl_file, tmp_path):
     from transformers import AutoModelForCausalLM
 

@@ -44,8 +44,9 @@ is the option ``prompt``:
   ``{"role": "response_1"}`` and ``{"role": "response_2"}``, each holding a response's answer
   (``"None"`` when empty). Only a chat template that knows these roles shows them to the judge;
   other templates drop them silently, hence not the default.
-* any other string: a template for one user message, with ``{conversation}``, ``{response_1}``,
-  ``{response_2}`` and ``{principle}`` replaced (other braces are left alone). The default,
+* any other string: a template for one user message, with ``{conversation}`` (the prompt's
+  messages as ``[role]\ncontent``, without the policy's ` /think` / ` /no_think` flags),
+  ``{response_1}``, ``{response_2}`` and ``{principle}`` replaced (other braces are left alone). The default,
   :data:`DEFAULT_TEMPLATE`, asks any instruction-following model for the JSON above.
 
 A principle (option ``principle``, or a row's ``principle`` field) steers the comparison, as
@@ -79,7 +80,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from cascade_rl.chat import split_thinking
+from cascade_rl.chat import split_thinking, without_modes
 from cascade_rl.llm.base import GenerationError, Sampling
 from cascade_rl.llm.factory import load_generator
 from cascade_rl.llm.guard import ServiceGuard, wait_for_url
@@ -343,8 +344,8 @@ def judge_messages(
     if prompt == "roles":
         extra = [{"role": "principle", "content": principle}] if principle else []
         return history + extra + [{"role": "response_1", "content": first}, {"role": "response_2", "content": second}]
-    values = {
-        "conversation": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in history),
+    values = {  # the request as the user wrote it: the policy's thinking switch is not its content
+        "conversation": "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in without_modes(history)),
         "response_1": first,
         "response_2": second,
         "principle": f"\nJudge the responses by this principle: {principle}\n" if principle else "",

@@ -123,7 +123,7 @@ def run_grpo_stage(stage: GRPOStage, context: StageContext) -> Path:
     (:func:`stage_data`); write ``stage_dir/metrics.jsonl``, each sub-stage's model and
     ``draws.jsonl``. Returns the last sub-stage's model directory. Reward options name the reward
     models of ``context``; the prompt filter and vLLM rollouts sample in ``context.dtypes.sample``."""
-    options = resolve_reward_options(stage, context.reward_models)
+    options = resolve_reward_options(stage, context.reward_models, context.variables)
     distributed.on_main("reward servers", partial(check_reward_servers, stage, options, context.runtime))
     data = stage_data(stage, context, options)
 
@@ -322,11 +322,14 @@ def rewind_logs(substage_dir: Path, done_steps: int, offset: int) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- reward options
-def resolve_reward_options(stage: GRPOStage, reward_models: Mapping[str, Path]) -> dict[str, dict]:
+def resolve_reward_options(
+    stage: GRPOStage, reward_models: Mapping[str, Path], variables: Mapping[str, str] | None = None
+) -> dict[str, dict]:
     """Scorer options as the scorers take them: ``'@name'`` becomes that reward-model stage's
-    checkpoint and ``${VAR}`` expands. A ``judge`` given as a spec (``local:/path`` or
-    ``http://host/v1#model``) stays one: each domain loads its own kind of judge from it, once
-    per process (SWE's yes/no judge, GenRM's pairwise judge)."""
+    checkpoint and ``${VAR}`` expands -- the run's ``${run}`` / ``${world}`` from ``variables``
+    (:func:`~cascade_rl.recipe.run_variables`), then the environment. A ``judge`` given as a spec
+    (``local:${run}/01-sft/model`` or ``http://host/v1#model``) stays one: each domain loads its
+    own kind of judge from it, once per process (SWE's yes/no judge, GenRM's pairwise judge)."""
     resolved: dict[str, dict] = {}
     for domain, options in stage.reward_options.items():
         resolved[domain] = {}
@@ -336,7 +339,7 @@ def resolve_reward_options(stage: GRPOStage, reward_models: Mapping[str, Path]) 
                     raise RecipeError(f"{stage.name}.reward_options.{domain}.{key}: {value} has not been trained")
                 value = str(reward_models[value[1:]])
             elif isinstance(value, str):
-                value = expand(value)
+                value = expand(value, dict(variables or {}))
             resolved[domain][key] = value
     return resolved
 

@@ -9,6 +9,8 @@ which the whole cascade visibly learns on a CPU in minutes.
   constraints), :mod:`.arithmetic` (math), :mod:`.programs` (code), :mod:`.tools` (tool calls),
   :mod:`.swe` (repositories with a bug); :mod:`.near_miss` (SFT answers in a form the verifier
   does not reward, for the share ``WorldOptions.sft_near_miss``);
+  :mod:`.judge` (judge-format rows of the preference pairs for a toy pairwise GenRM, opt-in:
+  ``WorldSizes.sft_judge``);
 * :func:`decontaminate` (:mod:`.decontam`): 9-gram decontamination of training rows.
 
 See docs/toy-world.md for the shapes that make a tiny model learn and the measured numbers.

@@ -12,6 +12,9 @@
 ``rl_math.jsonl``          math prompts (domain ``math``, ``answer``)
 ``rl_code.jsonl``          code prompts (domain ``code``, ``tests``)
 ``rl_swe.jsonl``           repair prompts (domain ``swe``, ``files``, ``golden_patch``)
+``sft_judge.jsonl``        judge-format SFT rows for a toy generative reward model, both orders of
+                           the first ``sft_judge`` preference pairs (:mod:`.judge`; only when asked
+                           for)
 ``bench_<name>.jsonl``     held-out benchmarks: toy-ifeval, toy-math, toy-code, toy-swe, toy-arena,
                            tool-call; toy-workplace, toy-structured, toy-mcqa when their sizes are set
 ``rl_workplace.jsonl``,    the multi-domain stage's prompts (office episodes, structured output,
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_rl.chat import render
-from cascade_rl.world import arithmetic, choice, general, instructions, office, programs, structured, swe, tools
+from cascade_rl.world import arithmetic, choice, general, instructions, judge, office, programs, structured, swe, tools
 from cascade_rl.world.decontam import Decontaminator, row_text, strip_scaffolding
 from cascade_rl.world.near_miss import DEFAULT_DOMAINS as DEFAULT_NEAR_MISS_DOMAINS
 from cascade_rl.world.near_miss import DOMAINS as NEAR_MISS_DOMAINS
@@ -88,6 +91,9 @@ class WorldSizes:
     bench_workplace: int = 0
     bench_structured: int = 0
     bench_mcqa: int = 0
+    #: judge-format SFT rows (issue 45; off by default): both orders of the first ``sft_judge``
+    #: preference pairs, for a toy pairwise GenRM (:mod:`.judge`); at most ``rm_pairs``
+    sft_judge: int = 0
     vocab_size: int = 2048
 
     @classmethod
@@ -97,6 +103,12 @@ class WorldSizes:
         if bad:
             raise ValueError(f"WorldSizes.{bad[0]} must be a non-negative integer, got {values[bad[0]]!r}")
         return cls(**values)
+
+    def __post_init__(self) -> None:
+        if self.sft_judge > self.rm_pairs:
+            raise ValueError(
+                f"WorldSizes.sft_judge ({self.sft_judge}) takes that many preference pairs; rm_pairs is {self.rm_pairs}"
+            )
 
 
 @dataclass(frozen=True)
@@ -342,6 +354,8 @@ def build_world(
     files.update(_rl_rows(seed, sizes, sampler, rlhf_pool, generators))
     if office_sets["rl"]:
         files["rl_workplace.jsonl"] = office_sets["rl"]
+    if sizes.sft_judge:
+        files["sft_judge.jsonl"] = judge.judge_rows(files["rm_pairs.jsonl"][: sizes.sft_judge])
     listed = {**BENCHMARKS, **{k: v for k, v in OPTIONAL_BENCHMARKS.items() if benches.get(k)}}
     for name, (file_name, *_) in listed.items():
         files[file_name] = benches[name]
@@ -531,12 +545,17 @@ def _write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: files left out of the tokenizer's corpus: benchmarks, and the judge rows (their texts are the
+#: preference pairs', already in it; so asking for them leaves the tokenizer as it was)
+_NOT_IN_TOKENIZER = ("bench_", "sft_judge.jsonl")
+
+
 def _tokenizer_corpus(files: Mapping[str, list[dict]]) -> Iterator[str]:
     """Training text for the tokenizer: rendered SFT conversations and every other training
-    row's messages (benchmarks excluded)."""
+    row's messages (benchmarks and judge rows excluded)."""
     for row in files["sft.jsonl"]:
         yield render(row["messages"], row.get("tools"))
     for file_name, rows in files.items():
-        if file_name != "sft.jsonl" and not file_name.startswith("bench_"):
+        if file_name != "sft.jsonl" and not file_name.startswith(_NOT_IN_TOKENIZER):
             for row in rows:
                 yield row_text(row)
