@@ -429,3 +429,17 @@ def test_the_swe_preset_trains_the_set_built_for_each_context_limit_and_switches
         "${CASCADE_DATA:-data}/rl/swe/context-24576.jsonl",
     ]
     assert stage.curriculum[0].plateau_window == 10 and stage.curriculum[0].max_steps == 200
+
+
+def test_a_grpo_sub_stages_own_data_is_read_from_the_recipe_file_too(tmp_path, monkeypatch):
+    (tmp_path / "recipes").mkdir()
+    path = tmp_path / "recipes" / "r.yaml"
+    steps = [{"max_response_length": 8, "data": "a.jsonl"}, {"max_response_length": 8, "data": {"path": "../b.jsonl"}}]
+    stage = {"kind": "grpo", "name": "g", "curriculum": steps}
+    path.write_text(yaml.safe_dump({"name": "x", "model": {"path": "m"}, "stages": [stage]}))
+    monkeypatch.chdir(tmp_path)
+    (loaded,) = load_recipe(path).stages
+    assert [loaded.substage_data(i)[0].path for i in (0, 1)] == [
+        str(path.parent / "a.jsonl"),
+        str(tmp_path / "b.jsonl"),
+    ]

@@ -1276,7 +1276,8 @@ def anchor_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
 
 
 def _anchor_stage(stage: dict[str, Any], base: Path) -> None:
-    for holder in [stage, *(sub for sub in stage.get("substages") or [] if isinstance(sub, dict))]:
+    steps = [*(stage.get("substages") or []), *(stage.get("curriculum") or [])]  # SFT's and GRPO's sub-stages
+    for holder in [stage, *(step for step in steps if isinstance(step, dict))]:
         if "data" in holder:
             holder["data"] = _anchor_sources(holder["data"], base)
     if stage.get("base") not in (None, "policy"):

@@ -599,3 +599,71 @@ def test_if_and_rlhf_prompts_may_be_text_or_message_lists():
         assert nemotron_cascade_rl_rlhf({"prompt": prompt})["prompt"] == turn
     with pytest.raises(RowError, match="prompt does not end with a user turn"):
         nemotron_cascade_rl_rlhf({"prompt": [{"role": "system", "content": "Be brief."}]})
+
+
+def cascade_2_layout(root: Path) -> Path:
+    """Nemotron-Cascade 2's releases as `hf download` lays them out (one folder per RL config, one
+    file per SFT subset), Cascade 1's RLHF prompts, and what the user builds (docs/recipes.md)."""
+    sft = sample_rows("nemotron_cascade_2_sft.jsonl")
+    for subset in ("chat", "math", "science", "safety", "instruction_following", "conversational_agent"):
+        write_jsonl(root / "Nemotron-Cascade-2-SFT-Data" / f"{subset}.jsonl", sft)
+    for subset in ("terminal_agent", "swe"):
+        write_jsonl(root / "Nemotron-Cascade-2-SFT-Data" / subset / "part-0.jsonl", sft[:1])
+    rl = sample_rows("nemotron_cascade_2_rl.jsonl")
+    for config in ("IF-RL", "multi-domain-RL", "MOPD"):
+        write_jsonl(root / "Nemotron-Cascade-2-RL-data" / config / "train.jsonl", rl)
+    write_jsonl(root / "Nemotron-Cascade-RL-RLHF" / "train.jsonl", sample_rows("nemotron_cascade_rl_rlhf.jsonl"))
+    write_jsonl(root / "rl" / "code.jsonl", [{"question": "Print 1.", "tests": {"inputs": [""], "outputs": ["1\n"]}}])
+    write_jsonl(root / "rl" / "long-context.jsonl", [{"prompt": "What is 2 + 2?", "answer": "4", "domain": "math"}])
+    swe = [
+        row
+        for row in map(nemotron_cascade_rl_swe, sample_rows("nemotron_cascade_rl_swe.jsonl"))
+        if isinstance(row, dict)
+    ]
+    for limit in (16384, 24576):
+        write_jsonl(root / "rl" / "swe" / f"context-{limit}.jsonl", swe[:1])
+    write_jsonl(
+        root / "eval" / "ifeval.jsonl",
+        [{"prompt": "Say hi.", "instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]}],
+    )
+    write_jsonl(root / "eval" / "aime25.jsonl", [{"prompt": "What is 6 times 7?", "answer": "42"}])
+    write_jsonl(
+        root / "eval" / "livecodebench-v6.jsonl",
+        [{"prompt": "Print 3.", "tests": {"inputs": [""], "outputs": ["3\n"]}}],
+    )
+    return root
+
+
+def test_the_cascade_2_recipe_reads_its_releases_in_cascade_2s_order(tmp_path, monkeypatch):
+    """Issue 45 item 3: recipes/nemotron-cascade-2.yaml dry-runs clean on the released rows, in
+    Cascade 2's order, each RL config routed to its stage and each row to its own domain."""
+    from cascade_rl.recipe import load_recipe
+
+    monkeypatch.setenv("CASCADE_DATA", str(cascade_2_layout(tmp_path / "data")))
+    recipe_path = Path(__file__).resolve().parents[2] / "recipes" / "nemotron-cascade-2.yaml"
+    models = tmp_path / "models"
+    for model in re.findall(r"\$\{CASCADE_MODELS:-[^}]*\}/([\w.-]+)", recipe_path.read_text()):
+        (models / model).mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("CASCADE_MODELS", str(models))
+    monkeypatch.setattr(cli_common.stdout, "width", 250)
+    result = CliRunner().invoke(app, ["run", str(recipe_path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    recipe = load_recipe(recipe_path)
+    order = ["sft", "ifrl", "multi_domain", "mopd", "rlhf", "long_context", "code", "swe"]
+    assert [stage.name for stage in recipe.stages] == order
+    stages = {stage.name: stage for stage in recipe.stages}
+    shared = {
+        "rollouts_per_prompt": 16,
+        "prompts_per_batch": 128,
+        "learning_rate": 3e-6,
+        "temperature": 1.0,
+        "top_p": 1.0,
+    }
+    for name in ("ifrl", "multi_domain", "rlhf", "long_context", "code", "swe"):
+        assert {key: getattr(stages[name], key) for key in shared} == shared, name
+        assert stages[name].dynamic_filter.enabled, name
+    mopd = stages["mopd"]
+    assert (mopd.prompts_per_batch, mopd.rollouts_per_prompt, tuple(mopd.mismatch_band)) == (128, 4, (0.5, 2.0))
+    assert stages["rlhf"].domain == "genrm" and stages["ifrl"].curriculum[0].overlong_filter is False
+    for stage, rows in (("ifrl", "9"), ("multi_domain", "9"), ("mopd", "9"), ("rlhf", "3")):
+        assert re.search(rf"│ {re.escape(stage)}\s+│ {re.escape(rows)}\s+│", result.output), (stage, rows)
