@@ -139,3 +139,11 @@ def fails_on(response: str, *, marker: str = "FAIL", **_):
     if marker in response:
         raise ConnectionError("verifier at 127.0.0.1:9 refused the connection")
     return first_char_parity(response)
+
+
+def tenths(response: str, **_):
+    """A graded reward: the response's first digit in tenths (``"7"`` scores 0.7; no digit 0)."""
+    from cascade_rl.rewards.base import Score
+
+    digits = [c for c in response if c.isdigit()]
+    return Score(int(digits[0]) / 10 if digits else 0.0)

@@ -701,6 +701,11 @@ class GRPOStage(OnPolicyStage):
         description="Stop the stage when more than this share of a step's rollouts have no verdict (a sandbox, "
         "reward-model or judge failure: masked out of the loss and their group, not scored 0); 1 = never stop.",
     )
+    mask_groups_at_or_below: float | None = Field(
+        None,
+        description="Leave out of the loss every prompt whose rollouts all score at most this (Nemotron-Cascade 2's "
+        "SWE RL: 0.5, groups of failed repairs teach nothing reliable); None = off (Nemotron-Cascade 1).",
+    )
     data: list[DataSource] = Field(
         default_factory=list,
         description="Prompt rows (see docs/data-formats.md) of every sub-stage that names none of its own; "
@@ -718,6 +723,11 @@ class GRPOStage(OnPolicyStage):
             raise ValueError(
                 "curriculum[].plateau_window: the reward-plateau rule judges the mean reward, which "
                 "stabilisers.reward_shaping tanh_z centres on 0 in every group; turn one of them off"
+            )
+        if self.stabilisers.reward_shaping == "tanh_z" and self.mask_groups_at_or_below is not None:
+            raise ValueError(
+                "mask_groups_at_or_below: it reads the verifier's rewards, which stabilisers.reward_shaping tanh_z "
+                "replaces by group z-scores; turn one of them off"
             )
         return self
 

@@ -665,5 +665,7 @@ def test_the_cascade_2_recipe_reads_its_releases_in_cascade_2s_order(tmp_path, m
     mopd = stages["mopd"]
     assert (mopd.prompts_per_batch, mopd.rollouts_per_prompt, tuple(mopd.mismatch_band)) == (128, 4, (0.5, 2.0))
     assert stages["rlhf"].domain == "genrm" and stages["ifrl"].curriculum[0].overlong_filter is False
+    assert stages["swe"].mask_groups_at_or_below == 0.5  # and no other stage masks low groups
+    assert all(stages[name].mask_groups_at_or_below is None for name in order if name not in ("swe", "mopd", "sft"))
     for stage, rows in (("ifrl", "9"), ("multi_domain", "9"), ("mopd", "9"), ("rlhf", "3")):
         assert re.search(rf"│ {re.escape(stage)}\s+│ {re.escape(rows)}\s+│", result.output), (stage, rows)

@@ -70,6 +70,7 @@ def make_trainer(tiny_checkpoint, recipe, tmp_path, trainer_class=OnPolicyTraine
         overlong_filter=step.overlong_filter,
         workers=2,
         max_masked_share=stage.max_masked_share,
+        mask_groups_at_or_below=stage.mask_groups_at_or_below,
     )
     rows = data.row_index()
     return trainer_class(
@@ -288,6 +289,36 @@ def test_a_rollout_without_a_verdict_is_out_of_group_statistics_and_loss(tiny_ch
     assert out["advantages"][2].item() == 0.0 and out["completion_mask"][2].sum().item() == 0
     assert out["num_items_in_batch"].item() == out["completion_mask"].sum().item() == 3 * 2  # a letter + eos each
     assert trainer._metrics["train"]["masked/tiny_assets:fails_on/scorer_raised_connectionerror"] == [1.0]
+
+
+def test_a_group_scoring_at_most_the_threshold_leaves_the_loss_and_the_others_train(
+    tiny_checkpoint, rl_file, tmp_path
+):
+    """Nemotron-Cascade 2's SWE RL: a prompt whose rollouts all score <= 0.5 is masked from the
+    loss though its rewards differ (its advantages are not zero); a group with one rollout above
+    0.5 trains; without the option the low group trains too (Nemotron-Cascade 1)."""
+    masking = recipe_stage(rl_file, domain="tiny_assets:tenths", curriculum=ONE_STEP, mask_groups_at_or_below=0.5)
+    trainer = make_trainer(tiny_checkpoint, masking, tmp_path / "a", FixedCompletions)
+    trainer.model.train()
+    low = score_fixed(trainer, ["2", "5", "0", "4"], truncate=set())
+    assert trainer.scored.rewards == [0.2, 0.5, 0.0, 0.4] and trainer.scored.masked == [None] * 4
+    assert low["advantages"].abs().sum().item() > 0  # GRPO alone would train on it
+    assert low["completion_mask"].sum().item() == 0 and low["num_items_in_batch"].item() == 0
+    high = score_fixed(trainer, ["2", "6", "0", "4"], truncate=set())
+    assert high["completion_mask"].sum().item() == high["num_items_in_batch"].item() == 4 * 2  # a digit + eos each
+    assert trainer._metrics["train"]["rollouts/low_groups_masked"] == [1.0, 0.0]
+    plain = make_trainer(tiny_checkpoint, recipe_stage(rl_file, domain="tiny_assets:tenths", curriculum=ONE_STEP),
+                         tmp_path / "b", FixedCompletions)  # fmt: skip
+    plain.model.train()
+    assert score_fixed(plain, ["2", "5", "0", "4"], truncate=set())["num_items_in_batch"].item() == 4 * 2
+    assert "rollouts/low_groups_masked" not in plain._metrics["train"]
+
+
+def test_the_low_group_mask_is_refused_beside_tanh_z_shaping(rl_file):
+    from cascade_rl.recipe import RecipeError
+
+    with pytest.raises(RecipeError, match=r"\(toy\)\.mask_groups_at_or_below: it reads the verifier's rewards"):
+        recipe_stage(rl_file, mask_groups_at_or_below=0.5, stabilisers={"reward_shaping": "tanh_z"})
 
 
 @pytest.fixture

@@ -229,6 +229,7 @@ def _run_substage(
         workers=context.runtime.reward_workers,
         asynchronous=context.runtime.async_rewards,
         max_masked_share=stage.max_masked_share,
+        mask_groups_at_or_below=stage.mask_groups_at_or_below,
     )
     episodes = EpisodeSettings.of(stage, (row["_domain"] for row in substage_data.rows), options)
     substage = Substage(

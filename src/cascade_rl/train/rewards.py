@@ -316,6 +316,20 @@ def check_masked_share(batch: ScoredBatch, limit: float, *, step: int) -> None:
     )
 
 
+def low_groups(rewards: Sequence[float | None], group_size: int, at_or_below: float | None) -> list[bool]:
+    """Per rollout, whether its group is one whose every verdict is at most ``at_or_below``
+    (Nemotron-Cascade 2's SWE RL leaves such prompts out of the loss); a group without any
+    verdict is the masked rollouts' business, not this rule's. All False when ``at_or_below`` is None."""
+    low = [False] * len(rewards)
+    if at_or_below is None:
+        return low
+    for start in range(0, len(rewards), group_size):
+        verdicts = [r for r in rewards[start : start + group_size] if r is not None]
+        if verdicts and max(verdicts) <= at_or_below:
+            low[start : start + group_size] = [True] * len(rewards[start : start + group_size])
+    return low
+
+
 def numeric_details(details: Mapping[str, Any]) -> dict[str, float]:
     """The numeric and boolean details of a score (e.g. the SWE reward's ``applied``), which are
     logged per domain as ``reward/<domain>/<detail>`` (DESIGN convention 2); the reward's own

@@ -65,6 +65,7 @@ from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask
 from cascade_rl.train.rewards import (
     ScoredBatch,
     check_masked_share,
+    low_groups,
     recorded_step,
     report_metrics,
     score_step,
@@ -398,15 +399,24 @@ class OnPolicyTrainer(GRPOTrainer):
 
     def _leave_out_unverified(self, output: dict) -> None:
         """Rollouts without a verdict (their reward None: out of their group's statistics) leave
-        the loss too: their completion mask is zeroed and the step's token total (the token-level
-        loss's denominator) recounted without them, as TRL does for overlong filtering."""
+        the loss too, and so do the groups the stage masks for scoring too low
+        (``mask_groups_at_or_below``, :func:`~cascade_rl.train.rewards.low_groups`): their
+        completion mask is zeroed and the step's token total (the token-level loss's denominator)
+        recounted without them, as TRL does for overlong filtering."""
         batch = self.scored
-        if batch is None or not any(reason is not None for reason in batch.masked):
+        if batch is None:
+            return
+        (scorer,) = self.reward_funcs
+        low = low_groups(batch.rewards, self.num_generations, scorer.mask_groups_at_or_below)
+        if scorer.mask_groups_at_or_below is not None:
+            self.log_step_metrics({"rollouts/low_groups_masked": sum(low) / self.num_generations})
+        leave_out = [reason is not None or is_low for reason, is_low in zip(batch.masked, low)]
+        if not any(leave_out):
             return  # the same on every process: the recount below is collective
         count = output["completion_ids"].size(0)
         start = distributed.rank() * count
-        for row, reason in enumerate(batch.masked[start : start + count]):
-            if reason is not None:
+        for row, out in enumerate(leave_out[start : start + count]):
+            if out:
                 output["completion_mask"][row] = 0
         mask = output["completion_mask"]
         if output.get("tool_mask") is not None:

@@ -57,7 +57,9 @@ from cascade_rl.train.rewards import Rollout, call_totals, rollout_of
 class RolloutScorer:
     """The reward function of a GRPO stage (module docstring). ``asynchronous``: score each
     rollout as it finishes; ``max_masked_share``: the share of a step without a verdict above
-    which the stage stops (:func:`~cascade_rl.train.rewards.check_masked_share`)."""
+    which the stage stops (:func:`~cascade_rl.train.rewards.check_masked_share`);
+    ``mask_groups_at_or_below``: a group whose rewards all lie at or below it leaves the loss
+    (:func:`~cascade_rl.train.rewards.low_groups`; None: none does)."""
 
     def __init__(
         self,
@@ -69,6 +71,7 @@ class RolloutScorer:
         workers: int = 4,
         asynchronous: bool = False,
         max_masked_share: float = 0.5,
+        mask_groups_at_or_below: float | None = None,
     ):
         self.__name__ = "cascade"  # the name TRL logs the reward under (rewards/cascade/mean)
         self.tokenizer = tokenizer
@@ -78,6 +81,7 @@ class RolloutScorer:
         self.workers = workers
         self.asynchronous = asynchronous
         self.max_masked_share = max_masked_share
+        self.mask_groups_at_or_below = mask_groups_at_or_below
         self.stop_ids = stop_token_ids(tokenizer)
 
     def verify(
