@@ -291,9 +291,7 @@ def test_a_rollout_without_a_verdict_is_out_of_group_statistics_and_loss(tiny_ch
     assert trainer._metrics["train"]["masked/tiny_assets:fails_on/scorer_raised_connectionerror"] == [1.0]
 
 
-def test_a_group_scoring_at_most_the_threshold_leaves_the_loss_and_the_others_train(
-    tiny_checkpoint, rl_file, tmp_path
-):
+def test_a_group_scoring_at_most_the_threshold_leaves_the_loss_and_the_others_train(tiny_checkpoint, rl_file, tmp_path):
     """Nemotron-Cascade 2's SWE RL: a prompt whose rollouts all score <= 0.5 is masked from the
     loss though its rewards differ (its advantages are not zero); a group with one rollout above
     0.5 trains; without the option the low group trains too (Nemotron-Cascade 1)."""
