@@ -112,10 +112,15 @@ def recipe_file(tmp_path, tiny_checkpoint):
     return path
 
 
-def cascade_cli(*args, env=None):
+def cascade_cli(*args, env=None, cwd=None):
     environment = child_environment(**(env or {}))
     return subprocess.run(
-        [sys.executable, "-m", "cascade_rl.cli", *args], capture_output=True, text=True, env=environment, timeout=600
+        [sys.executable, "-m", "cascade_rl.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+        cwd=cwd,
     )
 
 
@@ -129,8 +134,9 @@ def test_full_run_layout_report_and_resume_skips_everything(recipe_file, tmp_pat
         assert status["status"] == "done" and (run_dir / name / "model" / "config.json").exists()
         assert status["wall_s"] == round(status["train_s"] + status["eval_s"], 2)
         assert "earlier_attempts_s" not in status and not (run_dir / name / "attempt.json").exists()
-    assert json.loads((run_dir / "02-rm/stage.json").read_text())["policy"].endswith("01-sft/model")
-    assert json.loads((run_dir / "03-rlhf/stage.json").read_text())["policy"].endswith("03-rlhf/model")
+    # the policy each stage hands over, relative to the run (the run resumes from any directory)
+    assert json.loads((run_dir / "02-rm/stage.json").read_text())["policy"] == "01-sft/model"
+    assert json.loads((run_dir / "03-rlhf/stage.json").read_text())["policy"] == "03-rlhf/model"
     assert not (run_dir / "02-rm/eval.json").exists()  # eval: [] on that stage
     assert "toy-sum" in json.loads((run_dir / "04-toy/eval.json").read_text())
     assert (run_dir / "03-rlhf/metrics.jsonl").read_text().count("\n") == 1
@@ -153,7 +159,7 @@ def test_kill_9_inside_a_stage_then_resume_finishes_without_redoing_work(recipe_
     flag = tmp_path / "kill-flag"
     flag.write_text("armed")
     env = {"CASCADE_TEST_KILL_FLAG": str(flag), "CASCADE_TEST_KILL_AFTER": str(run_dir / "04-toy/substage-1/done")}
-    crashed = cascade_cli("run", str(recipe_file), "--out", str(run_dir), env=env)
+    crashed = cascade_cli("run", str(recipe_file), "--out", "run", env=env, cwd=tmp_path)  # a relative --out
     assert crashed.returncode == -9, crashed.stderr[-2000:]
     crashed_at = json.loads((run_dir / "04-toy/attempt.json").read_text())["started"]
     assert not flag.exists()
@@ -161,7 +167,9 @@ def test_kill_9_inside_a_stage_then_resume_finishes_without_redoing_work(recipe_
     assert not (run_dir / "04-toy/stage.json").exists() and (run_dir / "04-toy/substage-1/done").exists()
     finished = {p: p.stat().st_mtime_ns for p in [run_dir / "01-sft/stage.json", run_dir / "04-toy/substage-1/done"]}
 
-    resumed = cascade_cli("run", str(recipe_file), "--out", str(run_dir), "--resume", env=env)
+    elsewhere = tmp_path / "elsewhere"  # resumed from another directory: the finished stages' checkpoints still found
+    elsewhere.mkdir()
+    resumed = cascade_cli("run", str(recipe_file), "--out", "../run", "--resume", env=env, cwd=elsewhere)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # finished work was not redone
     status = json.loads((run_dir / "04-toy/stage.json").read_text())

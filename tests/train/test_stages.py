@@ -55,6 +55,17 @@ def test_a_finished_reward_model_stage_still_hands_over_its_model(tmp_path):
     assert after == Handover(tmp_path / "sft", {"rm": tmp_path / "02-rm" / "model"})
 
 
+def test_a_stages_policy_is_recorded_relative_to_its_run_and_older_entries_still_read(tmp_path, monkeypatch):
+    run = tmp_path / "runs" / "r"
+    (run / "01-sft" / "model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert cascade.policy_entry(Path("runs/r/01-sft/model"), Path("runs/r")) == "01-sft/model"
+    assert cascade.policy_entry(tmp_path / "base", run) == str(tmp_path / "base")  # outside the run: absolute
+    assert cascade.recorded_policy("01-sft/model", run) == run / "01-sft" / "model"
+    # written before entries were relative to the run: relative to where cascade ran then
+    assert cascade.recorded_policy("runs/r/01-sft/model", Path("runs/r")) == Path("runs/r/01-sft/model")
+
+
 def test_each_runner_describes_its_stage_for_the_plan():
     recipe = parse_recipe(
         {

@@ -9,7 +9,7 @@ Run layout::
     runs/<run>/<NN-stage>/model/        the stage's checkpoint (a reward_model stage: the RM)
     runs/<run>/<NN-stage>/metrics.jsonl one line per training step
     runs/<run>/<NN-stage>/eval.json     benchmarks after the stage
-    runs/<run>/<NN-stage>/stage.json    status (trained -> done), wall time, policy path
+    runs/<run>/<NN-stage>/stage.json    status (trained -> done), wall time, policy path (relative to the run directory)
     runs/<run>/<NN-stage>/attempt.json  while the stage is unfinished: when this process began it
                                         (a resumed stage's wall time adds the killed process's)
     runs/<run>/report.md, report.json   the stage x benchmark table, forgetting matrix, plots
@@ -70,6 +70,22 @@ def write_status(stage_dir: Path, status: dict) -> None:
     temporary = stage_dir / "stage.json.tmp"
     temporary.write_text(json.dumps(status, indent=1))
     temporary.replace(stage_dir / "stage.json")
+
+
+def policy_entry(policy: Path, run_dir: Path) -> str:
+    """How ``stage.json`` records a policy: relative to the run directory when it lies inside it
+    (the run may be resumed from any directory, or moved), else absolute."""
+    policy, run_dir = Path(policy).absolute(), Path(run_dir).absolute()
+    return str(policy.relative_to(run_dir)) if policy.is_relative_to(run_dir) else str(policy)
+
+
+def recorded_policy(entry: str, run_dir: Path) -> Path:
+    """The policy a ``stage.json`` entry names (:func:`policy_entry`); an entry of a run written
+    before it, relative to the directory cascade ran in then, is read as it was written."""
+    path = Path(entry)
+    if path.is_absolute() or not (run_dir / path).exists() and path.exists():
+        return path
+    return run_dir / path
 
 
 class Cascade:
@@ -276,7 +292,7 @@ class Cascade:
                 "name": stage.name,
                 "kind": stage.kind,
                 "status": "trained",
-                "policy": str(handover.policy),
+                "policy": policy_entry(handover.policy, self.run_dir),
                 "train_s": round(time.perf_counter() - started, 2),
                 "processes": distributed.world_size(),
             }
@@ -405,4 +421,5 @@ def finished_handover(stage: Any, stage_dir: Path, status: dict, before: Handove
     reward_models = dict(before.reward_models)
     if stage.trains_reward_model:
         reward_models[stage.name] = stage_dir / "model"
-    return Handover(Path(status["policy"]) if status.get("policy") else before.policy, reward_models)
+    policy = recorded_policy(status["policy"], stage_dir.parent) if status.get("policy") else before.policy
+    return Handover(policy, reward_models)

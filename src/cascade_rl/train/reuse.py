@@ -166,7 +166,7 @@ def link_stages(recipe: Recipe, run_dir: Path) -> None:
         name = _dirname(position, stage.name)
         target = run_dir / name
         if stage.trains_policy:  # its checkpoint is the policy of the next stage
-            policy = str(target / "model")
+            policy = f"{name}/model"  # relative to the run directory (train/cascade.py's policy_entry)
         if _status(target).get("status") == "done":
             continue
         shutil.rmtree(target, ignore_errors=True)
