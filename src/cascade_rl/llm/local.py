@@ -41,6 +41,7 @@ from typing import Any
 from cascade_rl.chat import IM_END, install_chat_template, template_reads_modes, without_modes
 from cascade_rl.llm.base import Messages, Sampling, apply_modes, check_messages
 from cascade_rl.llm.decode import decode
+from cascade_rl.llm.pretrained import load_pretrained
 
 
 def _resolve_device(device: str | None) -> str:
@@ -117,7 +118,7 @@ class LocalGenerator:
     def _load_model(self) -> Any:
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(self.model_path, local_files_only=True, dtype=self.torch_dtype)
+        model = load_pretrained(AutoModelForCausalLM, self.model_path, local_files_only=True, dtype=self.torch_dtype)
         return model.to(self.device).eval()
 
     @property

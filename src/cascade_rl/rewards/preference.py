@@ -40,6 +40,7 @@ from typing import Any
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.llm.pooling import RewardResult, check_server, reward_model_client
+from cascade_rl.llm.pretrained import LOADING, load_pretrained
 from cascade_rl.llm.transport import is_server_spec
 from cascade_rl.rewards.base import Score
 
@@ -63,8 +64,8 @@ class RewardModel:
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
         placement = {"device_map": "auto"} if self.device == "auto" else {}
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=1, local_files_only=True, dtype=dtype, **placement
+        model = load_pretrained(
+            AutoModelForSequenceClassification, path, num_labels=1, local_files_only=True, dtype=dtype, **placement
         )
         self.model = (model if self.device == "auto" else model.to(self.device)).eval()
         config = self.model.config
@@ -146,8 +147,15 @@ def length_batches(lengths: Sequence[int], batch_size: int, max_padding: float =
     return batches + [batch] if batch else batches
 
 
-@lru_cache(maxsize=4)
 def load_reward_model(path: str, device: str | None = None) -> RewardModel:
+    """One reward model per path and device in this process, built once though scorer threads
+    ask for it at the same time."""
+    with LOADING:
+        return _cached_reward_model(path, device)
+
+
+@lru_cache(maxsize=4)
+def _cached_reward_model(path: str, device: str | None) -> RewardModel:
     return RewardModel(path, device=device)
 
 

@@ -46,6 +46,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from cascade_rl.llm.pooling import ProtocolError
+from cascade_rl.llm.pretrained import load_pretrained
 from cascade_rl.llm.transport import Connection, HttpClient, parse_server_spec
 from cascade_rl.serve.app import Batcher, RequestError, batched_app, failure_response, json_body, model_list
 
@@ -74,7 +75,7 @@ class TokenScorer:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+        model = load_pretrained(AutoModelForCausalLM, path, local_files_only=True, dtype=dtype)
         self.model = model.to(self.device).eval()
         self.max_length: int = getattr(model.config, "max_position_embeddings", None) or 1 << 20
         self.pad = next(i for i in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, 0) if i is not None)

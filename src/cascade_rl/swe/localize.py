@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from cascade_rl.chat import split_thinking
 from cascade_rl.llm.base import Sampling
+from cascade_rl.llm.pretrained import load_pretrained
 from cascade_rl.swe.prompts import localization_messages
 from cascade_rl.swe.repo import tree_text
 
@@ -195,7 +196,7 @@ class EmbeddingRetriever:
             raise ValueError("EmbeddingRetriever needs at least one file to embed")
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.model = AutoModel.from_pretrained(model_path).to(device).eval()
+        self.model = load_pretrained(AutoModel, model_path).to(device).eval()
         self.device, self.max_length, self.batch_size = device, max_length, batch_size
         self.paths = sorted(files)
         windows, owners = [], []

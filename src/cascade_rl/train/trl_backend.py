@@ -58,6 +58,7 @@ from cascade_rl.chat import stop_token_ids
 from cascade_rl.llm.base import Sampling
 from cascade_rl.llm.decode import install_decoder
 from cascade_rl.llm.episodes import Budget, ChatCodec, run_episodes
+from cascade_rl.llm.pretrained import load_pretrained
 from cascade_rl.llm.vllm_engine import quiet_triton_on_cpu
 from cascade_rl.train import distributed, machine
 from cascade_rl.train.episodes import EpisodeSettings, episode_results, start_episodes
@@ -611,7 +612,7 @@ class OnPolicyTrainer(GRPOTrainer):
         from trl.models import prepare_deepspeed, prepare_fsdp
         from trl.trainer.utils import add_fused_lm_head
 
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=self.model.dtype)
+        model = load_pretrained(AutoModelForCausalLM, path, local_files_only=True, dtype=self.model.dtype)
         model.requires_grad_(False).eval()
         add_fused_lm_head(model, temperature=self.temperature)
         install_lm_head(model, self.lm_head, temperature=self.temperature)
