@@ -384,7 +384,7 @@ class OnPolicyTrainer(GRPOTrainer):
             self._drop_reward_metrics()
             output["advantages"] = self.objective.advantages(inputs, output, self)
         else:
-            self._leave_out_unverified(output)
+            self._leave_out_of_the_loss(output)
         return output
 
     def _verification(self, inputs: Sequence[dict]) -> StepVerification:
@@ -398,7 +398,7 @@ class OnPolicyTrainer(GRPOTrainer):
         prompts = [row["prompt"] for row in inputs]
         return scorer.verify(prompts, columns, groups=groups, group_size=self.num_generations)
 
-    def _leave_out_unverified(self, output: dict) -> None:
+    def _leave_out_of_the_loss(self, output: dict) -> None:
         """Rollouts without a verdict (their reward None: out of their group's statistics) leave
         the loss too, and so do the groups the stage masks for scoring too low
         (``mask_groups_at_or_below``, :func:`~cascade_rl.train.rewards.low_groups`): their
