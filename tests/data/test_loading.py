@@ -194,6 +194,7 @@ def test_a_source_path_may_name_a_directory_a_glob_or_a_json_list(tmp_path):
         load_sources([DataSource(path=str(tmp_path / "data" / "none*"))], rl_normaliser(None))
 
 
+@pytest.mark.skipif(not (REAL_DATA / "gsm8k").is_dir(), reason="the real public data (shared/real-data) is not here")
 def test_drop_topics_leaves_math_and_code_prompts_out_of_a_source_and_counts_them(tmp_path):
     """SPEC 6: RLHF prompts without math and competitive programming. Real GSM8K and MBPP
     training prompts among general ones: the rule of `cascade data classify` drops them as the
