@@ -83,7 +83,7 @@ def recorded_policy(entry: str, run_dir: Path) -> Path:
     """The policy a ``stage.json`` entry names (:func:`policy_entry`); an entry of a run written
     before it, relative to the directory cascade ran in then, is read as it was written."""
     path = Path(entry)
-    if path.is_absolute() or not (run_dir / path).exists() and path.exists():
+    if path.is_absolute() or (path.exists() and not (run_dir / path).exists()):
         return path
     return run_dir / path
 
