@@ -327,3 +327,25 @@ def judge_requests(judge_url: str) -> int:
 
     with urllib.request.urlopen(judge_url.removesuffix("/v1") + "/stats", timeout=5) as answer:
         return json.loads(answer.read())["requests"]
+
+
+@pytest.mark.parametrize("threshold", [0.9, 0.5])
+def test_two_processes_mask_the_same_low_groups_from_the_loss(tiny_checkpoint, threshold, tmp_path):
+    """Nemotron-Cascade 2's SWE RL mask at scale: each process zeroes its slice of the groups that
+    the whole step's rewards put at or below the threshold. At 0.9 (the graded reward's highest)
+    every group leaves the loss and the weights stay the checkpoint's; at 0.5 the groups above it
+    train."""
+    recipe = text_scored_recipe(tmp_path, tiny_checkpoint, "tiny_assets:tenths", {})
+    stage = yaml.safe_load(recipe.read_text())
+    stage["stages"][0]["mask_groups_at_or_below"] = threshold
+    recipe.write_text(yaml.safe_dump(stage))
+    out = tmp_path / "run"
+    run(recipe, out, 2)
+    metrics = [json.loads(line) for line in (out / "01-toy" / "metrics.jsonl").read_text().splitlines()]
+    masked = [m["rollouts/low_groups_masked"] for m in metrics]
+    assert len(masked) == 3 and all(0 <= groups <= 4 for groups in masked)
+    unchanged = all(torch.equal(a, b) for a, b in zip(weights(out), load_weights(tiny_checkpoint)))
+    if threshold == 0.9:
+        assert masked == [4.0] * 3 and unchanged
+    else:
+        assert min(masked) < 4 and not unchanged
