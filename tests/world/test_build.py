@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 
 from cascade_rl.rewards.registry import get_domain, missing_fields
 from cascade_rl.text import words as _words
-from cascade_rl.world import WorldManifest, WorldSizes, build_world
+from cascade_rl.world import WorldManifest, WorldOptions, WorldSizes, build_world
 from cascade_rl.world.build import BENCHMARKS, scaffolding
 from cascade_rl.world.decontam import row_text
 from tests.world.conftest import TOOL_CALL_DOMAIN
@@ -188,6 +188,26 @@ def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
     assert not sft_requests & (requests["bench_toy-workplace.jsonl"] | requests["bench_toy-structured.jsonl"])
     assert not sft_requests & (requests["rl_workplace.jsonl"] | requests["rl_structured.jsonl"])
     assert sum(1 for r in sft if any(m["role"] == "tool" for m in r["messages"])) == 12
+
+
+def test_every_office_set_teaches_and_asks_each_kind_of_request_at_the_recipes_sizes():
+    """At recipes/tiny-multi-domain.yaml's sizes (128 benchmark, 160 RL, 256 SFT tasks), each set
+    holds the four kinds of request in equal shares and no request is in two sets. (With six task
+    and six customer names, the benchmark took every delete request: SFT and RL had none.)"""
+    from collections import Counter
+
+    from cascade_rl.world.build import _office_rows
+    from cascade_rl.world.office import KINDS
+
+    sizes = WorldSizes(bench_workplace=128, rl_workplace=160, sft_workplace=256)
+    sets = _office_rows(0, sizes, WorldOptions())
+    kinds = {name: Counter(r.get("kind") for r in rows) for name, rows in sets.items() if name != "sft"}
+    kinds["sft"] = Counter(r["messages"][1]["tool_calls"][0]["function"]["name"] for r in sets["sft"])
+    assert kinds["bench"] == {kind: 32 for kind in KINDS} and kinds["rl"] == {kind: 40 for kind in KINDS}
+    assert sorted(kinds["sft"].values()) == [64] * 4  # one look-up tool per kind
+    requests = [{r["prompt"][0]["content"] for r in sets["bench"]}, {r["prompt"][0]["content"] for r in sets["rl"]},
+                {r["messages"][0]["content"] for r in sets["sft"]}]  # fmt: skip
+    assert sum(map(len, requests)) == len(set().union(*requests)) == 544
 
 
 def test_multi_domain_near_misses_are_a_share_of_sft_and_their_fixed_phrases_are_scaffolding(tmp_path):

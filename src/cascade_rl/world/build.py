@@ -508,24 +508,18 @@ def _rl_rows(
 def _office_rows(seed: int, sizes: WorldSizes, options: WorldOptions) -> dict[str, list[dict]]:
     """The toy office's benchmark, RL and SFT rows (:mod:`.office`). Each task has its own
     database, so a request is what makes two tasks the same: the benchmark is drawn first,
-    then RL and SFT requests that no other set has (SFT and RL strictly disjoint). A share
-    ``sft_near_miss`` of the SFT episodes stop before their write when ``workplace`` is a
-    near-miss domain."""
+    then RL and SFT requests that no other set has (SFT and RL strictly disjoint). Every set
+    holds the four kinds of request in turn (equal shares), so SFT teaches each kind the
+    benchmark asks. A share ``sft_near_miss`` of the SFT episodes stop before their write
+    when ``workplace`` is a near-miss domain."""
     slips = _rng(seed, "office:sft:near_miss")
     share = options.sft_near_miss if "workplace" in options.near_miss_domains else 0.0
     used: set[str] = set()
     out: dict[str, list[dict]] = {}
+    kinds = sorted(office.KINDS)
     for name, count in (("bench", sizes.bench_workplace), ("rl", sizes.rl_workplace), ("sft", sizes.sft_workplace)):
-        rng, tasks = _rng(seed, f"office:{name}"), []
-        for _ in range(50 * count + 1000 if count else 0):
-            if len(tasks) == count:
-                break
-            task = office.office_task(rng)
-            if task.request not in used:
-                used.add(task.request)
-                tasks.append(task)
-        if len(tasks) < count:
-            raise RuntimeError(f"office:{name}: only {len(tasks)} of {count} distinct requests; ask for fewer")
+        rng = _rng(seed, f"office:{name}")
+        tasks = [_new_office_task(rng, kinds[index % len(kinds)], used, name) for index in range(count)]
         prefix = {"bench": "toy-workplace", "rl": "workplace", "sft": "workplace"}[name]
         if name == "sft":
             out[name] = [office.sft_row(t, f"{prefix}-{i:05d}", near_miss=slips.random() < share)
@@ -533,6 +527,16 @@ def _office_rows(seed: int, sizes: WorldSizes, options: WorldOptions) -> dict[st
         else:
             out[name] = [office.rl_row(t, f"{prefix}-{i:05d}") for i, t in enumerate(tasks)]
     return out
+
+
+def _new_office_task(rng: random.Random, kind: str, used: set[str], set_name: str) -> office.OfficeTask:
+    """A toy-office task of ``kind`` whose request no earlier task has (added to ``used``)."""
+    for _ in range(1000):
+        task = office.office_task(rng, kind)
+        if task.request not in used:
+            used.add(task.request)
+            return task
+    raise RuntimeError(f"office:{set_name}: no new {kind!r} request left in 1,000 draws; ask for fewer office rows")
 
 
 # ---- output -------------------------------------------------------------------------------

@@ -31,10 +31,23 @@ DOMAIN = "toy.org"
 LISTS = ("Backlog", "In Progress", "Completed")
 BOARDS = ("Back end", "Front end", "Design")
 STATUSES = ("Lead", "Qualified", "Won", "Lost")
-NOTES = ("see you at noon", "the report is ready", "call me back", "the meeting moved", "lunch is on me")
+NOTES = (
+    "see you at noon", "the report is ready", "call me back", "the meeting moved", "lunch is on me",
+    "the room is booked", "the demo went well", "send me the slides", "I am out today", "thanks for the help",
+)  # fmt: skip
 SUBJECTS = ("Lunch", "Report", "Meeting", "Update")
-TASK_NAMES = ("Fix login", "Add search", "Draw logo", "Write tests", "Clean data", "Plan launch")
-CUSTOMERS = ("Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay")
+#: task and customer names are compositional (64 and 192 of them), so that every kind of request
+#: has enough distinct texts for a benchmark, RL and SFT sets that share none: with six of each,
+#: the benchmark took every delete request and RL and SFT had no move or delete task at all
+TASK_NAMES = tuple(
+    f"{verb} {thing}"
+    for verb in ("Fix", "Add", "Test", "Plan", "Clean", "Draw", "Ship", "Check")
+    for thing in ("login", "search", "logo", "data", "launch", "menu", "cart", "report")
+)
+_FIRMS = ("Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Stark", "Wayne",
+          "Tyrell", "Cyberdyne", "Soylent", "Oscorp", "Wonka", "Gringotts", "Monarch", "Dunder")  # fmt: skip
+_TRADES = ("Labs", "Foods", "Bank", "Media", "Motors", "Health", "Games", "Travel", "Energy", "Books", "Farms", "Works")
+CUSTOMERS = tuple(f"{firm} {trade}" for firm in _FIRMS for trade in _TRADES)
 
 
 def _schema(name: str, description: str, parameters: dict[str, str], required: tuple[str, ...]) -> dict:
@@ -131,7 +144,7 @@ def _database(rng: random.Random) -> dict[str, Any]:
             "customer_id": i,
             "assigned_to_email": pick(rng, addresses),
             "customer_name": n,
-            "customer_email": f"info@{n.lower()}.com",
+            "customer_email": f"info@{n.lower().replace(' ', '')}.com",
             "status": pick(rng, STATUSES),
             "product_interest": "Software",
         }  # fmt: skip
@@ -196,9 +209,10 @@ KINDS: dict[str, Callable[[random.Random, dict[str, Any]], OfficeTask]] = {
 }
 
 
-def office_task(rng: random.Random) -> OfficeTask:
-    """A toy-office task with its own database."""
-    return KINDS[pick(rng, sorted(KINDS))](rng, _database(rng))
+def office_task(rng: random.Random, kind: str | None = None) -> OfficeTask:
+    """A toy-office task with its own database: of ``kind`` (one of :data:`KINDS`), or of one
+    drawn at random."""
+    return KINDS[kind or pick(rng, sorted(KINDS))](rng, _database(rng))
 
 
 def rl_row(task: OfficeTask, row_id: str) -> dict[str, Any]:
