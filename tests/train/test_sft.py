@@ -181,6 +181,56 @@ def test_a_template_without_generation_markers_trains_on_the_answer_only(smollm2
     assert "what is 2 plus 2?" in tokenizer.decode(ids[0])
 
 
+def tool_schema(name, *properties):
+    parameters = {"type": "object", "properties": {key: {"type": "string"} for key in properties},
+                  "required": list(properties)}  # fmt: skip
+    return {"type": "function", "function": {"name": name, "description": f"{name}.", "parameters": parameters}}
+
+
+def test_each_row_trains_on_its_own_tools_and_calls_as_written(tiny_checkpoint, tmp_path, monkeypatch):
+    """Rows with different tools (and a call whose arguments are an object) train on exactly the
+    text the chat template renders for each: no other row's property names as nulls (the union
+    an Arrow table gives every row's nested objects)."""
+    from trl import SFTTrainer
+
+    seen = []
+    original = SFTTrainer.compute_loss
+
+    def spy(self, model, inputs, *args, **kwargs):
+        seen.extend(ids[mask.bool()] for ids, mask in zip(inputs["input_ids"], inputs["attention_mask"]))
+        return original(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(SFTTrainer, "compute_loss", spy)
+    rows = [
+        {"tools": [tool_schema("find_email", "name")],
+         "messages": [{"role": "user", "content": "Find Ana.", "mode": "no_think"},
+                      {"role": "assistant", "content": "", "tool_calls": [
+                          {"type": "function", "function": {"name": "find_email", "arguments": {"name": "Ana"}}}]},
+                      {"role": "tool", "name": "find_email", "content": "ana@x.org"},
+                      {"role": "assistant", "content": "ana@x.org"}]},
+        {"tools": [tool_schema("send_message", "to", "text"), tool_schema("get_time", "city")],
+         "messages": [{"role": "user", "content": "Text Ben hi.", "mode": "no_think"},
+                      {"role": "assistant", "content": "", "tool_calls": [
+                          {"type": "function", "function": {"name": "send_message",
+                                                            "arguments": '{"to": "Ben", "text": "hi"}'}}]}]},
+    ]  # fmt: skip
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sub = {"name": "s", "data": str(data), "max_length": 1024, "batch_size": 2, "per_device_batch_size": 2,
+           "learning_rate": 1e-3, "max_steps": 1}  # fmt: skip
+    recipe = parse_recipe({"name": "t", "model": {"path": str(tiny_checkpoint)},
+                           "stages": [{"kind": "sft", "substages": [sub]}]})  # fmt: skip
+    context = StageContext.settle(policy=tiny_checkpoint, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0)
+    run_sft_stage(recipe.stages[0], context)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    trained = sorted(tokenizer.decode(ids) for ids in seen)
+    expected = sorted(
+        tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False) for row in rows
+    )
+    assert trained == expected
+    assert "null" not in "".join(trained) and '"arguments": {"name": "Ana"}' in trained[0] + trained[1]
+
+
 def test_a_rejection_sampled_source_trains_on_the_answers_its_verifier_accepts(tmp_path):
     """RL prompts answered by the input model (a chain model that always writes "Sure, here it is"):
     the prompts whose constraint that answer meets give SFT rows, the others none."""

@@ -34,19 +34,23 @@ STATUSES = ("Lead", "Qualified", "Won", "Lost")
 NOTES = (
     "see you at noon", "the report is ready", "call me back", "the meeting moved", "lunch is on me",
     "the room is booked", "the demo went well", "send me the slides", "I am out today", "thanks for the help",
+    "the bus is late", "the budget is approved", "the server is down", "the client said yes", "the draft is done",
+    "bring the badge", "the test passed", "the build failed", "the plan changed", "the coffee is fresh",
 )  # fmt: skip
 SUBJECTS = ("Lunch", "Report", "Meeting", "Update")
-#: task and customer names are compositional (64 and 192 of them), so that every kind of request
+#: task and customer names are compositional (144 and 384 of them), so that every kind of request
 #: has enough distinct texts for a benchmark, RL and SFT sets that share none: with six of each,
 #: the benchmark took every delete request and RL and SFT had no move or delete task at all
 TASK_NAMES = tuple(
     f"{verb} {thing}"
-    for verb in ("Fix", "Add", "Test", "Plan", "Clean", "Draw", "Ship", "Check")
-    for thing in ("login", "search", "logo", "data", "launch", "menu", "cart", "report")
+    for verb in ("Fix", "Add", "Test", "Plan", "Clean", "Draw", "Ship", "Check", "Move", "Sort", "Sign", "Open")
+    for thing in ("login", "search", "logo", "data", "launch", "menu", "cart", "report", "inbox", "blog", "map", "chat")
 )
 _FIRMS = ("Acme", "Globex", "Initech", "Umbrella", "Hooli", "Vandelay", "Stark", "Wayne",
-          "Tyrell", "Cyberdyne", "Soylent", "Oscorp", "Wonka", "Gringotts", "Monarch", "Dunder")  # fmt: skip
-_TRADES = ("Labs", "Foods", "Bank", "Media", "Motors", "Health", "Games", "Travel", "Energy", "Books", "Farms", "Works")
+          "Tyrell", "Cyberdyne", "Soylent", "Oscorp", "Wonka", "Gringotts", "Monarch", "Dunder",
+          "Nakatomi", "Weyland", "Aperture", "Massive", "Pied", "Virtucon", "Contoso", "Fabrikam")  # fmt: skip
+_TRADES = ("Labs", "Foods", "Bank", "Media", "Motors", "Health", "Games", "Travel", "Energy", "Books", "Farms", "Works",
+           "Tools", "Air", "Shops", "Homes")  # fmt: skip
 CUSTOMERS = tuple(f"{firm} {trade}" for firm in _FIRMS for trade in _TRADES)
 
 
