@@ -181,18 +181,17 @@ def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
             "bench_toy-structured.jsonl",
         )
     }
-    sft, office = read(world.out_dir / "sft.jsonl"), read(world.out_dir / "sft_workplace.jsonl")
-    sft_requests = {m["content"] for r in sft + office for m in r["messages"] if m["role"] == "user"}
+    sft = read(world.out_dir / "sft.jsonl")
+    sft_requests = {m["content"] for r in sft for m in r["messages"] if m["role"] == "user"}
     assert not requests["rl_workplace.jsonl"] & requests["bench_toy-workplace.jsonl"]
     assert not requests["rl_structured.jsonl"] & requests["bench_toy-structured.jsonl"]
     assert not sft_requests & (requests["bench_toy-workplace.jsonl"] | requests["bench_toy-structured.jsonl"])
     assert not sft_requests & (requests["rl_workplace.jsonl"] | requests["rl_structured.jsonl"])
-    assert not any(m["role"] == "tool" for r in sft for m in r["messages"])  # the episodes have their own file
-    assert len(office) == 12 and all(any(m["role"] == "tool" for m in r["messages"]) for r in office)
+    assert sum(1 for r in sft if any(m["role"] == "tool" for m in r["messages"])) == 12
 
 
 def test_every_office_set_teaches_and_asks_each_kind_of_request_at_the_recipes_sizes():
-    """At recipes/tiny-multi-domain.yaml's sizes (128 benchmark, 160 RL, 1,200 SFT tasks), each set
+    """At recipes/tiny-multi-domain.yaml's sizes (128 benchmark, 160 RL, 256 SFT tasks), each set
     holds the four kinds of request in equal shares and no request is in two sets. (With six task
     and six customer names, the benchmark took every delete request: SFT and RL had none.)"""
     from collections import Counter
@@ -200,15 +199,15 @@ def test_every_office_set_teaches_and_asks_each_kind_of_request_at_the_recipes_s
     from cascade_rl.world.build import _office_rows
     from cascade_rl.world.office import KINDS
 
-    sizes = WorldSizes(bench_workplace=128, rl_workplace=160, sft_workplace=1200)
+    sizes = WorldSizes(bench_workplace=128, rl_workplace=160, sft_workplace=256)
     sets = _office_rows(0, sizes, WorldOptions())
     kinds = {name: Counter(r.get("kind") for r in rows) for name, rows in sets.items() if name != "sft"}
     kinds["sft"] = Counter(r["messages"][1]["tool_calls"][0]["function"]["name"] for r in sets["sft"])
     assert kinds["bench"] == {kind: 32 for kind in KINDS} and kinds["rl"] == {kind: 40 for kind in KINDS}
-    assert sorted(kinds["sft"].values()) == [300] * 4  # one look-up tool per kind
+    assert sorted(kinds["sft"].values()) == [64] * 4  # one look-up tool per kind
     requests = [{r["prompt"][0]["content"] for r in sets["bench"]}, {r["prompt"][0]["content"] for r in sets["rl"]},
                 {r["messages"][0]["content"] for r in sets["sft"]}]  # fmt: skip
-    assert sum(map(len, requests)) == len(set().union(*requests)) == 1488
+    assert sum(map(len, requests)) == len(set().union(*requests)) == 544
 
 
 def test_multi_domain_near_misses_are_a_share_of_sft_and_their_fixed_phrases_are_scaffolding(tmp_path):
@@ -223,7 +222,7 @@ def test_multi_domain_near_misses_are_a_share_of_sft_and_their_fixed_phrases_are
     options = WorldOptions(sft_near_miss=0.5, near_miss_domains=("mcqa", "workplace"))
     world = build_world(tmp_path / "w", seed=2, sizes=sizes, options=options)
     sft = read(world.out_dir / "sft.jsonl")
-    office = read(world.out_dir / "sft_workplace.jsonl")
+    office = [r for r in sft if any(m["role"] == "tool" for m in r["messages"])]
     calls = [sum(len(m.get("tool_calls") or ()) for m in r["messages"]) for r in office]
     look_ups_only = sum(count == 1 for count in calls)  # every office task needs a look-up and a write
     assert len(office) == 40 and 8 <= look_ups_only <= 32 and min(calls) == 1 and max(calls) >= 2

@@ -12,8 +12,6 @@
 ``rl_math.jsonl``          math prompts (domain ``math``, ``answer``)
 ``rl_code.jsonl``          code prompts (domain ``code``, ``tests``)
 ``rl_swe.jsonl``           repair prompts (domain ``swe``, ``files``, ``golden_patch``)
-``sft_workplace.jsonl``    the toy office's whole episodes as SFT rows (:mod:`.office`; only when asked
-                           for: a file of their own, so that a recipe can weight or stage them)
 ``sft_judge.jsonl``        judge-format SFT rows for a toy generative reward model, both orders of
                            the first ``sft_judge`` preference pairs (:mod:`.judge`; only when asked
                            for)
@@ -83,7 +81,7 @@ class WorldSizes:
     bench_tool: int = 48
     #: multi-domain tasks (issue 44; off by default, so the default world is unchanged): the toy
     #: office's tool episodes (domain ``workplace``), structured output (``structured_output``)
-    #: and multiple choice (``mcqa``); the office's SFT episodes go to ``sft_workplace.jsonl``
+    #: and multiple choice (``mcqa``)
     sft_workplace: int = 0
     sft_structured: int = 0
     sft_mcqa: int = 0
@@ -351,9 +349,7 @@ def build_world(
 
     office_sets = _office_rows(seed, sizes, options)
     benches["toy-workplace"] = office_sets.pop("bench")
-    files["sft.jsonl"] = _sft_rows(seed, sizes, sampler, generators)
-    if office_sets["sft"]:  # their own file: a recipe weights or stages them (recipes/tiny-multi-domain.yaml)
-        files["sft_workplace.jsonl"] = office_sets["sft"]
+    files["sft.jsonl"] = _sft_rows(seed, sizes, sampler, generators, office_sets.pop("sft"))
     files["rm_pairs.jsonl"], rlhf_pool = _preference_rows(seed, sizes, sampler)
     files.update(_rl_rows(seed, sizes, sampler, rlhf_pool, generators))
     if office_sets["rl"]:
@@ -414,9 +410,11 @@ def _benchmarks(seed: int, sizes: WorldSizes, generators: Generators) -> dict[st
 # ---- training files -----------------------------------------------------------------------
 
 
-def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Generators) -> list[dict]:
-    """SFT rows; general chat and instruction following in both modes (parallel responses).
-    The toy office's whole episodes are not among them: they go to ``sft_workplace.jsonl``."""
+def _sft_rows(
+    seed: int, sizes: WorldSizes, sampler: Sampler, generators: Generators, episodes: list[dict]
+) -> list[dict]:
+    """SFT rows; general chat and instruction following in both modes (parallel responses);
+    ``episodes``: whole multi-turn episodes (the toy office's), shuffled in with the rest."""
 
     def probe_row(task: Task) -> dict:
         return sft_row(task, "think", "probe")  # the thinking row holds every text of the task
@@ -442,6 +440,7 @@ def _sft_rows(seed: int, sizes: WorldSizes, sampler: Sampler, generators: Genera
             thinking_twin = name != "sft:ifeval" or index % IFEVAL_THINK_EVERY == 0
             for mode in modes if thinking_twin else ("no_think",):  # IF-RL trains non-thinking
                 rows.append(sft_row(task, mode, f"{name.split(':')[1]}-{index:05d}-{mode}"))
+    rows += episodes
     rng = _rng(seed, "sft:shuffle")
     rng.shuffle(rows)
     return rows
@@ -558,11 +557,9 @@ _NOT_IN_TOKENIZER = ("bench_", "sft_judge.jsonl")
 def _tokenizer_corpus(files: Mapping[str, list[dict]]) -> Iterator[str]:
     """Training text for the tokenizer: rendered SFT conversations and every other training
     row's messages (benchmarks and judge rows excluded)."""
-    conversations = [name for name in files if name.startswith("sft") and not name.startswith(_NOT_IN_TOKENIZER)]
-    for file_name in conversations:
-        for row in files[file_name]:
-            yield render(row["messages"], row.get("tools"))
+    for row in files["sft.jsonl"]:
+        yield render(row["messages"], row.get("tools"))
     for file_name, rows in files.items():
-        if file_name not in conversations and not file_name.startswith(_NOT_IN_TOKENIZER):
+        if file_name != "sft.jsonl" and not file_name.startswith(_NOT_IN_TOKENIZER):
             for row in rows:
                 yield row_text(row)
