@@ -214,7 +214,6 @@ def test_multi_domain_near_misses_are_a_share_of_sft_and_their_fixed_phrases_are
     from dataclasses import replace
 
     from cascade_rl.rewards.mcqa import score as mcqa_score
-    from cascade_rl.world import WorldOptions
     from cascade_rl.world.choice import SCAFFOLDING as CHOICE_PHRASES
     from cascade_rl.world.structured import SCAFFOLDING as STRUCTURED_PHRASES
 
