@@ -75,3 +75,48 @@ def test_the_command_writes_nemo_gym_rows_and_holds_out_exclude_files(tmp_path):
     drawn = {request(r) for name in ("train", "eval") for r in read(second / f"workplace_{name}.jsonl")}
     assert not drawn & {request(r) for r in rows}
     assert "workplace_train.jsonl" in result.stdout
+
+
+def test_sft_rows_are_whole_episodes_that_find_what_they_write_before_writing_it(tmp_path):
+    eval_dir, sft_dir = tmp_path / "bench", tmp_path / "sft"
+    write_tasks(eval_dir, train=0, evaluation=20, seed=3)
+    held = read(eval_dir / "workplace_eval.jsonl")
+    env = {**os.environ, "COLUMNS": "200"}
+    command = [sys.executable, "-m", "cascade_rl.cli", "data", "workplace", "-o", str(sft_dir), "--form", "sft"]
+    result = subprocess.run(
+        [*command, "--train", "100", "--eval", "0", "--exclude", str(eval_dir / "workplace_eval.jsonl")],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = read(sft_dir / "workplace_train.jsonl")
+    assert len(rows) == 100 and read(sft_dir / "workplace_eval.jsonl") == []
+    # the same draws as RL rows: each episode's writes are that task's reference calls
+    write_tasks(tmp_path / "rl", train=100, evaluation=0, seed=0, exclude=held)
+    references = [row["ground_truth"] for row in read(tmp_path / "rl" / "workplace_train.jsonl")]
+    assert not {r["messages"][1]["content"].lower() for r in rows} & {request(r).lower() for r in held}
+    from cascade_rl.data.shapes import normalise_sft
+
+    looked_up = 0
+    for row, reference in zip(rows, references, strict=True):
+        assert len(json.loads(normalise_sft(row)["tools"])) == 27
+        messages = row["messages"]
+        assert [m["role"] for m in messages[:2]] == ["system", "user"] and messages[-1]["content"] == "Done."
+        seen = messages[1]["content"]  # what the model has read so far: the request, then each result
+        writes = []
+        for turn, result in zip(messages[2:-1:2], messages[3:-1:2]):
+            function = turn["tool_calls"][0]["function"]
+            arguments = json.loads(function["arguments"])
+            assert result["role"] == "tool" and "Error" not in result["content"]
+            for key in ("email_id", "event_id", "task_id", "customer_id", "recipient", "participant_email"):
+                if key in arguments:  # an id or address is never guessed: an earlier result showed it
+                    assert str(arguments[key]) in seen, (row["messages"][1]["content"], function)
+            if key_is_write(function["name"]):
+                writes.append({"name": function["name"], "arguments": function["arguments"]})
+            looked_up += not key_is_write(function["name"])
+            seen += result["content"]
+        assert writes == reference and score(ground_truth=reference, calls=writes).reward == 1.0
+    assert looked_up >= len(rows)  # nearly every task needs a look-up first
+
+
+def key_is_write(name):
+    return not any(word in name for word in ("search", "find", "get_"))

@@ -666,7 +666,13 @@ def workplace(
         help="JSONL of workplace rows to hold out too (NeMo Gym or RL rows); repeatable.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the draws."),
-    form: str = typer.Option("rl", "--form", help="rl (domain workplace rows) or nemo-gym (NVIDIA's published form)."),
+    form: str = typer.Option(
+        "rl",
+        "--form",
+        help="rl (domain workplace rows), nemo-gym (NVIDIA's published form) or sft (each task's reference "
+        "episode with the tools' real results, for an SFT stage; --eval 0 --exclude EVAL.jsonl holds them "
+        "apart from a benchmark drawn before).",
+    ),
 ) -> None:
     """Workplace-assistant tasks from its five databases (Nemotron-Cascade 2's multi-domain RL):
     requests with the reference calls that do them; no training task repeats a held-out task's

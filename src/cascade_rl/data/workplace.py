@@ -17,7 +17,11 @@ training task has an evaluation task's prompt or answer. The report counts the r
 
 Rows are RL rows (domain ``workplace``, ``prompt`` with the system turn stating the date, the 27
 ``tools`` as chat-completions schemas, ``ground_truth``, ``category``), or with ``form="nemo-gym"``
-NeMo Gym rows as NVIDIA publishes them (``responses_create_params.input`` / ``tools``).
+NeMo Gym rows as NVIDIA publishes them (``responses_create_params.input`` / ``tools``), or with
+``form="sft"`` SFT rows: the whole episode in non-thinking mode, one call per assistant turn with
+the tool's real result on fresh databases: first the look-ups that find what the task writes
+(the directory for an address, a search for an id: nothing is guessed), then the reference
+calls, then "Done."; the tool-use warm-up an SFT stage gives before multi-domain RL.
 """
 
 from __future__ import annotations
@@ -32,14 +36,16 @@ from typing import Any
 import pandas as pd
 
 from cascade_rl.rewards.workplace.database import Workplace, differing_tables
-from cascade_rl.rewards.workplace.scorer import reference_calls, replay
+from cascade_rl.rewards.workplace.scorer import reference_calls, reference_episode, replay
 from cascade_rl.rewards.workplace.tools import BOARDS, LISTS, PLOT_TYPES, PRODUCTS, STATUSES, tool_schemas
 
 SYSTEM_PROMPT = (
     "Today's date is Thursday, 2023-11-30 and the current time is 23:59:00. Remember the current date and "
     "time when answering queries. Meetings must not start before 9am or end after 6pm."
 )
-FORMS = ("rl", "nemo-gym")
+FORMS = ("rl", "nemo-gym", "sft")
+#: the last assistant turn of an SFT episode (the verdict reads the databases, never this text)
+DONE = "Done."
 SUBJECTS = ("Budget review", "Design handoff", "Sprint planning", "Client feedback", "Quarterly goals", "Team offsite")
 BODIES = (
     "Thanks for the update - I will get back to you tomorrow.",
@@ -66,6 +72,9 @@ class Task:
     category: str
     request: str
     calls: tuple[Call, ...]
+    #: the reads that find what ``calls`` need (addresses, ids): an SFT episode makes them first;
+    #: the verdict never needs them (reads change nothing)
+    lookups: tuple[Call, ...] = ()
 
     @property
     def ground_truth(self) -> list[dict[str, str]]:
@@ -95,6 +104,25 @@ def _pick(rng: random.Random, frame: pd.DataFrame) -> dict[str, Any]:
     return frame.iloc[rng.randrange(len(frame))].to_dict()
 
 
+def _address_of(address: str) -> Call:
+    """The directory look-up of a person named by first name, as the request names them."""
+    return "company_directory_find_email_address", {"name": _first(address)}
+
+
+def _emails_about(sender: str, subject: str = "") -> Call:
+    query = f"{_first(sender).lower()} {subject}".strip()
+    return "email_search_emails", {"query": query, "page_size": 10}
+
+
+def _events_on(day: str, name: str = "") -> Call:
+    bounds = {"time_min": f"{day} 00:00:00", "time_max": f"{day} 23:59:59", "page_size": 10}
+    return "calendar_search_events", {"query": name, **bounds} if name else bounds
+
+
+def _task_named(task: Mapping[str, Any]) -> Call:
+    return "project_management_search_tasks", {"task_name": task["task_name"], "board": task["board"]}
+
+
 # ----------------------------------------------------------------------------- task families
 def _reply(db: Workplace, rng: random.Random) -> Task | None:
     email = _pick(rng, db.email)
@@ -104,7 +132,8 @@ def _reply(db: Workplace, rng: random.Random) -> Task | None:
     latest = same.sort_values("sent_datetime").iloc[-1]
     body = rng.choice(BODIES)
     request = f"Reply to {_first(latest['sender/recipient'])}'s last email about '{latest['subject']}' with '{body}'"
-    return Task("email", request, (("email_reply_email", {"email_id": latest["email_id"], "body": body}),))
+    lookups = (_emails_about(latest["sender/recipient"], latest["subject"]),)
+    return Task("email", request, (("email_reply_email", {"email_id": latest["email_id"], "body": body}),), lookups)
 
 
 def _forward(db: Workplace, rng: random.Random) -> Task | None:
@@ -115,7 +144,10 @@ def _forward(db: Workplace, rng: random.Random) -> Task | None:
     latest = same.sort_values("sent_datetime").iloc[-1]
     to = rng.choice([a for a in db.company_directory["email_address"] if a != latest["sender/recipient"]])
     request = f"Forward {_first(latest['sender/recipient'])}'s last email about '{latest['subject']}' to {_first(to)}"
-    return Task("email", request, (("email_forward_email", {"email_id": latest["email_id"], "recipient": to}),))
+    lookups = (_emails_about(latest["sender/recipient"], latest["subject"]), _address_of(to))
+    return Task(
+        "email", request, (("email_forward_email", {"email_id": latest["email_id"], "recipient": to}),), lookups
+    )
 
 
 def _send(db: Workplace, rng: random.Random) -> Task | None:
@@ -125,7 +157,8 @@ def _send(db: Workplace, rng: random.Random) -> Task | None:
         rng.choice(BODIES),
     )
     request = f"Send an email to {_first(to)} with the subject '{subject}' saying '{body}'"
-    return Task("email", request, (("email_send_email", {"recipient": to, "subject": subject, "body": body}),))
+    call = ("email_send_email", {"recipient": to, "subject": subject, "body": body})
+    return Task("email", request, (call,), (_address_of(to),))
 
 
 def _delete_last(db: Workplace, rng: random.Random) -> Task | None:
@@ -134,7 +167,8 @@ def _delete_last(db: Workplace, rng: random.Random) -> Task | None:
     if theirs.empty:
         return None
     request = f"Delete my last email from {_first(sender).lower()}"
-    return Task("email", request, (("email_delete_email", {"email_id": theirs.iloc[-1]["email_id"]}),))
+    lookups = (_address_of(sender), ("email_search_emails", {"query": sender, "page_size": 10}))
+    return Task("email", request, (("email_delete_email", {"email_id": theirs.iloc[-1]["email_id"]}),), lookups)
 
 
 def _create_event(db: Workplace, rng: random.Random) -> Task | None:
@@ -149,7 +183,7 @@ def _create_event(db: Workplace, rng: random.Random) -> Task | None:
     when = start.strftime("%B %-d at %-I:%M %p").replace(":00 ", " ")
     request = f"Schedule a {minutes}-minute meeting called '{name}' with {_first(who)} on {when}"
     arguments = {"event_name": name, "participant_email": who, "event_start": str(start), "duration": str(minutes)}
-    return Task("calendar", request, (("calendar_create_event", arguments),))
+    return Task("calendar", request, (("calendar_create_event", arguments),), (_address_of(who),))
 
 
 def _rename_last_event(db: Workplace, rng: random.Random) -> Task | None:
@@ -163,6 +197,7 @@ def _rename_last_event(db: Workplace, rng: random.Random) -> Task | None:
         "calendar",
         request,
         (("calendar_update_event", {"event_id": last["event_id"], "field": "event_name", "new_value": name}),),
+        (_events_on(day),),
     )
 
 
@@ -184,7 +219,10 @@ def _cancel_event(db: Workplace, rng: random.Random) -> Task | None:
     if found is None:
         return None
     event, described = found
-    return Task("calendar", f"Cancel {described}", (("calendar_delete_event", {"event_id": event["event_id"]}),))
+    lookups = (_events_on(event["event_start"][:10], event["event_name"]),)
+    return Task(
+        "calendar", f"Cancel {described}", (("calendar_delete_event", {"event_id": event["event_id"]}),), lookups
+    )
 
 
 def _move_event(db: Workplace, rng: random.Random) -> Task | None:
@@ -202,6 +240,7 @@ def _move_event(db: Workplace, rng: random.Random) -> Task | None:
         "calendar",
         request,
         (("calendar_update_event", {"event_id": event["event_id"], "field": "event_start", "new_value": str(start)}),),
+        (_events_on(event["event_start"][:10], event["event_name"]),),
     )
 
 
@@ -223,6 +262,7 @@ def _move_task(db: Workplace, rng: random.Random) -> Task | None:
         "project_management",
         request,
         (("project_management_update_task", {"task_id": task["task_id"], "field": "list_name", "new_value": target}),),
+        (_task_named(task),),
     )
 
 
@@ -234,7 +274,8 @@ def _reassign_task(db: Workplace, rng: random.Random) -> Task | None:
     to, owner = rng.choice(people), _first(task["assigned_to_email"])
     request = f"Reassign the task '{task['task_name']}' on the {task['board']} board from {owner} to {_first(to)}"
     arguments = {"task_id": task["task_id"], "field": "assigned_to_email", "new_value": to}
-    return Task("project_management", request, (("project_management_update_task", arguments),))
+    return Task("project_management", request, (("project_management_update_task", arguments),),
+                (_task_named(task), _address_of(to)))  # fmt: skip
 
 
 def _create_task(db: Workplace, rng: random.Random) -> Task | None:
@@ -243,7 +284,7 @@ def _create_task(db: Workplace, rng: random.Random) -> Task | None:
     due = (pd.Timestamp("2023-12-01") + pd.Timedelta(days=rng.randrange(0, 30))).strftime("%Y-%m-%d")
     request = f"Create a task '{name}' for {_first(who)} on the {board} board in {target}, due {_day(due)}"
     arguments = {"task_name": name, "assigned_to_email": who, "list_name": target, "due_date": due, "board": board}
-    return Task("project_management", request, (("project_management_create_task", arguments),))
+    return Task("project_management", request, (("project_management_create_task", arguments),), (_address_of(who),))
 
 
 def _crm_batch(db: Workplace, rng: random.Random) -> Task | None:
@@ -263,7 +304,9 @@ def _crm_batch(db: Workplace, rng: random.Random) -> Task | None:
     calls = tuple(
         (update, {"customer_id": cid, "field": "status", "new_value": target}) for cid in chosen["customer_id"]
     )
-    return Task("customer_relationship_manager", request, calls)
+    search = {"assigned_to_email": owner, "product_interest": product, "status": status, "page_size": 10}
+    lookups = (_address_of(owner), ("customer_relationship_manager_search_customers", search))
+    return Task("customer_relationship_manager", request, calls, lookups)
 
 
 def _crm_delete(db: Workplace, rng: random.Random) -> Task | None:
@@ -275,6 +318,7 @@ def _crm_delete(db: Workplace, rng: random.Random) -> Task | None:
         "customer_relationship_manager",
         request,
         (("customer_relationship_manager_delete_customer", {"customer_id": customer["customer_id"]}),),
+        (("customer_relationship_manager_search_customers", {"customer_name": customer["customer_name"]}),),
     )
 
 
@@ -282,7 +326,8 @@ def _crm_add(db: Workplace, rng: random.Random) -> Task | None:
     name, owner = rng.choice(NEW_CUSTOMERS), rng.choice(list(db.company_directory["email_address"]))
     request = f"Add {name} as a new lead in the crm and assign them to {_first(owner)}"
     arguments = {"customer_name": name, "assigned_to_email": owner, "status": "Lead"}
-    return Task("customer_relationship_manager", request, (("customer_relationship_manager_add_customer", arguments),))
+    add = ("customer_relationship_manager_add_customer", arguments)
+    return Task("customer_relationship_manager", request, (add,), (_address_of(owner),))
 
 
 def _plot(db: Workplace, rng: random.Random) -> Task | None:
@@ -383,7 +428,8 @@ def draw_tasks(count: int, rng: random.Random, held: HeldOut, report: TaskReport
 
 
 def task_row(task: Task, row_id: str, form: str = "rl") -> dict[str, Any]:
-    """A task as an RL row (domain ``workplace``) or as a NeMo Gym row (module docstring)."""
+    """A task as an RL row (domain ``workplace``), a NeMo Gym row, or an SFT row: the reference
+    episode, each call with its real result (module docstring)."""
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task.request}]
     category = f"workplace_assistant_{task.category}"
     if form == "nemo-gym":
@@ -394,6 +440,10 @@ def task_row(task: Task, row_id: str, form: str = "rl") -> dict[str, Any]:
         {"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters")}}
         for t in tool_schemas()
     ]
+    if form == "sft":
+        prompt = [*messages[:-1], {**messages[-1], "mode": "no_think"}]
+        episode = reference_episode(prompt, task.lookups + task.calls, DONE)
+        return {"id": row_id, "messages": episode, "tools": tools, "source": "tool", "category": category}
     return {"id": row_id, "domain": "workplace", "prompt": messages, "tools": tools,
             "ground_truth": task.ground_truth, "category": category}  # fmt: skip
 

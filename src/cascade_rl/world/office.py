@@ -10,7 +10,7 @@ a one-line answer. The verdict is the workplace environment's own
 state after the reference calls.
 
 SFT rows are whole episodes (assistant calls, the tools' real results as ``tool`` turns, the
-final answer), made by running the reference calls in a :class:`WorkplaceEpisode`, so what the
+final answer), made by running the reference calls (:func:`reference_episode`), so what the
 model reads in SFT is exactly what the environment answers during RL and evaluation.
 """
 
@@ -22,8 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cascade_rl.rewards.environment import ToolCall
-from cascade_rl.rewards.workplace.scorer import WorkplaceEpisode
+from cascade_rl.rewards.workplace.scorer import reference_episode
 from cascade_rl.world.tasks import pick
 from cascade_rl.world.vocab import NAMES
 
@@ -236,16 +235,10 @@ def sft_row(task: OfficeTask, row_id: str, *, near_miss: bool = False) -> dict[s
     """The whole reference episode in non-thinking mode: each call, the environment's real result,
     the answer. ``near_miss``: the episode answers right after its look-up, without the write
     (:mod:`.near_miss`)."""
-    episode = WorkplaceEpisode([{"role": "user", "content": task.request, "mode": "no_think"}],
-                               ground_truth=task.ground_truth, database=task.database)  # fmt: skip
-    for name, arguments in task.calls[:1] if near_miss else task.calls:
-        function = {"name": name, "arguments": json.dumps(arguments)}
-        episode.messages.append(
-            {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": function}]}
-        )
-        content, failed = episode.run_call(ToolCall(name, arguments))
-        if failed:
-            raise RuntimeError(f"toy office: the reference call {name} failed: {content}")
-        episode.messages.append({"role": "tool", "name": name, "content": content})
-    episode.messages.append({"role": "assistant", "content": task.answer})
-    return {"id": row_id, "messages": episode.messages, "source": "tool", "tools": [TOOLS[n] for n in task.tools]}
+    calls = task.calls[:1] if near_miss else task.calls
+    prompt = [{"role": "user", "content": task.request, "mode": "no_think"}]
+    try:
+        messages = reference_episode(prompt, calls, task.answer, database=task.database)
+    except ValueError as error:
+        raise RuntimeError(f"toy office: {error}") from None
+    return {"id": row_id, "messages": messages, "source": "tool", "tools": [TOOLS[n] for n in task.tools]}

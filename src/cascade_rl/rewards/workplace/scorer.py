@@ -181,3 +181,27 @@ class WorkplaceEpisode(Episode):
         made = [call.as_dict() for call in self.calls if call.error is None]
         result = verdict(made, self.ground_truth, self.database)
         return Score(result.reward, {**result.details, **self.summary()})
+
+
+def reference_episode(
+    messages: Sequence[Mapping[str, Any]],
+    calls: Sequence[tuple[str, Mapping[str, Any]]],
+    answer: str,
+    *,
+    database: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The transcript of an episode that makes ``calls`` (name, arguments) in order, one per
+    assistant turn, each followed by the environment's real result, and ends with ``answer``:
+    an SFT row's messages. A reference call that fails is the task's error, not the model's."""
+    episode = WorkplaceEpisode(messages, ground_truth=[], database=database)
+    for name, arguments in calls:
+        function = {"name": name, "arguments": json.dumps(dict(arguments))}
+        episode.messages.append(
+            {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": function}]}
+        )
+        content, failed = episode.run_call(ToolCall(name, dict(arguments)))
+        if failed:
+            raise ValueError(f"the reference call {name} failed: {content}")
+        episode.messages.append({"role": "tool", "name": name, "content": content})
+    episode.messages.append({"role": "assistant", "content": answer})
+    return episode.messages
