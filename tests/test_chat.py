@@ -119,3 +119,36 @@ def test_with_tools_reads_exactly_like_rendering_with_tools():
     assert system[0]["content"] == "You help."  # the input is not modified
     with pytest.raises(ValueError, match="tools must be a list"):
         with_tools(plain, [["not a schema"]])
+
+
+def test_a_template_that_drops_tools_and_calls_gets_them_written_into_the_messages(smollm2_tiny):
+    """SmolLM2's template renders only each message's content: tools go into the system message
+    and each call into its turn as the Cascade template writes it; a template that shows both
+    gets the conversation unchanged."""
+    from cascade_rl.chat import (
+        calls_as_text,
+        chat_template,
+        for_template,
+        parse_tool_calls,
+        render,
+        template_shows_tool_calls,
+        template_shows_tools,
+        with_tools,
+    )
+
+    plain = (smollm2_tiny / "chat_template.jinja").read_text()
+    assert not template_shows_tools(plain) and not template_shows_tool_calls(plain)
+    assert template_shows_tools(chat_template()) and template_shows_tool_calls(chat_template())
+    tools = [{"type": "function", "function": {"name": "lookup", "description": "d", "parameters": {}}}]
+    calls = [{"type": "function", "function": {"name": "lookup", "arguments": {"q": "a"}}},
+             {"type": "function", "function": {"name": "lookup", "arguments": '{"q": "b"}'}}]  # fmt: skip
+    turn = {"role": "assistant", "content": "Looking.", "tool_calls": calls}
+    messages = [{"role": "user", "content": "Find a and b."}, turn]
+    shown, left = for_template(messages, tools, plain)
+    assert left is None and shown[0] == with_tools(messages[:1], tools)[0]
+    assert shown[-1] == calls_as_text(turn) and "tool_calls" not in shown[-1]
+    assert shown[-1]["content"].startswith("Looking.\n<tool_call>")
+    assert parse_tool_calls(shown[-1]["content"]) == [{"name": "lookup", "arguments": {"q": q}} for q in "ab"]
+    rendered = render([messages[0], turn], default_mode="no_think")  # exactly the Cascade template's text
+    assert rendered.endswith(f"<|im_start|>assistant\n{shown[-1]['content']}<|im_end|>\n")
+    assert for_template(messages, tools, chat_template()) == (messages, tools)

@@ -316,3 +316,56 @@ def tool_turn_text(tool_messages: Sequence[dict], *, template: str | None = None
     if cut < 0 or not full.startswith(prefix[: cut + len(end_of_turn)]):
         raise ValueError(f"the chat template does not end an assistant turn with {end_of_turn!r}")
     return full[cut + len(end_of_turn) :]
+
+
+_PROBE_TOOL = "cascade_probe_tool"
+
+
+def _renders(template: str, messages: list[dict], tools: list[dict] | None = None) -> str:
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    try:
+        text, _ = render_jinja_template(conversations=[messages], tools=tools, chat_template=template)
+    except Exception:  # noqa: BLE001 - a template that cannot render the probe does not show it
+        return ""
+    return text[0]
+
+
+def template_shows_tools(template: str | None) -> bool:
+    """Whether a chat template renders a ``tools`` argument (the Cascade template, Qwen's); a
+    plain instruction model's (SmolLM2's) drops it without a word."""
+    tool = {"type": "function", "function": {"name": _PROBE_TOOL, "description": "", "parameters": {}}}
+    return template is None or _PROBE_TOOL in _renders(template, [{"role": "user", "content": "x"}], [tool])
+
+
+def template_shows_tool_calls(template: str | None) -> bool:
+    """Whether a chat template renders an assistant message's ``tool_calls``."""
+    call = {"type": "function", "function": {"name": _PROBE_TOOL, "arguments": "{}"}}
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    return template is None or _PROBE_TOOL in _renders(template, messages)
+
+
+def calls_as_text(message: dict) -> dict:
+    """Copy of an assistant ``message`` whose ``tool_calls`` are written into its content as the
+    Cascade template writes them (``<tool_call>`` blocks, rendered by the template itself): what
+    the model generates in RL and what :func:`parse_tool_calls` reads back."""
+    if not message.get("tool_calls"):
+        return dict(message)
+    turn = {k: v for k, v in message.items() if k != "reasoning_content"}
+    text = render([{"role": "user", "content": "x"}, turn], default_mode="no_think")
+    start = text.rindex(f"{IM_START}assistant\n") + len(f"{IM_START}assistant\n")
+    rest = {k: v for k, v in message.items() if k != "tool_calls"}
+    return {**rest, "content": text[start:].removesuffix(f"{IM_END}\n")}
+
+
+def for_template(messages: Sequence[dict], tools: Any, template: str | None) -> tuple[list[dict], Any]:
+    """A conversation and its tools as ``template`` can show them: where it drops the ``tools``
+    argument, the tools go into the system message (:func:`with_tools`, as RL prompts do) and
+    none are passed; where it drops ``tool_calls``, each call is written into its turn
+    (:func:`calls_as_text`). Unchanged for a template that shows both."""
+    messages = [dict(m) for m in messages]
+    if tools and not template_shows_tools(template):
+        messages, tools = with_tools(messages, tools), None
+    if any(m.get("tool_calls") for m in messages) and not template_shows_tool_calls(template):
+        messages = [calls_as_text(m) if m.get("role") == "assistant" else m for m in messages]
+    return messages, tools

@@ -308,3 +308,84 @@ def test_rejection_sampling_draws_with_the_source_s_top_k(tmp_path):
 
     assert len(kept_prompts(None)) > 1
     assert kept_prompts(1) == ["Say something, 6."]  # the word-count row alone
+
+
+def tool_episode():
+    tools = [tool_schema("find_email", "name"), tool_schema("send_message", "to", "text")]
+    call = {"type": "function", "function": {"name": "find_email", "arguments": '{"name": "Ana"}'}}
+    return {"tools": tools,
+            "messages": [{"role": "system", "content": "Be brief."},
+                         {"role": "user", "content": "Find Ana.", "mode": "no_think"},
+                         {"role": "assistant", "content": "", "tool_calls": [call]},
+                         {"role": "tool", "name": "find_email", "content": "ana@x.org"},
+                         {"role": "assistant", "content": "It is ana@x.org."}]}  # fmt: skip
+
+
+def sft_on(model, row, tmp_path, monkeypatch):
+    """One SFT step on ``row`` with the model's own template; each sample's text and, per run of
+    target tokens, the text of those tokens."""
+    from trl import SFTTrainer
+
+    tokenizer, seen = AutoTokenizer.from_pretrained(model), []
+    original = SFTTrainer.compute_loss
+
+    def spy(self, model, inputs, *args, **kwargs):
+        for ids, labels in zip(inputs["input_ids"], inputs["labels"]):
+            target, runs = (labels != -100).tolist(), []
+            for index, on in enumerate(target):
+                if on and (index == 0 or not target[index - 1]):
+                    runs.append([])
+                if on:
+                    runs[-1].append(ids[index].item())
+            seen.append((tokenizer.decode(ids), [tokenizer.decode(run) for run in runs]))
+        return original(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(SFTTrainer, "compute_loss", spy)
+    data = tmp_path / "sft.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    sub = {"name": "s", "data": str(data), "max_length": 1024, "batch_size": 2, "per_device_batch_size": 2,
+           "learning_rate": 1e-3, "max_steps": 1}  # fmt: skip
+    recipe = parse_recipe({"name": "t", "model": {"path": str(model), "chat_template": "keep"},
+                           "stages": [{"kind": "sft", "substages": [sub]}]})  # fmt: skip
+    context = StageContext.settle(policy=model, stage_dir=tmp_path / "sft", runtime=recipe.runtime, seed=0)
+    run_sft_stage(recipe.stages[0], context)
+    return seen
+
+
+def test_a_plain_template_trains_every_turn_of_a_tool_episode_with_its_tools_and_calls_shown(
+    smollm2_tiny, tmp_path, monkeypatch
+):
+    """SmolLM2's template shows only each message's content and marks no assistant tokens: a tool
+    episode is one sample whose targets are both assistant turns (nothing else), the call written
+    as the <tool_call> text RL parses, the tools listed in the system message as RL prompts list
+    them (neither dropped nor an empty target)."""
+    from cascade_rl.chat import parse_tool_calls, with_tools
+
+    row = tool_episode()
+    [(text, targets)] = sft_on(smollm2_tiny, row, tmp_path, monkeypatch)
+    assert len(targets) == 2 and targets[1] == "It is ana@x.org.<|im_end|>\n"
+    assert targets[0].endswith("</tool_call><|im_end|>\n")
+    assert parse_tool_calls(targets[0]) == [{"name": "find_email", "arguments": {"name": "Ana"}}]
+    system = with_tools(row["messages"][:1], row["tools"])[0]["content"]
+    assert text.startswith(f"<|im_start|>system\n{system}<|im_end|>")
+    assert "<|im_start|>tool\nana@x.org<|im_end|>" in text  # the tool's result: read, not trained
+
+
+def test_a_template_that_rewrites_earlier_turns_trains_each_turn_as_its_own_completion(
+    smollm2_tiny, tmp_path, monkeypatch
+):
+    """A template that shows an earlier assistant turn differently once the conversation goes on
+    (as Qwen3's drops past thinking) cannot be masked in one sample: each assistant turn is then
+    the completion of its own sample, prompted by the conversation before it as the template
+    renders it."""
+    template = (smollm2_tiny / "chat_template.jinja").read_text()
+    shown = "(message['content'] if loop.last or message['role'] != 'assistant' else '...')"
+    rewriting = template.replace("message['content']", shown)
+    assert rewriting != template
+    import shutil
+
+    model = shutil.copytree(smollm2_tiny, tmp_path / "rewriting")
+    (model / "chat_template.jinja").write_text(rewriting)
+    seen = sft_on(model, tool_episode(), tmp_path, monkeypatch)
+    assert sorted(len(targets) for _, targets in seen) == [1, 1]
+    assert sorted(targets[0] for _, targets in seen)[1] == "It is ana@x.org.<|im_end|>\n"

@@ -8,10 +8,17 @@ and non-thinking samples of one prompt are separate rows and both are kept.
 Loss is on assistant tokens only. The Cascade chat template marks them with
 ``{% generation %}`` (TRL's ``assistant_only_loss``). A model's own template without those
 markers (SmolLM2's, most released chat models') cannot say which tokens are the assistant's, so
-each row becomes a prompt (every message before the last) and a completion (the last, assistant
-message): TRL renders the prompt with the generation prompt and trains only on the tokens after
-it (``completion_only_loss``). Earlier assistant turns of a multi-turn row are then context, not
-targets.
+every assistant turn is found by rendering the conversation up to it (with the generation
+prompt) and up to its end: each row goes to TRL pre-tokenized, with ``assistant_masks`` on those
+turns (:func:`turn_masked`), so every assistant turn of a multi-turn row is a target in one
+sample. A template that rewrites earlier turns as a conversation grows (Qwen3's drops past
+thinking) gets one prompt / completion pair per assistant turn instead
+(:func:`as_prompt_completions`: TRL's ``completion_only_loss``).
+
+Such a template often drops tools and tool calls too (SmolLM2's shows only each message's
+content): the row's tools are then written into its system message and each call into its turn
+as ``<tool_call>`` text, as RL prompts and rollouts show them (:func:`cascade_rl.chat.for_template`),
+so SFT teaches what RL reads.
 
 A source with ``rejection`` settings holds RL prompts, not SFT rows: before the sub-stage trains,
 its input model answers each prompt ``k`` times and the answers the row's verifier accepts become
@@ -26,7 +33,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.chat import token_count
+from cascade_rl.chat import for_template, token_count
 from cascade_rl.data.loading import LoadReport, load_sources, normalise_sft
 from cascade_rl.recipe import DataSource, SFTStage, SFTSubstage
 from cascade_rl.train import distributed
@@ -56,13 +63,61 @@ def marks_assistant_tokens(template: str | None) -> bool:
     return bool(template and re.search(r"{%-?\s*generation\s*-?%}", template))
 
 
-def as_prompt_completion(row: dict) -> dict:
-    """A ``messages`` row as TRL's conversational prompt / completion pair (module docstring)."""
+def shown_by(row: dict, template: str | None) -> dict:
+    """A row as a template without assistant markers shows it: its tools and tool calls written
+    into the messages where the template would drop them (:func:`cascade_rl.chat.for_template`)."""
+    messages, tools = for_template(row["messages"], row.get("tools"), template)
+    rest = {k: v for k, v in row.items() if k not in ("messages", "tools")}
+    return {**rest, "messages": messages, **({"tools": tools} if tools else {})}
+
+
+def turn_masked(rows: list[dict], tokenizer: Any) -> list[dict] | None:
+    """Rows as TRL's pre-tokenized form, ``input_ids`` and ``assistant_masks`` (1 on each assistant
+    turn's content and end of turn: what ``{% generation %}`` marks), found by rendering every
+    turn's prefix; None when the template does not render a conversation as the start of its
+    continuation (it rewrites earlier turns, as Qwen3's does with past thinking)."""
+    out = []
+    for row in rows:
+        pieces = _turn_pieces(row, tokenizer)
+        if pieces is None:
+            return None
+        ids, mask = [], []
+        for piece, target in pieces:
+            piece_ids = tokenizer(piece, add_special_tokens=False)["input_ids"]
+            ids, mask = ids + piece_ids, mask + [target] * len(piece_ids)
+        rest = {k: v for k, v in row.items() if k not in ("messages", "tools")}
+        out.append({**rest, "input_ids": ids, "assistant_masks": mask})
+    return out
+
+
+def _turn_pieces(row: dict, tokenizer: Any) -> list[tuple[str, int]] | None:
+    """A row's rendered text cut into (text, 1 if an assistant turn's else 0), or None (above)."""
+    tools = json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools")
+    messages, pieces, done = row["messages"], [], ""
+    for turn, message in enumerate(messages):
+        if message.get("role") != "assistant" or turn == 0:
+            continue
+        head = tokenizer.apply_chat_template(messages[:turn], tools=tools, tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(messages[: turn + 1], tools=tools, tokenize=False)
+        if not (head.startswith(done) and full.startswith(head)):
+            return None
+        pieces += [(head[len(done) :], 0), (full[len(head) :], 1)]
+        done = full
+    return pieces
+
+
+def as_prompt_completions(row: dict) -> list[dict]:
+    """A ``messages`` row as TRL's conversational prompt / completion pairs, one per assistant
+    turn, each prompted by every message before it (module docstring)."""
     messages = list(row["messages"])
     if not messages or messages[-1].get("role") != "assistant":
         raise ValueError("an SFT row must end with the assistant's message")
     rest = {k: v for k, v in row.items() if k != "messages"}
-    return {**rest, "prompt": messages[:-1], "completion": messages[-1:]}
+    return [
+        {**rest, "prompt": messages[:turn], "completion": [message]}
+        for turn, message in enumerate(messages)
+        if message.get("role") == "assistant" and turn > 0
+    ]
 
 
 def sampled_source(source: DataSource, rows_file: Path, model: Path, context: StageContext) -> DataSource:
@@ -144,14 +199,17 @@ def _run_substage(
         for i, source in enumerate(sub.data)
     ]
     rows, report = load_sources(sources, normalise_sft, seed=context.seed + index, variables=dict(context.variables))
+    marked = marks_assistant_tokens(tokenizer.chat_template)
+    rows = rows if marked else [shown_by(row, tokenizer.chat_template) for row in rows]
     rows = drop_overlong(rows, tokenizer, sub.max_length, report)
     log.info("%s/%s: %s", stage.name, sub.name, report.summary())
     if not rows:
         raise ValueError(f"{stage.name}/{sub.name}: no usable SFT rows ({report.summary()})")
     if not any(row.get("tools") for row in rows):
         rows = [{k: v for k, v in row.items() if k != "tools"} for row in rows]
-    marked = marks_assistant_tokens(tokenizer.chat_template)
-    rows = rows if marked else [as_prompt_completion(row) for row in rows]
+    tokenized = None if marked else turn_masked(rows, tokenizer)
+    if not marked:
+        rows = tokenized or [pair for row in rows for pair in as_prompt_completions(row)]
     run_name = f"{stage.name}/{sub.name}"
     args = base_args(
         context.runtime, substage_dir / "trainer", context.seed, run_name=run_name, dtype=context.dtypes.train
@@ -167,7 +225,7 @@ def _run_substage(
         per_device_train_batch_size=sub.per_device_batch_size,
         gradient_accumulation_steps=accumulation(sub.batch_size, sub.per_device_batch_size),
         assistant_only_loss=marked,
-        completion_only_loss=None if marked else True,
+        completion_only_loss=None if marked or tokenized else True,
         packing=False,
         train_sampling_strategy="group_by_length",  # batches of similar length: little padding
         remove_unused_columns=True,
