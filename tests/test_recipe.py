@@ -443,3 +443,29 @@ def test_a_grpo_sub_stages_own_data_is_read_from_the_recipe_file_too(tmp_path, m
         str(path.parent / "a.jsonl"),
         str(tmp_path / "b.jsonl"),
     ]
+
+
+@pytest.mark.parametrize(
+    "branch_from, message",
+    [
+        ("later", r"stages\[1\] \(side\)\.branch_from: 'later' is not an earlier policy stage of the main line"),
+        ("rm", r"'rm' is not an earlier policy stage"),
+        ("other_side", r"'other_side' is not an earlier policy stage of the main line"),
+        ("nothing", r"earlier ones: \['sft'\]"),
+    ],
+)
+def test_a_branch_must_start_from_an_earlier_main_line_policy_stage(branch_from, message):
+    def grpo(name, **extra):
+        return {"kind": "grpo", "name": name, "data": "x.jsonl", "curriculum": [{"max_response_length": 4}], **extra}
+
+    sft = {"kind": "sft", "substages": [{"data": "x.jsonl"}]}
+    stages = [sft, grpo("side", branch_from=branch_from), grpo("later")]
+    if branch_from == "rm":
+        stages.insert(1, {"kind": "reward_model", "name": "rm", "data": "x.jsonl"})
+        stages[2]["name"] = "side"
+    if branch_from == "other_side":
+        stages.insert(1, grpo("other_side", branch_from="sft"))
+    with pytest.raises(RecipeError, match=message):
+        parse_recipe({"name": "t", "model": {"path": "x"}, "stages": stages})
+    stages = [sft, grpo("side", branch_from="sft"), grpo("later")]
+    assert parse_recipe({"name": "t", "model": {"path": "x"}, "stages": stages}).stages[1].branch_from == "sft"

@@ -612,6 +612,12 @@ class OnPolicyStage(WithData):
     evaluation_only: ClassVar[bool] = False
 
     name: str = Field(..., description="Stage name (directory and report row).")
+    branch_from: str | None = Field(
+        None,
+        description="A side branch: train from this earlier stage's checkpoint instead of the previous stage's; the "
+        "stages after it go on from the policy before it, and its checkpoint can be a MOPD teacher (Cascade 2's RLHF "
+        "teacher is an RLHF run from SFT). None: the stage continues the cascade.",
+    )
     data: list[DataSource] = Field(
         ..., description="Prompt rows (see docs/data-formats.md); each row's `domain` picks its reward or teacher."
     )
@@ -742,8 +748,9 @@ class GRPOStage(OnPolicyStage):
         return [*self.data, *(source for step in self.curriculum for source in step.data or ())]
 
     def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
-        """Its reward domains and their options are known (issue 39), and the reward models its
-        options name are earlier reward_model stages."""
+        """Its reward domains and their options are known (issue 39), the reward models its
+        options name are earlier reward_model stages, and a branch starts from an earlier stage."""
+        check_branch(self, index, stages, released)
         _check_reward_options(self, index)
         _check_reward_models(self, index, stages, released)
 
@@ -827,7 +834,8 @@ class DistillStage(OnPolicyStage):
         return self
 
     def check_references(self, index: int, stages: list[Any], released: list[str]) -> None:
-        """The teachers that name stages name earlier policy stages."""
+        """The teachers that name stages name earlier policy stages; a branch starts from one."""
+        check_branch(self, index, stages, released)
         _check_teacher_stages(self, index, stages)
 
     def mode_of(self, domain: str) -> str:
@@ -962,6 +970,25 @@ def _check_reward_model_stages(stage: GRPOStage, index: int, rm_stages: list[str
                     f"{where}: {ref!r} is taken over from start_from.checkpoint, which holds no reward model; "
                     "name a reward-model checkpoint or server"
                 )
+
+
+def branch_source(stage: Any) -> str | None:
+    """The stage a side branch trains from (``branch_from``); None for a stage on the main line."""
+    return getattr(stage, "branch_from", None)
+
+
+def check_branch(stage: OnPolicyStage, index: int, stages: list[Any], released: list[str]) -> None:
+    """``branch_from`` names an earlier policy stage of the main line whose checkpoint exists (a
+    stage that ``start_from.checkpoint`` stands for has none, except the last)."""
+    if stage.branch_from is None:
+        return
+    main_line = [s.name for s in stages[:index] if s.trains_policy and branch_source(s) is None]
+    with_checkpoint = [name for name in main_line if name not in released[:-1]]
+    if stage.branch_from not in with_checkpoint:
+        raise ValueError(
+            f"stages[{index}] ({stage.name}).branch_from: {stage.branch_from!r} is not an earlier policy stage of the "
+            f"main line with a checkpoint; earlier ones: {with_checkpoint or 'none'}"
+        )
 
 
 def _check_teacher_stages(stage: DistillStage, index: int, stages: list[Any]) -> None:

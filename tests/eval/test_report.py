@@ -507,3 +507,31 @@ def test_rollouts_without_a_verdict_are_counted_per_stage_domain_and_reason(run_
     stages = {s["stage"]: s for s in json.loads((run_dir / "report.json").read_text())["stages"]}
     assert stages["code"]["masked"] == {"code": {"sandbox_failed": 3, "reward_worker_failed": 1}}
     assert stages["rlhf"]["masked"] == {} and "masked" not in stages["sft"]
+
+
+def test_a_side_branch_is_compared_with_its_start_and_the_main_line_never_with_it(tmp_path):
+    """A branch (stage.json ``branch_from``) starts from that stage: its changes and target are
+    against it, and the stages after it are compared with the stage before the branch, their
+    falls never measured on the branch."""
+    stages = {
+        "00-base": ({"index": 0, "name": "base", "kind": "eval"}, {"toy-arena": 10, "toy-ifeval": 10}),
+        "01-sft": ({"index": 1, "name": "sft", "kind": "sft"}, {"toy-arena": 30, "toy-ifeval": 20}),
+        "02-ifrl": ({"index": 2, "name": "ifrl", "kind": "grpo"}, {"toy-arena": 25, "toy-ifeval": 40}),
+        "03-teacher": (
+            {"index": 3, "name": "teacher", "kind": "grpo", "branch_from": "sft"},
+            {"toy-arena": 50, "toy-ifeval": 12},
+        ),  # fmt: skip
+        "04-mopd": ({"index": 4, "name": "mopd", "kind": "distill"}, {"toy-arena": 36, "toy-ifeval": 39}),
+    }
+    for name, (info, evaluation) in stages.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "stage.json").write_text(json.dumps({**info, "status": "done", "wall_s": 1.0}))
+        (tmp_path / name / "eval.json").write_text(json.dumps(evaluation))
+    write_recipe(tmp_path, {"ifrl": "toy-ifeval", "teacher": "toy-arena", "mopd": "toy-arena"}, target_gain=10)
+    markdown = build_report(tmp_path).read_text()
+    checks = {c["stage"]: c for c in json.loads((tmp_path / "report.json").read_text())["targets"]}
+    assert (checks["teacher"]["start"], checks["teacher"]["end"]) == (30.0, 50.0)  # from sft, not ifrl
+    assert (checks["mopd"]["start"], checks["mopd"]["end"]) == (25.0, 36.0)  # from ifrl, not the teacher
+    assert checks["ifrl"]["later_fall"] == pytest.approx(1.0)  # mopd's 39, not the teacher's 12
+    table = {row[0]: row[1:] for row in markdown_table(markdown, "## Change against the previous evaluation")}
+    assert "+20.0" in table["teacher"][0] and "+11.0" in table["mopd"][0]

@@ -386,3 +386,68 @@ def load_recipe_dict(tmp_path, recipe):
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
     return load_recipe(path)
+
+
+def test_a_side_branch_trains_from_its_stage_and_the_cascade_goes_on_without_it(recipe_file, tmp_path, monkeypatch):
+    """Cascade 2's RLHF teacher is an RLHF run from SFT: a stage with ``branch_from: sft`` trains
+    from the SFT checkpoint and is evaluated on its own checkpoint; the next stage starts from the
+    policy before the branch; the report compares the branch with SFT and the next stage with the
+    stage before the branch; a MOPD teacher may name the branch; --resume keeps all of it."""
+    monkeypatch.syspath_prepend(str(TESTS))
+    recipe = yaml.safe_load(recipe_file.read_text())
+    side = {**recipe["stages"][2], "name": "side", "branch_from": "sft", "domain": "preference"}
+    recipe["stages"].insert(3, side)
+    recipe["eval"]["benchmarks"][0]["k"] = 4
+    recipe_file.write_text(yaml.safe_dump(recipe))
+    started, evaluated = {}, {}  # the last policy each stage was given, and evaluated
+    context, evaluate = Cascade.context, Cascade._evaluate
+
+    def spied_context(self, p, handover):
+        started[p.stage.name] = handover.policy
+        return context(self, p, handover)
+
+    def spied_evaluate(self, stage, stage_dir, handover):
+        evaluated[stage.name] = handover.policy
+        return evaluate(self, stage, stage_dir, handover)
+
+    monkeypatch.setattr(Cascade, "context", spied_context)
+    monkeypatch.setattr(Cascade, "_evaluate", spied_evaluate)
+    run_dir = tmp_path / "run"
+    lines = []
+    Cascade(load_recipe(recipe_file), run_dir, echo=lines.append).run()
+    assert "[4/5] grpo side (a branch from sft)" in lines
+    assert started["side"] == run_dir / "01-sft/model" and started["toy"] == run_dir / "03-rlhf/model"
+    assert evaluated["side"] == run_dir / "04-side/model" and evaluated["toy"] == run_dir / "05-toy/model"
+    status = json.loads((run_dir / "04-side/stage.json").read_text())
+    assert status["branch_from"] == "sft" and status["policy"] == "03-rlhf/model"  # what the next stage gets
+
+    from cascade_rl.eval.forgetting import stage_changes
+    from cascade_rl.eval.runs import summarize_run
+
+    summary = summarize_run(run_dir)
+    names, changes = stage_changes(summary)
+    scores = {r.name: r.eval["toy-sum"] for r in summary.rows if r.eval}
+    delta = {name: row[0].delta for name, row in zip(names, changes) if row[0] is not None}
+    assert delta["side"] == pytest.approx(scores["side"] - scores["sft"])
+    assert delta["toy"] == pytest.approx(scores["toy"] - scores["rlhf"])
+
+    chat = write_jsonl(tmp_path / "chat.jsonl", [{"prompt": "say hi", "domain": "preference"}] * 2)
+    mopd = {
+        "kind": "distill",
+        "name": "mopd",
+        "data": chat,
+        "teachers": {"preference": "side"},
+        "rollouts_per_prompt": 2,
+        "prompts_per_batch": 2,
+        "max_response_length": 5,
+        "max_steps": 1,
+        "eval": [],
+    }
+    recipe["stages"].append(mopd)  # a teacher may be the branch
+    recipe_file.write_text(yaml.safe_dump(recipe))
+    started.clear()
+    Cascade(load_recipe(recipe_file), run_dir, echo=lines.append).run(resume=True)
+    assert started["mopd"] == run_dir / "05-toy/model"  # after the branch, the main line
+    assert sum("finished earlier, skipped" in line for line in lines) == 5
+    teacher = json.loads((run_dir / "06-mopd/distill.json").read_text())["teachers"]["preference"]
+    assert teacher["source"] == str(run_dir / "04-side" / "model")

@@ -167,19 +167,35 @@ def change(before: StageRecord, after: StageRecord, benchmark: str) -> Change | 
 
 
 def stage_changes(summary: RunSummary) -> tuple[list[str], list[list[Change | None]]]:
-    """Per evaluated stage, each benchmark's change against its latest earlier evaluation."""
-    latest: dict[str, StageRecord] = {}
-    base = evaluations(summary)[0] if summary.baseline else None
-    if base is not None:
-        latest = {benchmark: base for benchmark in base.eval}
+    """Per evaluated stage, each benchmark's change against its latest earlier evaluation on the
+    line the stage descends from (a side branch: against the stage it branched from)."""
     names, rows = [], []
-    for row in summary.rows:
-        if not row.eval:
+    ordered = evaluations(summary)
+    for position, row in enumerate(ordered):
+        if not row.eval or (position == 0 and summary.baseline):
             continue
         names.append(row.name)
-        rows.append([change(latest[b], row, b) if b in latest else None for b in summary.benchmarks])
-        latest.update({benchmark: row for benchmark in row.eval})
+        rows.append([change(start, row, b) if (start := start_of(ordered, position, b)) else None
+                     for b in summary.benchmarks])  # fmt: skip
     return names, rows
+
+
+def start_of(ordered: Sequence[StageRecord], position: int, benchmark: str) -> StageRecord | None:
+    """The latest evaluation of ``benchmark`` that the checkpoint at ``position`` descends from:
+    earlier main-line stages, or for a side branch the stage it branched from and those before."""
+    record = ordered[position]
+    names = [r.name for r in ordered]
+    end = names.index(record.branch_from) + 1 if record.branch_from in names[:position] else position
+    line = [r for r in ordered[:end] if r.branch_from is None and benchmark in r.eval]
+    return line[-1] if line else None
+
+
+def descendants(ordered: Sequence[StageRecord], position: int) -> list[StageRecord]:
+    """The evaluations after ``position`` that carry its training on: none for a side branch,
+    and never a side branch."""
+    if ordered[position].branch_from is not None:
+        return []
+    return [r for r in ordered[position + 1 :] if r.branch_from is None]
 
 
 def forgetting_matrix(summary: RunSummary) -> tuple[list[str], list[list[float | None]]]:
@@ -210,17 +226,16 @@ def check_targets(
         if position < first_stage or record.name not in targets:
             continue
         benchmark = targets[record.name]
-        earlier_records = [r for r in ordered[:position] if benchmark in r.eval]
-        earlier = [r.eval[benchmark] for r in earlier_records]
-        gain = change(earlier_records[-1], record, benchmark) if earlier_records else None
-        later = [r for r in ordered[position + 1 :] if benchmark in r.eval]
+        start = start_of(ordered, position, benchmark)
+        gain = change(start, record, benchmark) if start else None
+        later = [r for r in descendants(ordered, position) if benchmark in r.eval]
         worst = min(later, key=lambda r: r.eval[benchmark]) if later else None
         fall = change(worst, record, benchmark) if worst is not None else None  # end minus the worst value
         checks.append(
             TargetCheck(
                 stage=record.name,
                 benchmark=benchmark,
-                start=earlier[-1] if earlier else None,
+                start=start.eval[benchmark] if start else None,
                 end=record.eval.get(benchmark),
                 min_gain=gain_for(min_gain, record.name),
                 worst_later_stage=worst.name if worst else None,

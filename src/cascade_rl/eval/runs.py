@@ -43,6 +43,9 @@ class StageRecord:
     response_length: dict[str, float] = field(default_factory=dict)
     #: per benchmark, the percentage of samples with each boolean detail of SAMPLE_RATES set
     sample_rates: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: a side branch's starting stage (its ``stage.json``): compared with that stage, and no
+    #: later stage descends from it
+    branch_from: str | None = None
 
     def merge_evaluation(self, other: StageRecord) -> None:
         """Take an evaluation stage's results as this stage's (it evaluated this checkpoint)."""
@@ -289,6 +292,7 @@ def load_stages(run_dir: Path, *, samples: bool = False) -> tuple[list[StageReco
                 eval_stderr=stderr,
                 metrics=metrics,
                 bad_metric_lines=bad,
+                branch_from=info.get("branch_from"),
             )
         )
         if samples:

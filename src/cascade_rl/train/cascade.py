@@ -14,6 +14,10 @@ Run layout::
                                         (a resumed stage's wall time adds the killed process's)
     runs/<run>/report.md, report.json   the stage x benchmark table, forgetting matrix, plots
 
+A side branch (a stage with ``branch_from``, e.g. Cascade 2's RLHF teacher trained from SFT)
+trains from that earlier stage's checkpoint and is evaluated on its own; the stages after it go
+on from the policy before it (its ``stage.json`` names that policy and ``branch_from``).
+
 A stage is finished when its ``stage.json`` says ``done``; ``--resume`` skips finished stages,
 re-runs only the evaluation of a trained-but-unevaluated one, and continues a half-written one
 from its last finished sub-stage, and inside that sub-stage from its last checkpoint
@@ -31,14 +35,14 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
 from cascade_rl.data.loading import Screen, screening
-from cascade_rl.recipe import EvalStage, OnPolicyStage, Recipe, RecipeError, run_variables
+from cascade_rl.recipe import EvalStage, OnPolicyStage, Recipe, RecipeError, branch_source, run_variables
 from cascade_rl.train import distributed, machine, preflight
 from cascade_rl.train.context import Handover, StageContext
 from cascade_rl.train.stages import runner_for
@@ -128,6 +132,7 @@ class Cascade:
         started = time.perf_counter()
         if self._evaluates_base(only, start_from):
             self._run_stage(StagePlan(0, EvalStage(name="base")), len(stages), handover)
+        checkpoints: dict[str, Path] = {}  # what each main-line policy stage handed on (branches start there)
         for p in stages:
             status = distributed.on_main("stage status", partial(read_status, self.run_dir / p.dirname))
             if only and p.stage.name != only:
@@ -138,8 +143,10 @@ class Cascade:
             if status.get("status") == "done":
                 handover = finished_handover(p.stage, self.run_dir / p.dirname, status, handover)
                 self.echo(f"[{p.index}/{len(stages)}] {p.stage.name}: finished earlier, skipped")
-                continue
-            handover = self._run_stage(p, len(stages), handover)
+            else:
+                handover = self._run_stage(p, len(stages), handover, checkpoints)
+            if p.stage.trains_policy and branch_source(p.stage) is None:
+                checkpoints[p.stage.name] = handover.policy
         self.echo(f"stages finished in {time.perf_counter() - started:.0f} s")
         return distributed.on_main("report", self._report)
 
@@ -278,15 +285,23 @@ class Cascade:
         for p in stages:
             runner_for(p.stage).check(p.stage, self.context(p, handover))
 
-    def _run_stage(self, p: StagePlan, total: int, handover: Handover) -> Handover:
+    def _run_stage(
+        self, p: StagePlan, total: int, handover: Handover, checkpoints: Mapping[str, Path] | None = None
+    ) -> Handover:
+        """Train (unless an earlier attempt did) and evaluate stage ``p``. A side branch
+        (``branch_from``) trains from that stage's checkpoint (``checkpoints``), is evaluated on
+        its own checkpoint, and hands on the policy it was given."""
         stage, stage_dir = p.stage, self.run_dir / p.dirname
+        branch = branch_source(stage)
         status, earlier_s = distributed.on_main("open the stage", partial(_open_stage, stage_dir))
-        self.echo(f"[{p.index}/{total}] {stage.kind} {stage.name}")
+        self.echo(f"[{p.index}/{total}] {stage.kind} {stage.name}" + (f" (a branch from {branch})" if branch else ""))
         started = time.perf_counter()
         trained_here = status.get("status") != "trained"
         if trained_here:
+            start = Handover(checkpoints[branch], handover.reward_models) if branch else handover
             with screening(self.training_screen):
-                handover = runner_for(stage).run(stage, self.context(p, handover))
+                trained = runner_for(stage).run(stage, self.context(p, start))
+            handover = handover if branch else trained
             status = {
                 "index": p.index,
                 "name": stage.name,
@@ -295,14 +310,16 @@ class Cascade:
                 "policy": policy_entry(handover.policy, self.run_dir),
                 "train_s": round(time.perf_counter() - started, 2),
                 "processes": distributed.world_size(),
+                **({"branch_from": branch} if branch else {}),
             }
             distributed.on_main("stage trained", partial(write_status, stage_dir, status))
             if stage.kind == "grpo":  # the steps a GRPO stage learned nothing in (eval/learning.py)
                 distributed.on_main("what the stage learned", partial(self._say_if_idle, stage, stage_dir))
         else:
             handover = finished_handover(stage, stage_dir, status, handover)
+        evaluated = Handover(stage_dir / "model", handover.reward_models) if branch else handover
         eval_started = time.perf_counter()
-        distributed.on_main(f"evaluate {stage.name}", partial(self._evaluate, stage, stage_dir, handover))
+        distributed.on_main(f"evaluate {stage.name}", partial(self._evaluate, stage, stage_dir, evaluated))
         status.update(status="done", eval_s=round(time.perf_counter() - eval_started, 2))
         status.update(_wall_time(status, trained_here, earlier_s))
         distributed.on_main("stage done", partial(_close_stage, stage_dir, status))

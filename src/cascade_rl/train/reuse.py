@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cascade_rl.recipe import Recipe, RecipeError, expand, parse_recipe
+from cascade_rl.recipe import Recipe, RecipeError, branch_source, expand, parse_recipe
 
 
 def source_run(recipe: Recipe) -> Path | None:
@@ -165,7 +165,7 @@ def link_stages(recipe: Recipe, run_dir: Path) -> None:
     for position, stage in enumerate(recipe.stages[: len(reused_names(recipe))]):
         name = _dirname(position, stage.name)
         target = run_dir / name
-        if stage.trains_policy:  # its checkpoint is the policy of the next stage
+        if stage.trains_policy and branch_source(stage) is None:  # its checkpoint is the next stage's policy
             policy = f"{name}/model"  # relative to the run directory (train/cascade.py's policy_entry)
         if _status(target).get("status") == "done":
             continue
