@@ -515,13 +515,15 @@ def test_a_side_branch_is_compared_with_its_start_and_the_main_line_never_with_i
     falls never measured on the branch."""
     stages = {
         "00-base": ({"index": 0, "name": "base", "kind": "eval"}, {"toy-arena": 10, "toy-ifeval": 10}),
-        "01-sft": ({"index": 1, "name": "sft", "kind": "sft"}, {"toy-arena": 30, "toy-ifeval": 20}),
-        "02-ifrl": ({"index": 2, "name": "ifrl", "kind": "grpo"}, {"toy-arena": 25, "toy-ifeval": 40}),
-        "03-teacher": (
-            {"index": 3, "name": "teacher", "kind": "grpo", "branch_from": "sft"},
+        "01-sft": ({"index": 1, "name": "sft", "kind": "sft"}, {"toy-ifeval": 20}),
+        # the arena is judged by the reward model, so SFT's arena value is measured after it
+        "02-rm": ({"index": 2, "name": "rm", "kind": "reward_model"}, {"toy-arena": 30}),
+        "03-ifrl": ({"index": 3, "name": "ifrl", "kind": "grpo"}, {"toy-arena": 25, "toy-ifeval": 40}),
+        "04-teacher": (
+            {"index": 4, "name": "teacher", "kind": "grpo", "branch_from": "sft"},
             {"toy-arena": 50, "toy-ifeval": 12},
-        ),  # fmt: skip
-        "04-mopd": ({"index": 4, "name": "mopd", "kind": "distill"}, {"toy-arena": 36, "toy-ifeval": 39}),
+        ),
+        "05-mopd": ({"index": 5, "name": "mopd", "kind": "distill"}, {"toy-arena": 36, "toy-ifeval": 39}),
     }
     for name, (info, evaluation) in stages.items():
         (tmp_path / name).mkdir()
@@ -530,7 +532,7 @@ def test_a_side_branch_is_compared_with_its_start_and_the_main_line_never_with_i
     write_recipe(tmp_path, {"ifrl": "toy-ifeval", "teacher": "toy-arena", "mopd": "toy-arena"}, target_gain=10)
     markdown = build_report(tmp_path).read_text()
     checks = {c["stage"]: c for c in json.loads((tmp_path / "report.json").read_text())["targets"]}
-    assert (checks["teacher"]["start"], checks["teacher"]["end"]) == (30.0, 50.0)  # from sft, not ifrl
+    assert (checks["teacher"]["start"], checks["teacher"]["end"]) == (30.0, 50.0)  # SFT's (after rm), not ifrl
     assert (checks["mopd"]["start"], checks["mopd"]["end"]) == (25.0, 36.0)  # from ifrl, not the teacher
     assert checks["ifrl"]["later_fall"] == pytest.approx(1.0)  # mopd's 39, not the teacher's 12
     table = {row[0]: row[1:] for row in markdown_table(markdown, "## Change against the previous evaluation")}

@@ -180,12 +180,20 @@ def stage_changes(summary: RunSummary) -> tuple[list[str], list[list[Change | No
     return names, rows
 
 
+#: stage kinds that leave the policy as it was: what they evaluate is the checkpoint before them
+_SAME_POLICY = ("reward_model", "eval")
+
+
 def start_of(ordered: Sequence[StageRecord], position: int, benchmark: str) -> StageRecord | None:
     """The latest evaluation of ``benchmark`` that the checkpoint at ``position`` descends from:
     earlier main-line stages, or for a side branch the stage it branched from and those before."""
     record = ordered[position]
     names = [r.name for r in ordered]
-    end = names.index(record.branch_from) + 1 if record.branch_from in names[:position] else position
+    end = position
+    if record.branch_from in names[:position]:
+        end = names.index(record.branch_from) + 1
+        while end < position and ordered[end].kind in _SAME_POLICY:  # they evaluated that checkpoint too
+            end += 1
     line = [r for r in ordered[:end] if r.branch_from is None and benchmark in r.eval]
     return line[-1] if line else None
 
