@@ -1,8 +1,9 @@
-"""Idle rollouts (zero advantage, or every token masked) leave the update's micro-batch."""
+"""Idle rollouts (zero advantage, or every token masked) leave the update's micro-batch, and each
+forward pass runs at its own chunk's width."""
 
 import torch
 
-from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
+from cascade_rl.train.learning_rows import attended_span, can_drop_idle_rollouts, learning_mask, learning_rows
 
 
 def micro_batch():
@@ -60,3 +61,19 @@ def test_the_drop_is_only_allowed_where_it_cannot_change_the_gradient():
     assert not can_drop_idle_rollouts("dapo", 0.04, 0.0, 1.0)  # a KL term moves zero-advantage rollouts too
     assert not can_drop_idle_rollouts("grpo", 0.0, 0.0, 1.0)  # a per-sequence mean divides by the rows
     assert not can_drop_idle_rollouts("dapo", 0.0, 0.01, 1.0)  # an entropy bonus
+
+
+def test_the_span_cuts_only_columns_no_row_attends():
+    # 4 prompt columns (left-padded) then 3 completion columns (right-padded)
+    attention = torch.tensor([[0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1, 0]])
+    assert attended_span(attention, 3) == (2, 1)
+    assert attended_span(torch.ones(2, 7), 3) == (0, 0)
+
+
+def test_the_span_keeps_a_prompt_and_one_completion_column():
+    masked_completions = torch.tensor([[0, 1, 1, 0, 0, 0]])  # a rollout left out of the loss
+    assert attended_span(masked_completions, 3) == (1, 2)
+    assert attended_span(torch.zeros(2, 5), 2) == (0, 0)
+    no_prompt = torch.tensor([[0, 0, 1, 1]])
+    assert attended_span(no_prompt, 2) == (2, 0)
+    assert attended_span(torch.tensor([[0, 0, 0, 1]]), 2) == (2, 0)  # the lead stops at the prompt's end

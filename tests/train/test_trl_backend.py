@@ -137,8 +137,9 @@ def test_a_changed_private_method_fails_the_first_trainer_with_one_message_namin
     assert "\n" not in str(error.value) and "_log_metric is gone" in str(error.value)
 
 
-def test_the_trainer_has_the_private_attributes_the_backend_reads(tiny_checkpoint, tmp_path):
-    """And TRL treats the scoring step's tensor as every process's rewards: one reward column."""
+@pytest.fixture()
+def trainer(tiny_checkpoint, tmp_path):
+    """An on-policy trainer on the tiny model, one prompt of two rollouts a step."""
     from datasets import Dataset
     from transformers import AutoTokenizer
 
@@ -149,11 +150,16 @@ def test_the_trainer_has_the_private_attributes_the_backend_reads(tiny_checkpoin
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     from trl import GRPOConfig
 
-    trainer = trl_backend.OnPolicyTrainer(
+    return trl_backend.OnPolicyTrainer(
         model=str(tiny_checkpoint),
         reward_funcs=[RolloutScorer(tokenizer)],
         args=GRPOConfig(
-            str(tmp_path), per_device_train_batch_size=2, num_generations=2, use_cpu=True, report_to="none"
+            str(tmp_path),
+            per_device_train_batch_size=2,
+            num_generations=2,
+            use_cpu=True,
+            bf16=False,  # float32: the same log-probabilities at any width
+            report_to="none",
         ),
         train_dataset=Dataset.from_list([{"prompt": "hi", "_pidx": 0, "_mode": "think"}]),
         processing_class=tokenizer,
@@ -161,6 +167,10 @@ def test_the_trainer_has_the_private_attributes_the_backend_reads(tiny_checkpoin
         row_of=lambda prompt, mode: prompt,
         steps=1,
     )
+
+
+def test_the_trainer_has_the_private_attributes_the_backend_reads(trainer):
+    """And TRL treats the scoring step's tensor as every process's rewards: one reward column."""
     vllm_only = {"_last_loaded_step"}  # TRL sets it with its own vLLM; the backend sets it for ours
     for name in set(trl_backend.TRL_PRIVATE_ATTRIBUTES) - vllm_only:
         assert hasattr(trainer, name), name
@@ -180,3 +190,32 @@ def test_trls_rollout_hook_takes_the_episodes_masks_and_columns_as_the_backend_h
     scoring = inspect.getsource(GRPOTrainer._generate_and_score_completions)
     assert "inp[key] = values[i]" in scoring and "completion_mask * tool_mask" in scoring
     assert 'inputs["tool_mask"]' in inspect.getsource(GRPOTrainer._compute_loss)
+
+
+def test_each_chunk_is_computed_at_its_own_width_with_the_same_log_probabilities(trainer):
+    """TRL pads a step's rollouts to its longest prompt and completion; a forward pass over a chunk
+    of shorter ones runs without the columns none of its rows attends, and gives the same
+    log-probabilities and entropies (zero where TRL's padding gives zero)."""
+    from trl import GRPOTrainer
+
+    prompt_pad, completion_pad = [30, 2, 31], [0, 25, 24]  # the step's longest prompt is row 1's
+    ids = torch.randint(5, trainer.model.config.vocab_size, (3, 32 + 28), generator=torch.Generator().manual_seed(1))
+    attention = torch.ones_like(ids)
+    for row, (left, right) in enumerate(zip(prompt_pad, completion_pad)):
+        attention[row, :left] = 0
+        attention[row, ids.size(1) - right :] = 0
+    widths: list[int] = []
+    hook = trainer.model.register_forward_pre_hook(
+        lambda _, args, kwargs: widths.append(kwargs["input_ids"].size(1)), with_kwargs=True
+    )
+    with torch.no_grad():
+        ours = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention, 28, 1, compute_entropy=True)
+        hook.remove()
+        trls = GRPOTrainer._get_per_token_logps_and_entropies(
+            trainer, trainer.model, ids, attention, 28, 1, compute_entropy=True
+        )
+    assert widths == [32 - 30 + 28, 60 - 2 - 25, 32 - 31 + 28 - 24]
+    for a, b in zip(ours[:2], trls[:2]):
+        assert a.shape == b.shape == (3, 28)
+        assert torch.allclose(a, b, atol=1e-5)
+    assert torch.all(ours[0][1, 3:] == 0) and torch.all(ours[1][2, 4:] == 0)

@@ -13,6 +13,13 @@ The drop is exact only under those conditions; :func:`can_drop_idle_rollouts` sa
 hold (token-level loss, no KL). A micro-batch left without a learning rollout keeps one
 rollout cut to one token with its mask at zero, so every process still runs a forward and
 backward pass (distributed gradient reduction needs them) that adds zero.
+
+Each forward pass also runs at its own chunk's width (:func:`attended_span`): TRL pads every
+rollout of a step to the step's longest prompt (left) and longest completion (right), and a chunk
+of two short rollouts would otherwise be computed at the width of the step's longest. The columns
+cut are padding in every row of the chunk, attended by no token, so every log-probability of a
+completion token is the same; on the real model's tool episodes (prompts of up to 4,608 tokens
+beside prompts of 200) this is most of an update's positions (docs/real-model.md).
 """
 
 from __future__ import annotations
@@ -38,6 +45,20 @@ COMPLETION_ALIGNED = (
 def can_drop_idle_rollouts(loss_type: str, beta: float, entropy_coef: float, top_entropy_quantile: float) -> bool:
     """Whether dropping zero-advantage / fully masked rollouts leaves the gradient unchanged."""
     return loss_type in ("dapo", "cispo") and beta == 0.0 and entropy_coef == 0.0 and top_entropy_quantile == 1.0
+
+
+def attended_span(attention_mask: torch.Tensor, logits_to_keep: int) -> tuple[int, int]:
+    """``(lead, tail)``: how many columns of ``attention_mask`` (prompt then ``logits_to_keep``
+    completion columns) are padding in every row before the first attended token and after the
+    last. ``lead`` stays within the prompt and ``tail`` leaves at least one completion column, so
+    the cut batch is still a prompt followed by a completion."""
+    attended = attention_mask.bool().any(dim=0).nonzero()
+    if not attended.numel():
+        return 0, 0
+    width = attention_mask.size(1)
+    lead = min(int(attended[0]), width - logits_to_keep)
+    tail = min(width - 1 - int(attended[-1]), logits_to_keep - 1)
+    return lead, tail
 
 
 def learning_mask(inputs: Mapping[str, Any]) -> torch.Tensor:

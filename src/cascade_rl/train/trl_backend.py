@@ -62,7 +62,7 @@ from cascade_rl.llm.pretrained import load_pretrained
 from cascade_rl.llm.vllm_engine import quiet_triton_on_cpu
 from cascade_rl.train import distributed, machine
 from cascade_rl.train.episodes import EpisodeSettings, episode_results, start_episodes
-from cascade_rl.train.learning_rows import can_drop_idle_rollouts, learning_mask, learning_rows
+from cascade_rl.train.learning_rows import attended_span, can_drop_idle_rollouts, learning_mask, learning_rows
 from cascade_rl.train.rewards import (
     ScoredBatch,
     check_masked_share,
@@ -103,6 +103,8 @@ TRL_PRIVATE: dict[str, tuple[str, ...]] = {
         "attention_mask",
         "logits_to_keep",
         "batch_size",
+        "compute_entropy",
+        "compute_aux_loss",
     ),
     "GRPOTrainer._compute_loss": ("self", "model", "inputs"),
     "GRPOTrainer._log_metric": ("self", "name", "value"),
@@ -639,11 +641,44 @@ class OnPolicyTrainer(GRPOTrainer):
         return logps
 
     # ------------------------------------------------------------------ the loss and the vLLM / trainer ratio
-    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
+    ):
+        """TRL's forward, one chunk at a time at that chunk's own width (learning_rows.attended_span):
+        the loss's micro-batches, the old, reference and teacher log-probabilities alike."""
+        if any(value is not None for key, value in kwargs.items() if not key.startswith("compute_")):
+            result = super()._get_per_token_logps_and_entropies(  # images: TRL's own chunking
+                model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs
+            )
+        else:
+            result = self._narrow_chunks(model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs)
         if self.trainer_logps is not None:
             self.trainer_logps.append(result[0])
         return result
+
+    def _narrow_chunks(self, model, input_ids, attention_mask, logits_to_keep, batch_size, **kwargs):
+        import torch
+        import torch.nn.functional as F
+
+        batch_size = batch_size or input_ids.size(0)
+        logps, entropies, aux = [], [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids, attention = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]
+            lead, tail = attended_span(attention, logits_to_keep)
+            end = ids.size(1) - tail
+            chunk = super()._get_per_token_logps_and_entropies(
+                model, ids[:, lead:end], attention[:, lead:end], logits_to_keep - tail, **kwargs
+            )
+            logps.append(F.pad(chunk[0], (0, tail)))  # a cut column scores 0, as TRL's padding does
+            if chunk[1] is not None:
+                entropies.append(F.pad(chunk[1], (0, tail)))
+            if chunk[2] is not None:
+                aux.append(chunk[2])
+        return (
+            torch.cat(logps),
+            torch.cat(entropies) if entropies else None,
+            torch.stack(aux).mean() if aux else None,
+        )
 
     def _compute_loss(self, model, inputs):
         if self.drop_idle_rollouts and self.model.training:
