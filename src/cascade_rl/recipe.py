@@ -232,7 +232,8 @@ class DataSource(Strict):
     domain: str | None = Field(
         None,
         description="RL prompt rows: the reward domain of this source's rows, over their `domain` column and the "
-        "stage's (e.g. if_rm for the IF prompts of a joint stage over several domains).",
+        "stage's (e.g. if_rm for the IF prompts of a joint stage over several domains); MOPD rows: the domain whose "
+        "teacher they go to.",
     )
     format: str | None = Field(
         None,

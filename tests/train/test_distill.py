@@ -340,6 +340,21 @@ def test_half_mode_puts_every_prompt_in_both_modes(tiny_checkpoint, data_file, t
     assert list(draw.modes) == [data.rows[p]["_mode"] for p in draw.prompts]
 
 
+def test_a_sources_domain_routes_its_rows_to_that_domains_teacher(teacher_a, tmp_path):
+    """As in a GRPO stage, a data source's ``domain`` is its rows' domain, over their own column:
+    released chat prompts carry none, and their source names the teacher's domain."""
+    chat, tagged = tmp_path / "chat.jsonl", tmp_path / "tagged.jsonl"
+    chat.write_text("".join(json.dumps({"prompt": f"say hi {n}"}) + "\n" for n in range(3)))
+    tagged.write_text(json.dumps({"prompt": "what is 1 plus 2?", "domain": "ifeval"}) + "\n")
+    sources = [{"path": str(chat), "domain": "preference"}, {"path": str(tagged), "domain": "math"}]
+    stage = {**distill_stage(chat, {"preference": teacher_a, "math": teacher_a}, thinking="think"), "data": sources}
+    data = build_distill_data(parse_recipe({"name": "t", "model": {"path": "x"}, "stages": [stage]}).stages[0], seed=0)
+    assert data.domain_counts() == {"math": 1, "preference": 3}
+    stage["teachers"] = {"math": str(teacher_a)}
+    with pytest.raises(RecipeError, match=r"chat\.jsonl: domain 'preference' has no teacher"):
+        build_distill_data(parse_recipe({"name": "t", "model": {"path": "x"}, "stages": [stage]}).stages[0], seed=0)
+
+
 # ----------------------------------------------------------------------------- bad input
 def test_a_row_whose_domain_has_no_teacher_is_named_before_any_compute(tiny_checkpoint, teacher_a, tmp_path):
     path = tmp_path / "prompts.jsonl"

@@ -43,6 +43,7 @@ KL; time spent scoring with teachers and the student (``time/teacher``, ``time/s
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -93,12 +94,12 @@ class DistillData:
         return dict(sorted(counts.items()))
 
 
-def normalise_distill_row(row: dict) -> dict:
+def normalise_distill_row(row: dict, domain: str | None = None) -> dict:
     """A prompt (chat messages ending with a user or tool turn, tools written into the system
-    message as for RL rows) and its ``domain``; no reference answer is needed, except by a
-    multi-turn domain, whose environment runs on the row's fields (the RL rows' normaliser
-    checks and keeps them as ``reference``)."""
-    domain = row.get("domain")
+    message as for RL rows) and its domain (``domain``: its source's, over the row's column); no
+    reference answer is needed, except by a multi-turn domain, whose environment runs on the row's
+    fields (the RL rows' normaliser checks and keeps them as ``reference``)."""
+    domain = domain or row.get("domain")
     if not isinstance(domain, str) or not domain:
         raise ValueError("missing field 'domain'")
     if has_environment(domain):
@@ -123,7 +124,8 @@ def check_domains(stage: DistillStage, variables: Mapping[str, str] | None = Non
         path = resolve_path(source.path, dict(variables or {}))
         if not path.exists():
             raise RecipeError(f"stages ({stage.name}).data: data file not found: {path}")
-        for where, row in read_rows(path, LoadReport()):
+        rows = [(str(path), {"domain": source.domain})] if source.domain else read_rows(path, LoadReport())
+        for where, row in rows:
             if not isinstance(row, dict):
                 continue
             rename_fields(row, source.fields)
@@ -137,7 +139,12 @@ def check_domains(stage: DistillStage, variables: Mapping[str, str] | None = Non
 
 def build_distill_data(stage: DistillStage, *, seed: int, variables: Mapping[str, str] | None = None) -> DistillData:
     check_domains(stage, variables)
-    prompts, report = load_sources(stage.data, normalise_distill_row, seed=seed, variables=dict(variables or {}))
+    prompts, report = [], LoadReport()
+    for source in stage.data:  # each row taught in its source's domain, else its own
+        normalise = functools.partial(normalise_distill_row, domain=source.domain)
+        part, part_report = load_sources([source], normalise, seed=seed, variables=dict(variables or {}))
+        prompts += part
+        report.merge(part_report)
     rows: list[dict] = []
     for prompt in prompts:
         mode = stage.mode_of(prompt["domain"])
