@@ -649,9 +649,19 @@ def test_the_cascade_2_recipe_reads_its_releases_in_cascade_2s_order(tmp_path, m
     result = CliRunner().invoke(app, ["run", str(recipe_path), "--dry-run"])
     assert result.exit_code == 0, result.output
     recipe = load_recipe(recipe_path)
-    order = ["sft", "ifrl", "multi_domain", "mopd", "rlhf", "long_context", "code", "swe"]
+    order = ["sft", "ifrl", "multi_domain", "rlhf_teacher", "mopd", "rlhf", "long_context", "code", "swe"]
     assert [stage.name for stage in recipe.stages] == order
     stages = {stage.name: stage for stage in recipe.stages}
+    # MOPD's teachers (SPEC 11): math the SFT checkpoint, chat an RLHF run from SFT (a side branch
+    # with RLHF's own settings), the rest the checkpoint after IF-RL + multi-domain RL
+    assert stages["rlhf_teacher"].branch_from == "sft"
+    teacher, rlhf = (stages[name].model_dump(exclude={"name", "branch_from", "preset"}) for name in ("rlhf_teacher", "rlhf"))
+    assert teacher == rlhf
+    assert stages["mopd"].teachers == {
+        **dict.fromkeys(("ifeval", "mcqa", "workplace", "structured_output"), "multi_domain"),
+        "math": "sft",
+        "preference": "rlhf_teacher",
+    }
     shared = {
         "rollouts_per_prompt": 16,
         "prompts_per_batch": 128,
@@ -667,5 +677,5 @@ def test_the_cascade_2_recipe_reads_its_releases_in_cascade_2s_order(tmp_path, m
     assert stages["rlhf"].domain == "genrm" and stages["ifrl"].curriculum[0].overlong_filter is False
     assert stages["swe"].mask_groups_at_or_below == 0.5  # and no other stage masks low groups
     assert all(stages[name].mask_groups_at_or_below is None for name in order if name not in ("swe", "mopd", "sft"))
-    for stage, rows in (("ifrl", "9"), ("multi_domain", "9"), ("mopd", "9"), ("rlhf", "3")):
+    for stage, rows in (("ifrl", "9"), ("multi_domain", "9"), ("rlhf_teacher", "3"), ("mopd", "12"), ("rlhf", "3")):
         assert re.search(rf"│ {re.escape(stage)}\s+│ {re.escape(rows)}\s+│", result.output), (stage, rows)
