@@ -349,3 +349,56 @@ def test_two_processes_mask_the_same_low_groups_from_the_loss(tiny_checkpoint, t
         assert masked == [4.0] * 3 and unchanged
     else:
         assert min(masked) < 4 and not unchanged
+
+
+SMALL_STEP = 0.001  # Adam moves a weight by about the learning rate a step
+
+
+def branch_recipe(folder: Path, checkpoint: Path) -> Path:
+    """Two main-line stages, a side branch from the first, and a stage after the branch; the
+    branch and the stage after it take small steps, the second main-line stage large ones."""
+    recipe = yaml.safe_load(write_stage_recipe(folder, checkpoint).read_text())
+    toy = {
+        **recipe["stages"][0],
+        "domain": "tiny_assets:first_char_parity",  # a reward that varies within a group: every stage learns
+        "rollouts_per_prompt": 4,
+        "dynamic_filter": {"enabled": False},  # the prompts drawn do not depend on what was sampled
+        "curriculum": [{"max_response_length": 4, "max_steps": 2}],
+    }
+    recipe["stages"] = [
+        toy,
+        {**toy, "name": "mid", "learning_rate": SMALL_STEP * 50},
+        {**toy, "name": "side", "branch_from": "toy", "learning_rate": SMALL_STEP},
+        {**toy, "name": "after", "learning_rate": SMALL_STEP},
+    ]
+    path = folder / "branch.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def farthest(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a, b))
+
+
+def test_two_processes_train_a_side_branch_and_the_main_line_after_it_as_one_process_does(tiny_checkpoint, tmp_path):
+    """A branch trains from its stage's checkpoint and the stage after it from the main line, on
+    every process: the same prompts and decisions as one process, one writer."""
+    recipe = branch_recipe(tmp_path, tiny_checkpoint)
+    runs = {processes: tmp_path / f"run-{processes}" for processes in (1, 2)}
+    for processes, out in runs.items():
+        run(recipe, out, processes)
+    stages = ("01-toy", "02-mid", "03-side", "04-after")
+    for stage in stages:
+        single, double = (
+            [json.loads(line) for line in (out / stage / "substage-1" / "draws.jsonl").read_text().splitlines()]
+            for out in (runs[1], runs[2])
+        )
+        assert [(d["prompts"], d["modes"]) for d in double] == [(d["prompts"], d["modes"]) for d in single], stage
+        lines = (runs[2] / stage / "metrics.jsonl").read_text().splitlines()
+        assert [json.loads(line)["step"] for line in lines] == [1, 2], stage  # one writer
+    status = json.loads((runs[2] / "03-side" / "stage.json").read_text())
+    assert status["branch_from"] == "toy" and status["policy"] == "02-mid/model"  # what "after" was handed
+    toy, mid, side, after = (load_weights(runs[2] / stage / "model") for stage in stages)
+    assert farthest(mid, toy) > 20 * SMALL_STEP  # "mid" moved far from "toy"
+    assert farthest(side, toy) < 10 * SMALL_STEP < farthest(side, mid)  # the branch started from "toy"
+    assert farthest(after, mid) < 10 * SMALL_STEP < farthest(after, toy)  # "after" from the main line

@@ -1,6 +1,7 @@
 """SFT stages on TRL's SFTTrainer (SPEC section 3)."""
 
 import json
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -389,3 +390,47 @@ def test_a_template_that_rewrites_earlier_turns_trains_each_turn_as_its_own_comp
     seen = sft_on(model, tool_episode(), tmp_path, monkeypatch)
     assert sorted(len(targets) for _, targets in seen) == [1, 1]
     assert sorted(targets[0] for _, targets in seen)[1] == "It is ana@x.org.<|im_end|>\n"
+
+
+def sft_run(model, rows, folder, processes: int):
+    """``cascade run`` of one SFT stage on ``rows`` in ``processes`` processes (torchrun, gloo);
+    the trained weights."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    from child_env import child_environment
+
+    folder.mkdir(parents=True)
+    data = folder / "sft.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sub = {"name": "s", "data": str(data), "max_length": 1024, "batch_size": 4, "per_device_batch_size": 2,
+           "learning_rate": 1e-3, "max_steps": 2}  # fmt: skip
+    recipe = {"name": "t", "seed": 0, "model": {"path": str(model), "chat_template": "keep"},
+              "runtime": {"torch_threads": 1}, "stages": [{"kind": "sft", "substages": [sub]}]}  # fmt: skip
+    path = folder / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    cli = ["-m", "cascade_rl.cli", "run", str(path), "--out", str(folder / "run")]
+    if processes > 1:
+        launcher = str(Path(sys.executable).with_name("torchrun"))
+        cli = ["--nproc_per_node", str(processes), "--master_port", str(29300 + os.getpid() % 1000), *cli]
+    else:
+        launcher = sys.executable
+    result = subprocess.run([launcher, *cli], capture_output=True, text=True, timeout=900, env=child_environment())
+    assert result.returncode == 0, result.stderr[-4000:]
+    return list(AutoModelForCausalLM.from_pretrained(folder / "run" / "01-sft" / "model").parameters())
+
+
+def test_two_processes_train_every_turn_of_tool_episodes_as_one_process_does(smollm2_tiny, tmp_path):
+    """The multi-turn path on a plain template (every assistant turn a target, tools and calls
+    written in) under torchrun: each process tokenizes and masks the rows as one process does, so
+    two processes of two rows reach one process's weights."""
+    episode = tool_episode()
+    rows = [episode, {**episode, "messages": episode["messages"][:2] + [{"role": "assistant", "content": "No."}]}] * 4
+    one = sft_run(smollm2_tiny, rows, tmp_path / "one", 1)
+    two = sft_run(smollm2_tiny, rows, tmp_path / "two", 2)
+    start = list(AutoModelForCausalLM.from_pretrained(smollm2_tiny).parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(one, start))
+    for a, b in zip(one, two):
+        assert torch.allclose(a, b, atol=1e-5)
