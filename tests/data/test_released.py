@@ -655,8 +655,8 @@ def test_the_cascade_2_recipe_reads_its_releases_in_cascade_2s_order(tmp_path, m
     # MOPD's teachers (SPEC 11): math the SFT checkpoint, chat an RLHF run from SFT (a side branch
     # with RLHF's own settings), the rest the checkpoint after IF-RL + multi-domain RL
     assert stages["rlhf_teacher"].branch_from == "sft"
-    teacher, rlhf = (stages[name].model_dump(exclude={"name", "branch_from", "preset"}) for name in ("rlhf_teacher", "rlhf"))
-    assert teacher == rlhf
+    own = {"name", "branch_from", "preset"}
+    assert stages["rlhf_teacher"].model_dump(exclude=own) == stages["rlhf"].model_dump(exclude=own)
     assert stages["mopd"].teachers == {
         **dict.fromkeys(("ifeval", "mcqa", "workplace", "structured_output"), "multi_domain"),
         "math": "sft",
