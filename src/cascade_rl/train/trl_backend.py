@@ -34,7 +34,7 @@ reward functions (``reward_funcs``, with TRL's names for their metrics), callbac
 TRL's ``rollout_func`` is not used: it is experimental in TRL 1.x (a warning at every trainer)
 and it skips TRL's tokenisation and weight-sync bookkeeping this module relies on.
 
-**Why one file of about 700 lines**: the point of it is that an upgrade of TRL is read and fixed
+**Why one file of about 850 lines**: the point of it is that an upgrade of TRL is read and fixed
 in one place; splitting it would scatter the private surface again.
 """
 
