@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 
 import torch
-from bench_update import loss
+from bench_update import timed_gradient
 
 from cascade_rl import hardware
 from cascade_rl.train.learning_rows import attended_span
@@ -76,15 +75,6 @@ def micro_batch(step: dict, start: int, size: int, cut: bool) -> dict:
     return rows
 
 
-def timed_gradients(model, batches: list[dict], bf16: bool) -> tuple[float, list[torch.Tensor]]:
-    model.zero_grad(set_to_none=True)
-    start = time.perf_counter()
-    for inputs in batches:
-        loss(model, inputs, bf16).backward()
-    seconds = time.perf_counter() - start
-    return seconds, [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step (the recipe's 8)")
@@ -112,9 +102,9 @@ def main() -> None:
           f"tokens; {len(padded)} micro-batches of {args.micro_batch}: {real} real tokens\n")  # fmt: skip
     print("| micro-batches | positions computed | seconds | largest gradient change |")
     print("|---|---:|---:|---:|")
-    timed_gradients(model, cut[:1], bf16)  # warm-up
-    cut_seconds, cut_grads = timed_gradients(model, cut, bf16)
-    padded_seconds, padded_grads = timed_gradients(model, padded, bf16)
+    timed_gradient(model, cut[:1], bf16)  # warm-up
+    cut_seconds, cut_grads = timed_gradient(model, cut, bf16)
+    padded_seconds, padded_grads = timed_gradient(model, padded, bf16)
     difference = max(float((a - b).abs().max()) for a, b in zip(padded_grads, cut_grads))
     print(f"| TRL's, padded to the step | {positions['padded']} | {padded_seconds:.1f} | |")
     print(f"| cut to their own width | {positions['cut']} | {cut_seconds:.1f} | {difference:.1e} |")

@@ -68,10 +68,13 @@ def loss(model, inputs: dict, bf16: bool) -> torch.Tensor:
     return -(inputs["advantages"][:, None] * logps * mask).sum() / inputs["num_items_in_batch"]
 
 
-def timed_gradient(model, inputs: dict, bf16: bool) -> tuple[float, list[torch.Tensor]]:
+def timed_gradient(model, inputs: dict | list[dict], bf16: bool) -> tuple[float, list[torch.Tensor]]:
+    """Seconds of the forward and backward passes of ``inputs`` (one micro-batch or several,
+    accumulated) and the gradient they leave."""
     model.zero_grad(set_to_none=True)
     start = time.perf_counter()
-    loss(model, inputs, bf16).backward()
+    for micro_batch in inputs if isinstance(inputs, list) else [inputs]:
+        loss(model, micro_batch, bf16).backward()
     seconds = time.perf_counter() - start
     return seconds, [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
 

@@ -216,10 +216,22 @@ def load_sources(
     seed: int = 0,
     variables: dict[str, str] | None = None,
 ) -> tuple[list[dict], LoadReport]:
+    return load_routed_sources(sources, lambda _: normalise, seed=seed, variables=variables)
+
+
+def load_routed_sources(
+    sources: Iterable[DataSource],
+    normaliser_of: Callable[[DataSource], Callable[[dict], dict]],
+    *,
+    seed: int = 0,
+    variables: dict[str, str] | None = None,
+) -> tuple[list[dict], LoadReport]:
+    """As :func:`load_sources`, each source's rows normalised by ``normaliser_of(source)`` (e.g.
+    routed to the source's own ``domain``), one report over them all."""
     total = LoadReport()
     rows: list[dict] = []
     for source in sources:
-        part, report = load_source(source, normalise, seed=seed, variables=variables)
+        part, report = load_source(source, normaliser_of(source), seed=seed, variables=variables)
         rows.extend(part)
         total.merge(report)
     return rows, total

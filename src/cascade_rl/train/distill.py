@@ -56,7 +56,7 @@ from typing import Any
 import torch
 
 from cascade_rl.chat import with_mode, with_tools
-from cascade_rl.data.loading import LoadReport, as_messages, load_sources, read_rows, resolve_path, rl_normaliser
+from cascade_rl.data.loading import LoadReport, as_messages, load_routed_sources, read_rows, resolve_path, rl_normaliser
 from cascade_rl.data.rows import rename_fields
 from cascade_rl.recipe import DistillStage, DynamicFilter, RecipeError, Runtime
 from cascade_rl.rewards.environment import has_environment
@@ -124,27 +124,34 @@ def check_domains(stage: DistillStage, variables: Mapping[str, str] | None = Non
         path = resolve_path(source.path, dict(variables or {}))
         if not path.exists():
             raise RecipeError(f"stages ({stage.name}).data: data file not found: {path}")
-        rows = [(str(path), {"domain": source.domain})] if source.domain else read_rows(path, LoadReport())
-        for where, row in rows:
+        if source.domain:  # every row of the source is taught in that domain
+            check_teacher(stage, source.domain, str(path))
+            continue
+        for where, row in read_rows(path, LoadReport()):
             if not isinstance(row, dict):
                 continue
             rename_fields(row, source.fields)
             domain = row.get("domain")
-            if isinstance(domain, str) and domain and domain not in stage.teachers:
-                raise RecipeError(
-                    f"stages ({stage.name}).data: {where}: domain {domain!r} has no teacher "
-                    f"(teachers: {', '.join(sorted(stage.teachers))})"
-                )
+            if isinstance(domain, str) and domain:
+                check_teacher(stage, domain, where)
+
+
+def check_teacher(stage: DistillStage, domain: str, where: str) -> None:
+    if domain not in stage.teachers:
+        raise RecipeError(
+            f"stages ({stage.name}).data: {where}: domain {domain!r} has no teacher "
+            f"(teachers: {', '.join(sorted(stage.teachers))})"
+        )
 
 
 def build_distill_data(stage: DistillStage, *, seed: int, variables: Mapping[str, str] | None = None) -> DistillData:
     check_domains(stage, variables)
-    prompts, report = [], LoadReport()
-    for source in stage.data:  # each row taught in its source's domain, else its own
-        normalise = functools.partial(normalise_distill_row, domain=source.domain)
-        part, part_report = load_sources([source], normalise, seed=seed, variables=dict(variables or {}))
-        prompts += part
-        report.merge(part_report)
+    prompts, report = load_routed_sources(  # each row taught in its source's domain, else its own
+        stage.data,
+        lambda source: functools.partial(normalise_distill_row, domain=source.domain),
+        seed=seed,
+        variables=dict(variables or {}),
+    )
     rows: list[dict] = []
     for prompt in prompts:
         mode = stage.mode_of(prompt["domain"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade_rl.chat import token_count, with_mode
-from cascade_rl.data.loading import LoadReport, load_sources, rl_normaliser
+from cascade_rl.data.loading import LoadReport, load_routed_sources, rl_normaliser
 from cascade_rl.recipe import DataSource, GRPOStage
 from cascade_rl.train.filtering import MODES
 
@@ -74,13 +74,12 @@ def load_rl_prompts(
 ) -> tuple[list[dict], LoadReport]:
     """The normalised prompts of ``sources`` (the stage's data unless given; each row rewarded by
     its source's domain, else the stage's), and what loading skipped."""
-    prompts, report = [], LoadReport()
-    for source in stage.data if sources is None else sources:
-        normalise = rl_normaliser(source.domain or stage.domain)
-        part, part_report = load_sources([source], normalise, seed=seed, variables=dict(variables or {}))
-        prompts += part
-        report.merge(part_report)
-    return prompts, report
+    return load_routed_sources(
+        stage.data if sources is None else sources,
+        lambda source: rl_normaliser(source.domain or stage.domain),
+        seed=seed,
+        variables=dict(variables or {}),
+    )
 
 
 def rl_data_from(stage: GRPOStage, prompts: Sequence[dict], report: LoadReport, *, key: str = "") -> RLData:
