@@ -190,6 +190,28 @@ def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
     assert sum(1 for r in sft if any(m["role"] == "tool" for m in r["messages"])) == 12
 
 
+def test_the_mcqa_answer_option_changes_only_the_multiple_choice_sft_answers(tmp_path):
+    from dataclasses import replace
+
+    from cascade_rl.world.build import WorldOptions
+
+    sizes = replace(SMALL, sft_mcqa=10, rl_mcqa=9, bench_mcqa=7)
+    letter = build_world(tmp_path / "letter", seed=1, sizes=sizes)
+    check = build_world(tmp_path / "check", seed=1, sizes=sizes, options=WorldOptions(mcqa_answer="check"))
+    for name in ("rl_mcqa.jsonl", "bench_toy-mcqa.jsonl"):
+        assert read(letter.out_dir / name) == read(check.out_dir / name)
+    letter_rows, check_rows = ({r["id"]: r for r in read(w.out_dir / "sft.jsonl")} for w in (letter, check))
+    assert letter_rows.keys() == check_rows.keys()
+    mcqa = [row_id for row_id in letter_rows if row_id.startswith("mcqa-")]
+    assert len(mcqa) == 10
+    for row_id, row in letter_rows.items():
+        if row_id not in mcqa:
+            assert check_rows[row_id] == row
+            continue
+        bare = row["messages"][-1]["content"]
+        assert bare.startswith("\\boxed{") and check_rows[row_id]["messages"][-1]["content"].endswith(f"yes\n{bare}")
+
+
 def test_every_office_set_teaches_and_asks_each_kind_of_request_at_the_recipes_sizes():
     """At recipes/tiny-multi-domain.yaml's sizes (128 benchmark, 160 RL, 256 SFT tasks), each set
     holds the four kinds of request in equal shares and no request is in two sets. (With six task

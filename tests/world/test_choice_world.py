@@ -26,3 +26,27 @@ def test_gold_letters_score_one_and_the_distractors_are_the_other_peoples_cities
         assert len(named) == int(task.kind[-1]) and len(set(cities)) == 4
         letters.add(row["expected_answer"])
     assert letters == {"A", "B", "C", "D"}
+
+
+def test_the_check_answer_restates_the_fact_checks_the_options_in_order_and_scores_one():
+    import pytest
+
+    from cascade_rl.world.build import WorldOptions
+
+    for index in range(100):
+        letter_task = choice_task(random.Random(index))
+        task = choice_task(random.Random(index), answer_style="check")
+        assert task.prompt == letter_task.prompt and task.reference == letter_task.reference
+        assert letter_task.content("no_think") == letter_task.answer  # the default: the boxed letter alone
+        answer = task.content("no_think")
+        gold = task.reference["expected_answer"]
+        lines = answer.split("\n")
+        home = next(text for option in task.reference["options"] for key, text in option.items() if key == gold)
+        assert lines[0].endswith(f"lives in {home}.") and lines[-1] == f"\\boxed{{{gold}}}"
+        checks = lines[1:-1]
+        letters = [key for option in task.reference["options"] for key in option]
+        assert [line[0] for line in checks] == letters[: len(checks)]
+        assert checks[-1] == f"{gold}) {home}: yes" and all(line.endswith(": no") for line in checks[:-1])
+        assert score(answer, **task.reference).reward == 1.0
+    with pytest.raises(ValueError, match="mcqa_answer"):
+        WorldOptions(mcqa_answer="explain")

@@ -271,12 +271,14 @@ class WorldOptions:
     traces (:mod:`.arithmetic`); ``sft_near_miss``: the share of the SFT answers of the
     ``near_miss_domains`` (math, code, instruction following, general chat; SWE repair when
     named) written in a near-miss form that loses the reward (:mod:`.near_miss`; 0 = clean SFT
-    data)."""
+    data); ``mcqa_answer``: the non-thinking multiple-choice SFT answer, ``letter`` (the boxed
+    letter alone) or ``check`` (the options checked in order first: :mod:`.choice`)."""
 
     swe_prompt: swe.PromptStyle = "agentless"
     math_style: arithmetic.Style = "count"
     sft_near_miss: float = 0.0
     near_miss_domains: tuple[str, ...] = DEFAULT_NEAR_MISS_DOMAINS
+    mcqa_answer: choice.AnswerStyle = "letter"
 
     def __post_init__(self) -> None:
         if self.swe_prompt not in swe.PROMPT_STYLES:
@@ -285,6 +287,8 @@ class WorldOptions:
             raise ValueError(f"math_style must be 'count' or 'column', got {self.math_style!r}")
         if not 0.0 <= self.sft_near_miss <= 1.0:
             raise ValueError(f"sft_near_miss must be a share in [0, 1], got {self.sft_near_miss!r}")
+        if self.mcqa_answer not in choice.ANSWER_STYLES:
+            raise ValueError(f"mcqa_answer must be one of {choice.ANSWER_STYLES}, got {self.mcqa_answer!r}")
         object.__setattr__(self, "near_miss_domains", tuple(self.near_miss_domains))
         unknown = sorted(set(self.near_miss_domains) - set(NEAR_MISS_DOMAINS))
         if unknown:
@@ -315,7 +319,9 @@ class Generators:
     code = staticmethod(programs.code_task)
     tool = staticmethod(tools.tool_task)
     structured = staticmethod(structured.structured_task)
-    choice = staticmethod(choice.choice_task)
+
+    def choice(self, rng: random.Random) -> Task:
+        return choice.choice_task(rng, answer_style=self.options.mcqa_answer)
 
     def math(self, rng: random.Random) -> Task:
         return arithmetic.math_task(rng, style=self.options.math_style)
