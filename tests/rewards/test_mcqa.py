@@ -89,3 +89,39 @@ def test_rows_that_cannot_be_graded_name_the_field(row, message):
     with pytest.raises(ValueError, match=message):
         check_row(row)
     check_row({"options": OPTIONS, "expected_answer": " b "})
+
+
+def test_single_answer_scores_a_list_of_different_boxes_zero_and_is_off_by_default():
+    listing = "A) Karyotyping: yes \\boxed{A} B) PCR: yes \\boxed{B}"
+    assert extracted(listing) == ("B", 1.0)  # NVIDIA's grading: the last box decides
+    result = score(listing, options=OPTIONS, expected_answer="B", single_answer=True)
+    assert (result.reward, result.details["rejected"]) == (0.0, "several answers")
+    assert result.details["answers"] == ["A", "B"]
+    # one answer, however often it is repeated or however its box is written, still scores
+    for answer in ("\\boxed{B}", "\\boxed{B} so \\boxed{\\text{B}}", "\\boxed{B: PCR} \\boxed{B}"):
+        assert score(answer, options=OPTIONS, expected_answer="B", single_answer=True).reward == 1.0
+    # a box that names no letter is no second answer; a box in the thinking is not in the answer
+    for answer in ("\\boxed{x} \\boxed{B}", "<think>\\boxed{A}</think>\\boxed{B}"):
+        assert score(answer, options=OPTIONS, expected_answer="B", single_answer=True).reward == 1.0
+
+
+@pytest.mark.parametrize(
+    ("mode", "listing"),
+    [
+        ("lenient_boxed", "\\boxed{Karyotyping} \\boxed{Polymerase Chain Reaction (PCR)}"),
+        ("lenient_answer_colon", "Answer: B\nAnswer: A"),
+        ("lenient_answer_colon_md", "Answer: A\n**Answer:** B"),
+    ],
+)
+def test_single_answer_reads_every_site_of_each_grading_mode(mode, listing):
+    assert extracted(listing, mode)[0] in {"A", "B"}
+    result = score(listing, options=OPTIONS, expected_answer="B", grading_mode=mode, single_answer=True)
+    assert (result.reward, sorted(result.details["answers"])) == (0.0, ["A", "B"])
+
+
+def test_single_answer_reads_every_match_of_the_rows_own_pattern():
+    metadata = {"output_regex": r"Final choice: \(([A-D])\)"}
+    listing = "Final choice: (A) ... Final choice: (B)"
+    assert extracted(listing, template_metadata=metadata) == ("B", 1.0)
+    result = score(listing, options=OPTIONS, expected_answer="B", template_metadata=metadata, single_answer=True)
+    assert result.details["answers"] == ["A", "B"] and result.reward == 0.0

@@ -3,6 +3,7 @@ splits disjoint (no shared prompt, no shared 9-gram), SFT and RL prompts disjoin
 benchmark row scorable by its domain."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from transformers import AutoTokenizer
@@ -150,8 +151,6 @@ def test_unknown_size_field_is_an_error():
 
 
 def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
-    from dataclasses import replace
-
     plain = build_world(tmp_path / "plain", seed=1, sizes=SMALL)
     assert not {"rl_workplace.jsonl", "rl_structured.jsonl"} & set(plain.rows)
     assert set(plain.benchmarks) == set(BENCHMARKS)
@@ -191,10 +190,6 @@ def test_multi_domain_tasks_are_opt_in_and_held_apart(tmp_path):
 
 
 def test_the_mcqa_answer_option_changes_only_the_multiple_choice_sft_answers(tmp_path):
-    from dataclasses import replace
-
-    from cascade_rl.world.build import WorldOptions
-
     sizes = replace(SMALL, sft_mcqa=10, rl_mcqa=9, bench_mcqa=7)
     letter = build_world(tmp_path / "letter", seed=1, sizes=sizes)
     check = build_world(tmp_path / "check", seed=1, sizes=sizes, options=WorldOptions(mcqa_answer="check"))
@@ -233,8 +228,6 @@ def test_every_office_set_teaches_and_asks_each_kind_of_request_at_the_recipes_s
 
 
 def test_multi_domain_near_misses_are_a_share_of_sft_and_their_fixed_phrases_are_scaffolding(tmp_path):
-    from dataclasses import replace
-
     from cascade_rl.rewards.mcqa import score as mcqa_score
     from cascade_rl.world.choice import SCAFFOLDING as CHOICE_PHRASES
     from cascade_rl.world.structured import SCAFFOLDING as STRUCTURED_PHRASES

@@ -4,7 +4,10 @@ MCQA domain's row check."""
 
 import random
 
+import pytest
+
 from cascade_rl.rewards.mcqa import check_row, score
+from cascade_rl.world import WorldOptions
 from cascade_rl.world.choice import choice_task
 from cascade_rl.world.tasks import rl_row
 
@@ -29,10 +32,6 @@ def test_gold_letters_score_one_and_the_distractors_are_the_other_peoples_cities
 
 
 def test_the_check_answer_restates_the_fact_checks_the_options_in_order_and_scores_one():
-    import pytest
-
-    from cascade_rl.world.build import WorldOptions
-
     for index in range(100):
         letter_task = choice_task(random.Random(index))
         task = choice_task(random.Random(index), answer_style="check")

@@ -27,6 +27,15 @@ single-letter keys of ``options`` whose text is not null.
 letter); when it finds nothing the grading mode decides. Details: ``extracted`` (the letter or
 None), ``expected`` and ``mode``.
 
+**One answer only** (option ``single_answer``, off by default: NVIDIA's grading reads one site and
+ignores the rest). Reading one box of several is gameable: a policy that writes ``\\boxed{A}``,
+``\\boxed{B}``, ... down the options scores whenever the gold letter is the one read (SmolLM2
+learned exactly this in 8 RL steps, docs/real-model.md). With ``single_answer: true`` an answer
+whose sites name two or more different letters scores 0 (``rejected: "several answers"``, the
+letters in ``answers``): every ``\\boxed{}`` in the boxed modes, every ``Answer:`` line in the
+colon modes, each read as the mode reads its one site, and every match of the row's
+``output_regex``. Repeating the same letter is one answer.
+
 The older ``multiple_choice`` domain (:mod:`.choice`, MMLU / GPQA evaluation) reads answers more
 leniently; the two share the brace reader of :mod:`.math`.
 """
@@ -67,9 +76,11 @@ def score(
     expected_answer: Any,
     grading_mode: str | None = None,
     template_metadata: Mapping[str, Any] | None = None,
+    single_answer: bool = False,
     prompt: Any = None,
 ) -> Score:
-    """1.0 when the extracted letter is ``expected_answer`` (module docstring)."""
+    """1.0 when the extracted letter is ``expected_answer`` (module docstring); with
+    ``single_answer``, 0.0 when the answer names several different letters."""
     mode = grading_mode or DEFAULT_GRADING_MODE
     if mode not in GRADING_MODES:
         raise ValueError(f"grading_mode must be one of {', '.join(GRADING_MODES)}, got {grading_mode!r}")
@@ -82,9 +93,12 @@ def score(
         return Score(0.0, {**details, "error": "unfinished thinking"})
     if not text:
         return Score(0.0, details)
+    patterns = (template_metadata or {}).get("output_regex")
+    if single_answer and len(named := answers_named(text, choices, mode, patterns)) > 1:
+        return Score(0.0, {**details, "rejected": "several answers", "answers": named})
     letter = None
-    if template_metadata and template_metadata.get("output_regex"):
-        letter = _by_template(text, template_metadata["output_regex"], choices)
+    if patterns:
+        letter = _by_template(text, patterns, choices)
     if letter is None:
         letter = extract_letter(text, choices, mode)
     details["extracted"] = letter
@@ -133,6 +147,35 @@ def extract_letter(text: str, choices: Mapping[str, str], mode: str = DEFAULT_GR
     if letter is None and mode == "lenient_boxed":
         letter = _boxed_option_text(text, choices)
     return letter
+
+
+def answers_named(
+    text: str, choices: Mapping[str, str], mode: str = DEFAULT_GRADING_MODE, template_patterns: Any = None
+) -> list[str]:
+    """The different letters ``text`` names, in order, reading every site ``mode`` reads one of:
+    each ``\\boxed{}`` (boxed modes) or each ``Answer:`` line (colon modes), and every match of
+    the row's ``output_regex`` patterns when it has them."""
+    template = _template_letters(text, template_patterns, choices) if template_patterns else []
+    if mode == "lenient_answer_colon":
+        sites = [f"Answer: {payload}" for payload in _ANSWER_COLON.findall(text)]
+    elif mode == "lenient_answer_colon_md":
+        sites = [f"Answer: {payload}" for payload in _ANSWER_LINE.findall(text)]
+    else:
+        sites = [f"\\boxed{{{inner}}}" for inner in _boxes(text)]
+    letters = [extract_letter(site, choices, mode) for site in sites]
+    return list(dict.fromkeys(letter for letter in template + letters if letter is not None))
+
+
+def _boxes(text: str) -> list[str]:
+    """The contents of every literal ``\\boxed{`` whose braces close, in order."""
+    contents = []
+    start = text.find("\\boxed{")
+    while start >= 0:
+        inner = braced_content(text, start + len("\\boxed"), escapes=False)
+        if inner is not None:
+            contents.append(inner)
+        start = text.find("\\boxed{", start + 1)
+    return contents
 
 
 def _last_box(text: str) -> str | None:
@@ -200,21 +243,38 @@ def _payload_letter(payload: str, choices: Mapping[str, str]) -> str | None:
 
 
 def _by_template(text: str, patterns: Any, choices: Mapping[str, str]) -> str | None:
-    """The letter a row's own ``output_regex`` finds (the last match; a captured letter is
-    trusted even when the options do not list it, as NeMo Gym does)."""
-    for pattern in [patterns] if isinstance(patterns, str) else list(patterns):
-        try:
-            matches = re.findall(pattern, text, re.IGNORECASE)
-        except re.error:
-            continue
-        if not matches:
-            continue
-        last = matches[-1]
-        captured = (last[0] if isinstance(last, tuple) else last).strip().translate(_FOREIGN_LETTERS).strip().upper()
-        if len(captured) == 1 and captured.isalpha():
-            return captured
-        wanted = _normalised(captured)
-        letter = next((k for k, option in choices.items() if _normalised(option) == wanted), None)
+    """The letter a row's own ``output_regex`` finds (the last match of the first pattern that
+    names a letter; a captured letter is trusted even when the options do not list it, as NeMo
+    Gym does)."""
+    for pattern in _patterns(patterns):
+        matches = _matches(pattern, text)
+        letter = _template_letter(matches[-1], choices) if matches else None
         if letter is not None:
             return letter
     return None
+
+
+def _template_letters(text: str, patterns: Any, choices: Mapping[str, str]) -> list[str]:
+    """The letter of every match of every ``output_regex`` pattern, in order."""
+    letters = (_template_letter(match, choices) for p in _patterns(patterns) for match in _matches(p, text))
+    return [letter for letter in letters if letter is not None]
+
+
+def _patterns(patterns: Any) -> list[str]:
+    return [patterns] if isinstance(patterns, str) else list(patterns)
+
+
+def _matches(pattern: str, text: str) -> list[Any]:
+    try:
+        return re.findall(pattern, text, re.IGNORECASE)
+    except re.error:
+        return []
+
+
+def _template_letter(match: Any, choices: Mapping[str, str]) -> str | None:
+    """The letter one regex match names: a captured letter as given, else an option's text."""
+    captured = (match[0] if isinstance(match, tuple) else match).strip().translate(_FOREIGN_LETTERS).strip().upper()
+    if len(captured) == 1 and captured.isalpha():
+        return captured
+    wanted = _normalised(captured)
+    return next((k for k, option in choices.items() if _normalised(option) == wanted), None)

@@ -215,7 +215,8 @@ REGISTRY: dict[str, RewardDomain] = _build(
                 "grading_mode": Literal[
                     "strict_single_letter_boxed", "lenient_boxed", "lenient_answer_colon", "lenient_answer_colon_md"
                 ]
-                | None
+                | None,
+                "single_answer": bool,
             },
         ),
         RewardDomain(
